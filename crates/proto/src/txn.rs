@@ -1,0 +1,197 @@
+//! Transaction records (reference section 5.3): what the leader orders, the log stores and every
+//! server applies. Encoded exactly as ZooKeeper's `txn` module so logs and proposals interoperate.
+
+use crate::data::Acl;
+use crate::jute::{DecodeError, Reader, Record, Writer};
+use crate::opcode::OpCode;
+
+/// TxnHeader: who issued the txn, its zxid and the leader's wall-clock time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TxnHeader {
+    pub client_id: i64,
+    pub cxid: i32,
+    pub zxid: i64,
+    pub time_ms: i64,
+    pub txn_type: i32,
+}
+
+impl Record for TxnHeader {
+    fn encode(&self, w: &mut Writer) {
+        w.write_i64(self.client_id);
+        w.write_i32(self.cxid);
+        w.write_i64(self.zxid);
+        w.write_i64(self.time_ms);
+        w.write_i32(self.txn_type);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Self {
+            client_id: r.read_i64()?,
+            cxid: r.read_i32()?,
+            zxid: r.read_i64()?,
+            time_ms: r.read_i64()?,
+            txn_type: r.read_i32()?,
+        })
+    }
+}
+
+/// The body of a transaction. Data buffers keep the null/empty distinction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Txn {
+    /// CreateTxn: `ephemeral` is true for ephemeral nodes (owner = the header's client id).
+    Create { path: String, data: Option<Vec<u8>>, acl: Vec<Acl>, ephemeral: bool, parent_cversion: i32 },
+    CreateContainer { path: String, data: Option<Vec<u8>>, acl: Vec<Acl>, parent_cversion: i32 },
+    CreateTtl { path: String, data: Option<Vec<u8>>, acl: Vec<Acl>, parent_cversion: i32, ttl_ms: i64 },
+    /// Also used for deleteContainer (type 20) with the same body.
+    Delete { path: String },
+    DeleteContainer { path: String },
+    SetData { path: String, data: Option<Vec<u8>>, version: i32 },
+    SetAcl { path: String, acl: Vec<Acl>, version: i32 },
+    Check { path: String, version: i32 },
+    CreateSession { timeout_ms: i32 },
+    /// CloseSessionTxn: the ephemeral paths to delete.
+    CloseSession { paths_to_delete: Vec<String> },
+    Error { err: i32 },
+    Multi(Vec<Txn>),
+}
+
+impl Txn {
+    /// The txn type written into the TxnHeader.
+    pub fn op(&self) -> OpCode {
+        match self {
+            Txn::Create { .. } => OpCode::Create,
+            Txn::CreateContainer { .. } => OpCode::CreateContainer,
+            Txn::CreateTtl { .. } => OpCode::CreateTtl,
+            Txn::Delete { .. } => OpCode::Delete,
+            Txn::DeleteContainer { .. } => OpCode::DeleteContainer,
+            Txn::SetData { .. } => OpCode::SetData,
+            Txn::SetAcl { .. } => OpCode::SetAcl,
+            Txn::Check { .. } => OpCode::Check,
+            Txn::CreateSession { .. } => OpCode::CreateSession,
+            Txn::CloseSession { .. } => OpCode::CloseSession,
+            Txn::Error { .. } => OpCode::Error,
+            Txn::Multi(_) => OpCode::Multi,
+        }
+    }
+
+    /// Encodes the body (without header) as ZooKeeper does.
+    pub fn encode_body(&self, w: &mut Writer) {
+        match self {
+            Txn::Create { path, data, acl, ephemeral, parent_cversion } => {
+                w.write_ustring(path);
+                w.write_buffer(data.as_deref());
+                w.write_vec(acl);
+                w.write_bool(*ephemeral);
+                w.write_i32(*parent_cversion);
+            }
+            Txn::CreateContainer { path, data, acl, parent_cversion } => {
+                w.write_ustring(path);
+                w.write_buffer(data.as_deref());
+                w.write_vec(acl);
+                w.write_i32(*parent_cversion);
+            }
+            Txn::CreateTtl { path, data, acl, parent_cversion, ttl_ms } => {
+                w.write_ustring(path);
+                w.write_buffer(data.as_deref());
+                w.write_vec(acl);
+                w.write_i32(*parent_cversion);
+                w.write_i64(*ttl_ms);
+            }
+            Txn::Delete { path } | Txn::DeleteContainer { path } => w.write_ustring(path),
+            Txn::SetData { path, data, version } => {
+                w.write_ustring(path);
+                w.write_buffer(data.as_deref());
+                w.write_i32(*version);
+            }
+            Txn::SetAcl { path, acl, version } => {
+                w.write_ustring(path);
+                w.write_vec(acl);
+                w.write_i32(*version);
+            }
+            Txn::Check { path, version } => {
+                w.write_ustring(path);
+                w.write_i32(*version);
+            }
+            Txn::CreateSession { timeout_ms } => w.write_i32(*timeout_ms),
+            Txn::CloseSession { paths_to_delete } => w.write_string_vec(paths_to_delete),
+            Txn::Error { err } => w.write_i32(*err),
+            Txn::Multi(txns) => {
+                w.write_i32(txns.len() as i32);
+                for t in txns {
+                    w.write_i32(t.op().code());
+                    let mut inner = Writer::new();
+                    t.encode_body(&mut inner);
+                    w.write_buffer(Some(inner.as_slice()));
+                }
+            }
+        }
+    }
+
+    /// Decodes a body of the given txn type. A closeSession with an empty body (logs written with
+    /// `closeSessionTxn.enabled=false`) decodes as an empty path list.
+    pub fn decode_body(txn_type: i32, r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let op = OpCode::from_code(txn_type).ok_or(DecodeError::Invalid("unknown txn type"))?;
+        Ok(match op {
+            OpCode::Create | OpCode::Create2 => {
+                let path = r.read_ustring()?;
+                let data = r.read_buffer()?;
+                let acl = r.read_vec()?;
+                let ephemeral = r.read_bool()?;
+                // CreateTxnV0 (legacy) has no parentCVersion.
+                let parent_cversion = if r.remaining() >= 4 { r.read_i32()? } else { -1 };
+                Txn::Create { path, data, acl, ephemeral, parent_cversion }
+            }
+            OpCode::CreateContainer => Txn::CreateContainer {
+                path: r.read_ustring()?,
+                data: r.read_buffer()?,
+                acl: r.read_vec()?,
+                parent_cversion: r.read_i32()?,
+            },
+            OpCode::CreateTtl => Txn::CreateTtl {
+                path: r.read_ustring()?,
+                data: r.read_buffer()?,
+                acl: r.read_vec()?,
+                parent_cversion: r.read_i32()?,
+                ttl_ms: r.read_i64()?,
+            },
+            OpCode::Delete => Txn::Delete { path: r.read_ustring()? },
+            OpCode::DeleteContainer => Txn::DeleteContainer { path: r.read_ustring()? },
+            OpCode::SetData => Txn::SetData { path: r.read_ustring()?, data: r.read_buffer()?, version: r.read_i32()? },
+            OpCode::SetAcl => Txn::SetAcl { path: r.read_ustring()?, acl: r.read_vec()?, version: r.read_i32()? },
+            OpCode::Check => Txn::Check { path: r.read_ustring()?, version: r.read_i32()? },
+            OpCode::CreateSession => Txn::CreateSession { timeout_ms: r.read_i32()? },
+            OpCode::CloseSession => {
+                let paths_to_delete = if r.is_empty() { Vec::new() } else { r.read_string_vec()? };
+                Txn::CloseSession { paths_to_delete }
+            }
+            OpCode::Error => Txn::Error { err: r.read_i32()? },
+            OpCode::Multi => {
+                let txns = r.read_vec_with(|r| {
+                    let t = r.read_i32()?;
+                    let body = r.read_buffer()?.unwrap_or_default();
+                    Txn::decode_body(t, &mut Reader::new(&body))
+                })?;
+                Txn::Multi(txns)
+            }
+            _ => return Err(DecodeError::Invalid("opcode is not a txn type")),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::Acl;
+
+    #[test]
+    fn multi_txn_round_trips() {
+        let t = Txn::Multi(vec![
+            Txn::Create { path: "/a".into(), data: None, acl: Acl::open_unsafe(), ephemeral: true, parent_cversion: 3 },
+            Txn::SetData { path: "/a".into(), data: Some(b"x".to_vec()), version: 1 },
+            Txn::Error { err: -101 },
+        ]);
+        let mut w = Writer::new();
+        t.encode_body(&mut w);
+        let back = Txn::decode_body(OpCode::Multi.code(), &mut Reader::new(w.as_slice())).unwrap();
+        assert_eq!(back, t);
+    }
+}
