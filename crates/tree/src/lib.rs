@@ -1,1 +1,29 @@
-//! placeholder
+//! Warden's znode tree: the `DataTree` with Stat bookkeeping, ephemerals, containers, TTL nodes
+//! and quotas; `Prep`, which turns validated writes into txns against pending changes; ACL
+//! checks; and the `WatchManager`.
+//!
+//! Pure: no I/O, clock, threads or randomness. Time arrives in txn headers and arguments.
+
+pub mod acl;
+pub mod outcome;
+pub mod owner;
+pub mod path;
+pub mod prep;
+pub mod quota;
+pub mod stats_track;
+pub mod tree;
+pub mod watch;
+pub(crate) mod watch_table;
+pub mod watch_types;
+pub mod write_op;
+pub mod znode;
+
+pub use acl::{check_acl, digest_id, fixup_acl, mask_digests_for_get_acl};
+pub use outcome::{ApplyOutcome, TreeEvent, TreeEventKind, TxnResult};
+pub use path::{basename, parent, validate_path};
+pub use tree::DataTree;
+pub use znode::Znode;
+pub use prep::Prep;
+pub use write_op::{CreateKind, CreateMode, PrepContext, WriteOp};
+pub use watch::{SetWatchesLists, WatchManager, WatchTableKind};
+pub use watch_types::{AddWatchMode, FiredWatch, WatchEventType, WatchSummary, WatcherType};

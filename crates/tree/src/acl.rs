@@ -1,0 +1,235 @@
+//! ACL checks and fix-up (reference sections 12.2-12.4).
+//!
+//! Known schemes: `world`, `auth` (expanded at create/setACL), `digest`, `ip`, `sasl`, `x509` and
+//! `super` (a caller id that bypasses every check).
+
+use base64::Engine as _;
+use sha1::{Digest as _, Sha1};
+use std::net::IpAddr;
+use warden_proto::{Acl, ErrorCode, Id};
+
+/// `checkACL`: may a caller holding `ids` exercise `perm` on a node whose ACL is `acl`?
+pub fn check_acl(acl: &[Acl], perm: i32, ids: &[Id]) -> bool {
+    if acl.is_empty() || ids.iter().any(|id| id.scheme == "super") {
+        return true;
+    }
+    acl.iter().filter(|a| a.perms & perm != 0).any(|a| entry_matches(&a.id, ids))
+}
+
+fn entry_matches(entry: &Id, ids: &[Id]) -> bool {
+    if entry.scheme == "world" && entry.id == "anyone" {
+        return true;
+    }
+    ids.iter().filter(|c| c.scheme == entry.scheme).any(|c| scheme_matches(&entry.scheme, &c.id, &entry.id))
+}
+
+/// The `matches` of each authentication provider: CIDR for `ip`, equality for the others.
+fn scheme_matches(scheme: &str, caller: &str, acl_expr: &str) -> bool {
+    match scheme {
+        "ip" => ip_matches(caller, acl_expr),
+        "digest" | "sasl" | "x509" => caller == acl_expr,
+        _ => false,
+    }
+}
+
+/// The id a `digest` AuthPacket of `user:password` authenticates as: `user:BASE64(SHA1(user:password))`.
+pub fn digest_id(user_password: &str) -> String {
+    let user = user_password.split(':').next().unwrap_or("");
+    let hash = Sha1::digest(user_password.as_bytes());
+    format!("{user}:{}", base64::engine::general_purpose::STANDARD.encode(hash))
+}
+
+/// Parses an address into its bytes (4 for IPv4, 16 for IPv6).
+fn addr_bytes(s: &str) -> Option<Vec<u8>> {
+    match s.parse::<IpAddr>().ok()? {
+        IpAddr::V4(a) => Some(a.octets().to_vec()),
+        IpAddr::V6(a) => Some(a.octets().to_vec()),
+    }
+}
+
+/// Parses an `ip` ACL expression `addr` or `addr/bits` into (address bytes, prefix bits).
+fn parse_cidr(expr: &str) -> Option<(Vec<u8>, usize)> {
+    let (addr, bits) = match expr.split_once('/') {
+        Some((a, b)) => (a, Some(b)),
+        None => (expr, None),
+    };
+    let bytes = addr_bytes(addr)?;
+    let max = bytes.len() * 8;
+    let bits = match bits {
+        Some(b) => b.parse::<usize>().ok().filter(|&b| b <= max)?,
+        None => max,
+    };
+    Some((bytes, bits))
+}
+
+fn ip_matches(caller: &str, acl_expr: &str) -> bool {
+    let Some((acl_addr, bits)) = parse_cidr(acl_expr) else { return false };
+    let Some(remote) = addr_bytes(caller) else { return false };
+    if remote.len() != acl_addr.len() {
+        return false;
+    }
+    (0..bits).all(|i| bit(&acl_addr, i) == bit(&remote, i))
+}
+
+fn bit(bytes: &[u8], i: usize) -> bool {
+    bytes.get(i / 8).is_some_and(|b| b & (0x80 >> (i % 8)) != 0)
+}
+
+/// `isValid` of the provider for an ACL id; unknown schemes are invalid.
+fn id_is_valid(id: &Id) -> bool {
+    match id.scheme.as_str() {
+        // Java's split(":") drops trailing empty strings; exactly two parts are required.
+        "digest" => java_split_count(&id.id, ':') == 2,
+        "ip" => parse_cidr(&id.id).is_some(),
+        "sasl" | "x509" => true,
+        _ => false,
+    }
+}
+
+fn java_split_count(s: &str, sep: char) -> usize {
+    let parts: Vec<&str> = s.split(sep).collect();
+    let trailing_empty = parts.iter().rev().take_while(|p| p.is_empty()).count();
+    if trailing_empty == parts.len() {
+        // Java returns [""] for the empty string, and [] for a string of only separators.
+        return usize::from(s.is_empty());
+    }
+    parts.len() - trailing_empty
+}
+
+/// Does the provider of this caller id report "authenticated" (so `auth` expands to it)?
+fn is_authenticated_scheme(scheme: &str) -> bool {
+    matches!(scheme, "digest" | "sasl" | "x509")
+}
+
+/// `fixupACL`: removes duplicates, expands `auth` to the caller's authenticated ids and rejects
+/// invalid entries; any problem is `InvalidAcl`.
+pub fn fixup_acl(acl: &[Acl], auth_ids: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
+    let mut unique: Vec<&Acl> = Vec::with_capacity(acl.len());
+    for a in acl {
+        if !unique.contains(&a) {
+            unique.push(a);
+        }
+    }
+    if unique.is_empty() {
+        return Err(ErrorCode::InvalidAcl);
+    }
+    let mut out = Vec::with_capacity(unique.len());
+    for a in unique {
+        fixup_entry(a, auth_ids, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn fixup_entry(a: &Acl, auth_ids: &[Id], out: &mut Vec<Acl>) -> Result<(), ErrorCode> {
+    if a.id.scheme == "world" && a.id.id == "anyone" {
+        out.push(a.clone());
+    } else if a.id.scheme == "auth" {
+        let before = out.len();
+        out.extend(auth_ids.iter().filter(|c| is_authenticated_scheme(&c.scheme)).map(|c| Acl::new(a.perms, c.clone())));
+        if out.len() == before {
+            return Err(ErrorCode::InvalidAcl);
+        }
+    } else if id_is_valid(&a.id) {
+        out.push(a.clone());
+    } else {
+        return Err(ErrorCode::InvalidAcl);
+    }
+    Ok(())
+}
+
+/// What getACL shows a caller without ADMIN permission: every `digest` id is cut to `user:x`.
+pub fn mask_digests_for_get_acl(acl: &[Acl]) -> Vec<Acl> {
+    acl.iter()
+        .map(|a| {
+            if a.id.scheme != "digest" {
+                return a.clone();
+            }
+            let masked = match a.id.id.split_once(':') {
+                Some((user, _)) => format!("{user}:x"),
+                None => a.id.id.clone(),
+            };
+            Acl::new(a.perms, Id::new("digest", masked))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warden_proto::perms;
+
+    fn ip(a: &str) -> Id {
+        Id::new("ip", a)
+    }
+
+    #[test]
+    fn digest_matches_known_value() {
+        // Value from ZooKeeper's documentation and tests: super:test.
+        assert_eq!(digest_id("super:test"), "super:D/InIHSb7yEEbrWz8b9l71RjZJU=");
+        assert_eq!(digest_id("user:pw").split(':').next(), Some("user"));
+    }
+
+    #[test]
+    fn empty_acl_and_super_allow() {
+        assert!(check_acl(&[], perms::ADMIN, &[]));
+        let acl = vec![Acl::new(perms::READ, Id::new("digest", "u:h"))];
+        assert!(!check_acl(&acl, perms::READ, &[ip("1.2.3.4")]));
+        assert!(check_acl(&acl, perms::WRITE, &[Id::new("super", "")]));
+    }
+
+    #[test]
+    fn world_and_digest() {
+        let acl = vec![Acl::new(perms::READ, Id::anyone()), Acl::new(perms::ALL, Id::new("digest", "u:h"))];
+        assert!(check_acl(&acl, perms::READ, &[]));
+        assert!(!check_acl(&acl, perms::WRITE, &[ip("1.2.3.4")]));
+        assert!(check_acl(&acl, perms::WRITE, &[Id::new("digest", "u:h")]));
+        assert!(!check_acl(&acl, perms::WRITE, &[Id::new("digest", "u:H")]));
+        assert!(!check_acl(&acl, perms::WRITE, &[Id::new("sasl", "u:h")]));
+    }
+
+    #[test]
+    fn ip_cidr() {
+        let acl = |e: &str| vec![Acl::new(perms::ALL, ip(e))];
+        assert!(check_acl(&acl("10.0.0.0/8"), perms::READ, &[ip("10.1.2.3")]));
+        assert!(!check_acl(&acl("10.0.0.0/8"), perms::READ, &[ip("11.1.2.3")]));
+        assert!(check_acl(&acl("10.1.2.3"), perms::READ, &[ip("10.1.2.3")]));
+        assert!(!check_acl(&acl("10.1.2.3"), perms::READ, &[ip("10.1.2.4")]));
+        assert!(check_acl(&acl("0.0.0.0/0"), perms::READ, &[ip("8.8.8.8")]));
+        assert!(check_acl(&acl("192.168.1.128/25"), perms::READ, &[ip("192.168.1.200")]));
+        assert!(!check_acl(&acl("192.168.1.128/25"), perms::READ, &[ip("192.168.1.100")]));
+        assert!(check_acl(&acl("fe80::/64"), perms::READ, &[ip("fe80::1")]));
+        assert!(!check_acl(&acl("fe80::/64"), perms::READ, &[ip("fe81::1")]));
+        assert!(!check_acl(&acl("fe80::/64"), perms::READ, &[ip("10.0.0.1")]));
+        assert!(!check_acl(&acl("10.0.0.0/33"), perms::READ, &[ip("10.0.0.1")]));
+        assert!(!check_acl(&acl("bogus"), perms::READ, &[ip("10.0.0.1")]));
+    }
+
+    #[test]
+    fn fixup_rules() {
+        let digest = Id::new("digest", "u:h");
+        let ids = vec![ip("1.2.3.4"), digest.clone()];
+        assert_eq!(fixup_acl(&[], &ids), Err(ErrorCode::InvalidAcl));
+        let open = Acl::open_unsafe();
+        assert_eq!(fixup_acl(&[open[0].clone(), open[0].clone()], &ids), Ok(open.clone()));
+        assert_eq!(fixup_acl(&Acl::creator_all(), &ids), Ok(vec![Acl::new(perms::ALL, digest)]));
+        assert_eq!(fixup_acl(&Acl::creator_all(), &[ip("1.2.3.4")]), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup_acl(&Acl::creator_all(), &[Id::new("super", "")]), Err(ErrorCode::InvalidAcl));
+        for bad in [("digest", "nocolon"), ("digest", "a:b:c"), ("digest", "u:"), ("ip", "1.2.3"), ("ip", "1.2.3.4/40"),
+            ("world", "someone"), ("super", ""), ("foo", "bar")] {
+            let acl = vec![Acl::new(perms::ALL, Id::new(bad.0, bad.1))];
+            assert_eq!(fixup_acl(&acl, &ids), Err(ErrorCode::InvalidAcl), "{bad:?}");
+        }
+        for good in [("digest", ":h"), ("ip", "1.2.3.4/24"), ("ip", "::1"), ("sasl", "bob")] {
+            let acl = vec![Acl::new(perms::ALL, Id::new(good.0, good.1))];
+            assert_eq!(fixup_acl(&acl, &ids), Ok(acl.clone()), "{good:?}");
+        }
+    }
+
+    #[test]
+    fn masking() {
+        let acl = vec![Acl::new(perms::ALL, Id::new("digest", "u:secret")), Acl::new(1, ip("1.2.3.4"))];
+        let m = mask_digests_for_get_acl(&acl);
+        assert_eq!(m[0].id.id, "u:x");
+        assert_eq!(m[1], acl[1]);
+    }
+}

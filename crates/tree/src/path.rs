@@ -1,0 +1,116 @@
+//! Znode path rules (reference section 10.2): validation for writes, parent and base name.
+
+use warden_proto::ErrorCode;
+
+/// The paths ZooKeeper owns; they can never be deleted.
+pub const SPECIAL_PATHS: [&str; 4] = ["/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"];
+
+/// True for `/`, `/zookeeper`, `/zookeeper/quota` and `/zookeeper/config`.
+pub fn is_special_path(path: &str) -> bool {
+    SPECIAL_PATHS.contains(&path)
+}
+
+/// Validates a path as ZooKeeper's `PathUtils.validatePath` does; any failure is `BadArguments`.
+///
+/// Code points above U+FFFF are rejected too: Java sees them as surrogate pairs, which fall in
+/// the forbidden U+D800..U+F8FF range.
+pub fn validate_path(path: &str) -> Result<(), ErrorCode> {
+    if !path.starts_with('/') {
+        return Err(ErrorCode::BadArguments);
+    }
+    if path == "/" {
+        return Ok(());
+    }
+    if path.ends_with('/') {
+        return Err(ErrorCode::BadArguments);
+    }
+    if path[1..].split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..") {
+        return Err(ErrorCode::BadArguments);
+    }
+    if path.chars().any(is_forbidden_char) {
+        return Err(ErrorCode::BadArguments);
+    }
+    Ok(())
+}
+
+fn is_forbidden_char(c: char) -> bool {
+    let u = c as u32;
+    u <= 0x1F
+        || (0x7F..=0x9F).contains(&u)
+        || (0xD800..=0xF8FF).contains(&u)
+        || (0xFFF0..=0xFFFF).contains(&u)
+        || u > 0xFFFF
+}
+
+/// The parent of a path: everything before the last `/`, with `""` mapped to `/`.
+/// Paths without a `/` (and `/` itself) yield `/`.
+pub fn parent(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    }
+}
+
+/// The last segment of a path (after the last `/`); the whole string if there is no `/`.
+pub fn basename(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(i) => &path[i + 1..],
+        None => path,
+    }
+}
+
+/// Joins a parent path and a child name.
+pub fn join(parent: &str, child: &str) -> String {
+    if parent == "/" {
+        format!("/{child}")
+    } else {
+        format!("{parent}/{child}")
+    }
+}
+
+/// True if `path` is `ancestor` or lies below it (component-wise).
+pub fn is_under(path: &str, ancestor: &str) -> bool {
+    ancestor == "/"
+        || path == ancestor
+        || (path.len() > ancestor.len() && path.starts_with(ancestor) && path.as_bytes()[ancestor.len()] == b'/')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn valid_paths() {
+        for p in ["/", "/a", "/a/b", "/a.b", "/...", "/a/.b", "/zookeeper", "/x/0000000001", "/é"] {
+            assert_eq!(validate_path(p), Ok(()), "{p}");
+        }
+    }
+
+    #[test]
+    fn invalid_paths() {
+        for p in [
+            "", "a", "a/b", "/a/", "//", "/a//b", "/.", "/..", "/a/./b", "/a/../b", "/a/.", "/a\0b", "/a\u{1}",
+            "/\u{7f}", "/\u{9f}", "/\u{d7ff}\u{e000}", "/\u{f8ff}", "/\u{fff0}", "/\u{ffff}", "/\u{1F600}",
+        ] {
+            assert_eq!(validate_path(p), Err(ErrorCode::BadArguments), "{p:?}");
+        }
+        assert_eq!(validate_path("/\u{d7ff}"), Ok(()));
+        assert_eq!(validate_path("/\u{f900}"), Ok(()));
+    }
+
+    #[test]
+    fn parent_and_basename() {
+        assert_eq!(parent("/a"), "/");
+        assert_eq!(parent("/a/b"), "/a");
+        assert_eq!(parent("/a/"), "/a");
+        assert_eq!(parent("/"), "/");
+        assert_eq!(basename("/a/b"), "b");
+        assert_eq!(basename("/"), "");
+        assert_eq!(join("/", "a"), "/a");
+        assert_eq!(join("/a", "b"), "/a/b");
+        assert!(is_under("/a/b", "/a"));
+        assert!(is_under("/a", "/a"));
+        assert!(!is_under("/ab", "/a"));
+        assert!(is_under("/ab", "/"));
+    }
+}

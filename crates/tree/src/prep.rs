@@ -1,0 +1,372 @@
+//! `Prep`: turns a write into a txn against the tree plus pending (prepped, not yet applied)
+//! changes, like ZooKeeper's PrepRequestProcessor with its ChangeRecords (reference 6, 10.3).
+//!
+//! Deviations from ZooKeeper, both towards what the applied tree will show: a pending setACL
+//! record carries the new ACL, and a pending closeSession lowers its parents' child counts.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use warden_proto::{perms, Acl, ErrorCode, StatPersisted, Txn};
+
+use crate::acl::{check_acl, fixup_acl};
+use crate::owner::{is_session_ephemeral, ttl_owner, CONTAINER_OWNER, MAX_TTL_MS};
+use crate::path::{is_special_path, validate_path};
+use crate::tree::DataTree;
+use crate::write_op::{CreateKind, CreateMode, PrepContext, WriteOp};
+
+/// What a node will look like once pending txns apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PendingNode {
+    stat: StatPersisted,
+    child_count: i64,
+    acl: Vec<Acl>,
+}
+
+/// One pending change; `node` is `None` for a pending delete.
+#[derive(Debug, Clone)]
+struct ChangeRecord {
+    seq: u64,
+    zxid: i64,
+    path: String,
+    node: Option<PendingNode>,
+}
+
+/// Pending change records, oldest first, plus the latest record per path.
+#[derive(Debug, Clone, Default)]
+pub struct Prep {
+    outstanding: VecDeque<ChangeRecord>,
+    latest: HashMap<String, ChangeRecord>,
+    next_seq: u64,
+}
+
+/// A create request after flag and TTL decoding.
+struct CreateArgs<'a> {
+    path: &'a str,
+    data: &'a Option<Vec<u8>>,
+    acl: &'a [Acl],
+    mode: CreateMode,
+    ttl: i64,
+}
+
+impl Prep {
+    /// No pending changes.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of pending change records.
+    pub fn pending_count(&self) -> usize {
+        self.outstanding.len()
+    }
+
+    /// Validates `op` and returns its txn, recording its changes as pending under `zxid`.
+    /// Single ops fail with the first failing check's code (nothing recorded); a multi always
+    /// yields `Txn::Multi` (with error sub-txns on failure, and its records rolled back).
+    pub fn prep(&mut self, tree: &DataTree, ctx: &PrepContext<'_>, zxid: i64, op: &WriteOp) -> Result<Txn, ErrorCode> {
+        match op {
+            WriteOp::Multi(ops) => Ok(self.prep_multi(tree, ctx, zxid, ops)),
+            _ => self.prep_single(tree, ctx, zxid, op),
+        }
+    }
+
+    fn prep_single(&mut self, tree: &DataTree, ctx: &PrepContext<'_>, zxid: i64, op: &WriteOp) -> Result<Txn, ErrorCode> {
+        match op {
+            WriteOp::Create { path, data, acl, flags, kind } => {
+                let mode = CreateMode::from_flags(*flags).ok_or(ErrorCode::BadArguments)?;
+                let ttl = match kind {
+                    CreateKind::Ttl(t) => *t,
+                    _ => -1,
+                };
+                validate_create_mode(mode, ttl, ctx)?;
+                self.prep_create(tree, ctx, zxid, &CreateArgs { path, data, acl, mode, ttl })
+            }
+            WriteOp::Delete { path, version } => self.prep_delete(tree, ctx, zxid, path, *version),
+            WriteOp::DeleteContainer { path } => self.prep_delete_container(tree, zxid, path),
+            WriteOp::SetData { path, data, version } => self.prep_set_data(tree, ctx, zxid, path, data, *version),
+            WriteOp::SetAcl { path, acl, version } => self.prep_set_acl(tree, ctx, zxid, path, acl, *version),
+            WriteOp::Check { path, version } => self.prep_check(tree, ctx, path, *version),
+            WriteOp::Multi(_) => Err(ErrorCode::BadArguments),
+        }
+    }
+
+    /// Sub-ops are prepped in order against the pending state; on the first failure the multi's
+    /// records are rolled back, that slot becomes `Error{code}` and later slots `Error{-2}`.
+    fn prep_multi(&mut self, tree: &DataTree, ctx: &PrepContext<'_>, zxid: i64, ops: &[WriteOp]) -> Txn {
+        let mut txns = Vec::with_capacity(ops.len());
+        let mut failed = false;
+        for op in ops {
+            if failed {
+                txns.push(Txn::Error { err: ErrorCode::RuntimeInconsistency.code() });
+                continue;
+            }
+            match self.prep_single(tree, ctx, zxid, op) {
+                Ok(t) => txns.push(t),
+                Err(e) => {
+                    failed = true;
+                    txns.push(Txn::Error { err: e.code() });
+                    self.rollback(zxid);
+                }
+            }
+        }
+        Txn::Multi(txns)
+    }
+
+    /// `getRecordForPath`: the pending state of `path`, else the tree's; NoNode if neither has it.
+    fn record(&self, tree: &DataTree, path: &str) -> Result<PendingNode, ErrorCode> {
+        if let Some(rec) = self.latest.get(path) {
+            return rec.node.clone().ok_or(ErrorCode::NoNode);
+        }
+        let n = tree.node(path).ok_or(ErrorCode::NoNode)?;
+        Ok(PendingNode { stat: n.stat, child_count: n.children.len() as i64, acl: n.acl.clone() })
+    }
+
+    fn add(&mut self, zxid: i64, path: &str, node: Option<PendingNode>) {
+        let rec = ChangeRecord { seq: self.next_seq, zxid, path: path.to_string(), node };
+        self.next_seq += 1;
+        self.latest.insert(rec.path.clone(), rec.clone());
+        self.outstanding.push_back(rec);
+    }
+
+    /// Drops every record of `zxid` (a failed multi) and restores the latest-per-path map.
+    fn rollback(&mut self, zxid: i64) {
+        let mut touched = BTreeSet::new();
+        while self.outstanding.back().is_some_and(|r| r.zxid == zxid) {
+            if let Some(r) = self.outstanding.pop_back() {
+                touched.insert(r.path);
+            }
+        }
+        for path in touched {
+            match self.outstanding.iter().rev().find(|r| r.path == path) {
+                Some(r) => self.latest.insert(path, r.clone()),
+                None => self.latest.remove(&path),
+            };
+        }
+    }
+
+    /// The txn with `zxid` (and everything before it) has been applied to the tree: drop its
+    /// change records.
+    pub fn applied(&mut self, zxid: i64) {
+        while self.outstanding.front().is_some_and(|r| r.zxid <= zxid) {
+            let Some(r) = self.outstanding.pop_front() else { break };
+            if self.latest.get(&r.path).is_some_and(|l| l.seq == r.seq) {
+                self.latest.remove(&r.path);
+            }
+        }
+    }
+
+    /// Forgets every pending change (e.g. when leadership is lost).
+    pub fn clear(&mut self) {
+        self.outstanding.clear();
+        self.latest.clear();
+    }
+
+    fn prep_create(&mut self, tree: &DataTree, ctx: &PrepContext<'_>, zxid: i64, a: &CreateArgs<'_>) -> Result<Txn, ErrorCode> {
+        let parent_path = parent_and_validate(a.path, false)?;
+        let acl = fixup_acl(a.acl, ctx.auth_ids)?;
+        let mut parent = self.record(tree, parent_path)?;
+        if !check_acl(&parent.acl, perms::CREATE, ctx.auth_ids) {
+            return Err(ErrorCode::NoAuth);
+        }
+        let cversion = parent.stat.cversion;
+        let path = if a.mode.sequential { format!("{}{cversion:010}", a.path) } else { a.path.to_string() };
+        validate_path(&path)?;
+        if self.record(tree, &path).is_ok() {
+            return Err(ErrorCode::NodeExists);
+        }
+        if is_session_ephemeral(parent.stat.ephemeral_owner) {
+            return Err(ErrorCode::NoChildrenForEphemerals);
+        }
+        let new_cversion = cversion.wrapping_add(1);
+        let (txn, owner) = create_txn(a, ctx.session_id, path.clone(), acl.clone(), new_cversion);
+        parent.child_count += 1;
+        parent.stat.cversion = new_cversion;
+        parent.stat.pzxid = zxid;
+        self.add(zxid, parent_path, Some(parent));
+        let stat = StatPersisted { czxid: zxid, mzxid: zxid, pzxid: zxid, ephemeral_owner: owner, ..StatPersisted::default() };
+        self.add(zxid, &path, Some(PendingNode { stat, child_count: 0, acl }));
+        Ok(txn)
+    }
+
+    fn prep_delete(&mut self, tree: &DataTree, ctx: &PrepContext<'_>, zxid: i64, path: &str, version: i32) -> Result<Txn, ErrorCode> {
+        let parent_path = parent_and_validate(path, true)?;
+        let parent = self.record(tree, parent_path)?;
+        if !check_acl(&parent.acl, perms::DELETE, ctx.auth_ids) {
+            return Err(ErrorCode::NoAuth);
+        }
+        let node = self.record(tree, path)?;
+        check_and_inc_version(node.stat.version, version)?;
+        if node.child_count > 0 {
+            return Err(ErrorCode::NotEmpty);
+        }
+        self.record_delete(zxid, parent_path, parent, path);
+        Ok(Txn::Delete { path: path.to_string() })
+    }
+
+    fn prep_delete_container(&mut self, tree: &DataTree, zxid: i64, path: &str) -> Result<Txn, ErrorCode> {
+        let parent_path = parent_and_validate(path, true)?;
+        let node = self.record(tree, path)?;
+        if node.child_count > 0 {
+            return Err(ErrorCode::NotEmpty);
+        }
+        if is_session_ephemeral(node.stat.ephemeral_owner) {
+            return Err(ErrorCode::BadVersion);
+        }
+        let parent = self.record(tree, parent_path)?;
+        self.record_delete(zxid, parent_path, parent, path);
+        Ok(Txn::DeleteContainer { path: path.to_string() })
+    }
+
+    fn record_delete(&mut self, zxid: i64, parent_path: &str, mut parent: PendingNode, path: &str) {
+        parent.child_count -= 1;
+        parent.stat.pzxid = zxid;
+        self.add(zxid, parent_path, Some(parent));
+        self.add(zxid, path, None);
+    }
+
+    fn prep_set_data(
+        &mut self,
+        tree: &DataTree,
+        ctx: &PrepContext<'_>,
+        zxid: i64,
+        path: &str,
+        data: &Option<Vec<u8>>,
+        version: i32,
+    ) -> Result<Txn, ErrorCode> {
+        validate_path(path)?;
+        let mut node = self.record(tree, path)?;
+        if !check_acl(&node.acl, perms::WRITE, ctx.auth_ids) {
+            return Err(ErrorCode::NoAuth);
+        }
+        let new_version = check_and_inc_version(node.stat.version, version)?;
+        node.stat.version = new_version;
+        node.stat.mzxid = zxid;
+        self.add(zxid, path, Some(node));
+        Ok(Txn::SetData { path: path.to_string(), data: data.clone(), version: new_version })
+    }
+
+    fn prep_set_acl(
+        &mut self,
+        tree: &DataTree,
+        ctx: &PrepContext<'_>,
+        zxid: i64,
+        path: &str,
+        acl: &[Acl],
+        version: i32,
+    ) -> Result<Txn, ErrorCode> {
+        validate_path(path)?;
+        let acl = fixup_acl(acl, ctx.auth_ids)?;
+        let mut node = self.record(tree, path)?;
+        if !check_acl(&node.acl, perms::ADMIN, ctx.auth_ids) {
+            return Err(ErrorCode::NoAuth);
+        }
+        let new_version = check_and_inc_version(node.stat.aversion, version)?;
+        node.stat.aversion = new_version;
+        node.acl = acl.clone();
+        self.add(zxid, path, Some(node));
+        Ok(Txn::SetAcl { path: path.to_string(), acl, version: new_version })
+    }
+
+    fn prep_check(&mut self, tree: &DataTree, ctx: &PrepContext<'_>, path: &str, version: i32) -> Result<Txn, ErrorCode> {
+        validate_path(path)?;
+        let node = self.record(tree, path)?;
+        if !check_acl(&node.acl, perms::READ, ctx.auth_ids) {
+            return Err(ErrorCode::NoAuth);
+        }
+        let v = check_and_inc_version(node.stat.version, version)?;
+        Ok(Txn::Check { path: path.to_string(), version: v })
+    }
+
+    /// The closeSession txn for `session_id`: the session's ephemerals in the tree, adjusted by
+    /// pending creates and deletes; records their deletion as pending.
+    pub fn prep_close_session(&mut self, tree: &DataTree, session_id: i64, zxid: i64) -> Txn {
+        let mut es: BTreeSet<String> = tree.ephemerals(session_id).into_iter().collect();
+        for r in &self.outstanding {
+            match &r.node {
+                None => {
+                    es.remove(&r.path);
+                }
+                Some(n) if n.stat.ephemeral_owner == session_id => {
+                    es.insert(r.path.clone());
+                }
+                Some(_) => {}
+            }
+        }
+        for path in &es {
+            let parent_path = crate::path::parent(path);
+            if let Ok(parent) = self.record(tree, parent_path) {
+                self.record_delete(zxid, parent_path, parent, path);
+            } else {
+                self.add(zxid, path, None);
+            }
+        }
+        Txn::CloseSession { paths_to_delete: es.into_iter().collect() }
+    }
+
+    /// Checks that the latest-per-path map mirrors the newest outstanding record of each path
+    /// and that zxids never decrease.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut last = i64::MIN;
+        let mut newest: HashMap<&str, u64> = HashMap::new();
+        for r in &self.outstanding {
+            if r.zxid < last {
+                return Err(format!("zxid {} after {last}", r.zxid));
+            }
+            last = r.zxid;
+            newest.insert(&r.path, r.seq);
+        }
+        if newest.len() != self.latest.len() {
+            return Err(format!("{} paths pending, {} in latest map", newest.len(), self.latest.len()));
+        }
+        for (path, rec) in &self.latest {
+            if newest.get(path.as_str()) != Some(&rec.seq) {
+                return Err(format!("{path}: latest record is not the newest outstanding one"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// TTL and session rules of `validateCreateRequest`, in ZooKeeper's order.
+fn validate_create_mode(mode: CreateMode, ttl: i64, ctx: &PrepContext<'_>) -> Result<(), ErrorCode> {
+    if mode.ttl && !ctx.ttl_enabled {
+        return Err(ErrorCode::Unimplemented);
+    }
+    let ttl_ok = if mode.ttl { ttl > 0 && ttl <= MAX_TTL_MS } else { ttl < 0 };
+    if !ttl_ok {
+        return Err(ErrorCode::BadArguments);
+    }
+    if mode.ephemeral && !ctx.is_ephemeral_allowed {
+        return Err(ErrorCode::EphemeralOnLocalSession);
+    }
+    Ok(())
+}
+
+/// The parent part of `path` (before the last `/`, `""` meaning `/`); BadArguments if there is
+/// no `/`, a NUL, or (for deletes) the path is special.
+fn parent_and_validate(path: &str, reject_special: bool) -> Result<&str, ErrorCode> {
+    let slash = path.rfind('/').ok_or(ErrorCode::BadArguments)?;
+    if path.contains('\0') || (reject_special && is_special_path(path)) {
+        return Err(ErrorCode::BadArguments);
+    }
+    Ok(if slash == 0 { "/" } else { &path[..slash] })
+}
+
+/// `checkAndIncVersion`: -1 matches anything; returns the next version.
+fn check_and_inc_version(current: i32, expected: i32) -> Result<i32, ErrorCode> {
+    if expected != -1 && expected != current {
+        return Err(ErrorCode::BadVersion);
+    }
+    Ok(current.wrapping_add(1))
+}
+
+/// The create txn for a mode, and the owner value the node will have.
+fn create_txn(a: &CreateArgs<'_>, session_id: i64, path: String, acl: Vec<Acl>, parent_cversion: i32) -> (Txn, i64) {
+    let data = a.data.clone();
+    if a.mode.container {
+        (Txn::CreateContainer { path, data, acl, parent_cversion }, CONTAINER_OWNER)
+    } else if a.mode.ttl {
+        (Txn::CreateTtl { path, data, acl, parent_cversion, ttl_ms: a.ttl }, ttl_owner(a.ttl))
+    } else {
+        let owner = if a.mode.ephemeral { session_id } else { 0 };
+        (Txn::Create { path, data, acl, ephemeral: a.mode.ephemeral, parent_cversion }, owner)
+    }
+}

@@ -1,0 +1,512 @@
+//! `DataTree`: the replicated znode tree and the rules for applying committed txns
+//! (reference sections 9, 10.1, 14, 15).
+//!
+//! Applying never fails the process: a txn that does not fit the tree yields
+//! `TxnResult::Error`, as ZooKeeper's `DataTree.processTxn` does.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use warden_proto::{Acl, ErrorCode, Stat, StatPersisted, Txn, TxnHeader};
+
+use crate::outcome::{ApplyOutcome, TreeEvent, TreeEventKind, TxnResult};
+use crate::owner::{ttl_owner, OwnerKind, CONTAINER_OWNER};
+use crate::path::{basename, join, parent, validate_path};
+use crate::quota::QuotaIndex;
+use crate::znode::Znode;
+
+/// Path of the ensemble configuration node.
+pub const CONFIG_NODE: &str = "/zookeeper/config";
+/// Root of the quota subtree.
+pub const QUOTA_ROOT: &str = "/zookeeper/quota";
+
+/// The znode tree with its ephemeral, container and TTL indexes.
+#[derive(Debug, Clone)]
+pub struct DataTree {
+    pub(crate) nodes: HashMap<String, Znode>,
+    ephemerals: BTreeMap<i64, BTreeSet<String>>,
+    containers: BTreeSet<String>,
+    ttls: BTreeSet<String>,
+    pub(crate) quotas: QuotaIndex,
+    last_processed_zxid: i64,
+    pub(crate) data_size: u64,
+}
+
+impl Default for DataTree {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Size of a node for `approximate_data_size`: path length plus data length.
+pub(crate) fn node_size(path: &str, data: Option<&Vec<u8>>) -> u64 {
+    (path.len() + data.map_or(0, Vec::len)) as u64
+}
+
+impl DataTree {
+    /// A fresh tree: `/`, `/zookeeper`, `/zookeeper/quota` (open ACL) and `/zookeeper/config`
+    /// (read-only ACL, empty data), all with zero Stats.
+    pub fn new() -> Self {
+        let mut t = Self {
+            nodes: HashMap::new(),
+            ephemerals: BTreeMap::new(),
+            containers: BTreeSet::new(),
+            ttls: BTreeSet::new(),
+            quotas: QuotaIndex::default(),
+            last_processed_zxid: 0,
+            data_size: 0,
+        };
+        t.insert_raw("/", Some(Vec::new()), Acl::open_unsafe());
+        t.insert_raw("/zookeeper", Some(Vec::new()), Acl::open_unsafe());
+        t.insert_raw(QUOTA_ROOT, Some(Vec::new()), Acl::open_unsafe());
+        t.insert_raw(CONFIG_NODE, Some(Vec::new()), Acl::read_unsafe());
+        t
+    }
+
+    fn insert_raw(&mut self, path: &str, data: Option<Vec<u8>>, acl: Vec<Acl>) {
+        if path != "/" {
+            if let Some(p) = self.nodes.get_mut(parent(path)) {
+                p.children.insert(basename(path).to_string());
+            }
+        }
+        self.data_size += node_size(path, data.as_ref());
+        let node = Znode { data, acl, stat: StatPersisted::default(), children: BTreeSet::new() };
+        self.nodes.insert(path.to_string(), node);
+    }
+
+    /// The node at `path`.
+    pub fn node(&self, path: &str) -> Option<&Znode> {
+        self.nodes.get(path)
+    }
+
+    /// The client-visible Stat of `path`.
+    pub fn stat(&self, path: &str) -> Option<Stat> {
+        self.nodes.get(path).map(Znode::client_stat)
+    }
+
+    /// Child names of `path`, sorted.
+    pub fn children(&self, path: &str) -> Option<Vec<String>> {
+        self.nodes.get(path).map(|n| n.children.iter().cloned().collect())
+    }
+
+    /// getAllChildrenNumber: all descendants of `path`; for `/`, ZooKeeper's `nodes.size() - 2`
+    /// (its map holds the root twice), i.e. every node except the root.
+    pub fn all_children_number(&self, path: &str) -> Option<usize> {
+        self.nodes.get(path)?;
+        if path == "/" {
+            return Some(self.nodes.len() - 1);
+        }
+        let prefix = format!("{path}/");
+        Some(self.nodes.keys().filter(|k| k.starts_with(&prefix)).count())
+    }
+
+    /// Paths of the ephemeral nodes owned by `session_id`, sorted.
+    pub fn ephemerals(&self, session_id: i64) -> Vec<String> {
+        self.ephemerals.get(&session_id).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Sessions that own at least one ephemeral node.
+    pub fn sessions_with_ephemerals(&self) -> Vec<i64> {
+        self.ephemerals.keys().copied().collect()
+    }
+
+    /// Total number of ephemeral nodes.
+    pub fn ephemerals_count(&self) -> usize {
+        self.ephemerals.values().map(BTreeSet::len).sum()
+    }
+
+    /// Node count as ZooKeeper reports it (`zk_znode_count`): its map holds the root under both
+    /// `""` and `/`, so this is the number of znodes plus one.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len() + 1
+    }
+
+    /// Number of znodes (root counted once).
+    pub fn znode_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Sum over nodes of path length plus data length.
+    pub fn approximate_data_size(&self) -> u64 {
+        self.data_size
+    }
+
+    /// Highest zxid applied.
+    pub fn last_processed_zxid(&self) -> i64 {
+        self.last_processed_zxid
+    }
+
+    /// Sets the applied zxid (after restoring a snapshot).
+    pub fn set_last_processed_zxid(&mut self, zxid: i64) {
+        self.last_processed_zxid = zxid;
+    }
+
+    /// All paths, sorted (for dumps and snapshots).
+    pub fn paths(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.nodes.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Containers and TTL nodes the container manager should delete now (sections 9.2, 9.3),
+    /// with never-used containers kept forever (3.8/3.9 default). `bool` = is a container.
+    pub fn containers_and_ttls_to_reap(&self, now_ms: i64) -> Vec<(String, bool)> {
+        self.containers_and_ttls_to_reap_with(now_ms, 0)
+    }
+
+    /// As `containers_and_ttls_to_reap`, with `znode.container.maxNeverUsedIntervalMs`
+    /// (0 = never delete a container that never had a child).
+    pub fn containers_and_ttls_to_reap_with(&self, now_ms: i64, max_never_used_ms: i64) -> Vec<(String, bool)> {
+        let mut out = Vec::new();
+        for path in &self.containers {
+            let Some(n) = self.nodes.get(path) else { continue };
+            let elapsed = now_ms.saturating_sub(n.stat.mtime);
+            let never_used_expired = max_never_used_ms != 0 && elapsed > max_never_used_ms;
+            if n.children.is_empty() && (n.stat.cversion > 0 || never_used_expired) {
+                out.push((path.clone(), true));
+            }
+        }
+        for path in &self.ttls {
+            let Some(n) = self.nodes.get(path) else { continue };
+            if let OwnerKind::Ttl(ttl) = OwnerKind::of(n.stat.ephemeral_owner) {
+                if n.children.is_empty() && ttl != 0 && now_ms.saturating_sub(n.stat.mtime) > ttl {
+                    out.push((path.clone(), false));
+                }
+            }
+        }
+        out
+    }
+
+    /// Writes the ensemble configuration into `/zookeeper/config` as ZooKeeper's internal write
+    /// does: data replaced, mzxid = config version, version = -1; no event.
+    pub fn set_config_data(&mut self, data: Vec<u8>, config_version: i64) {
+        if let Some(n) = self.nodes.get_mut(CONFIG_NODE) {
+            self.data_size = self.data_size + data.len() as u64 - n.data_len() as u64;
+            n.data = Some(data);
+            n.stat.mzxid = config_version;
+            n.stat.version = -1;
+        }
+    }
+
+    /// Applies a committed txn. Updates `last_processed_zxid` to the header's zxid if higher.
+    pub fn apply(&mut self, hdr: &TxnHeader, txn: &Txn) -> ApplyOutcome {
+        let mut events = Vec::new();
+        let result = self.apply_one(hdr, txn, &mut events);
+        if hdr.zxid > self.last_processed_zxid {
+            self.last_processed_zxid = hdr.zxid;
+        }
+        ApplyOutcome { result, events }
+    }
+
+    fn apply_one(&mut self, hdr: &TxnHeader, txn: &Txn, ev: &mut Vec<TreeEvent>) -> TxnResult {
+        let (zxid, time) = (hdr.zxid, hdr.time_ms);
+        match txn {
+            Txn::Create { path, data, acl, ephemeral, parent_cversion } => {
+                let owner = if *ephemeral { hdr.client_id } else { 0 };
+                let r = self.create_node(path, data, acl, owner, *parent_cversion, zxid, time, ev);
+                if r == Err(ErrorCode::NodeExists) {
+                    self.adjust_parent_cversion(path, *parent_cversion, zxid);
+                }
+                created(path, r)
+            }
+            Txn::CreateContainer { path, data, acl, parent_cversion } => {
+                created(path, self.create_node(path, data, acl, CONTAINER_OWNER, *parent_cversion, zxid, time, ev))
+            }
+            Txn::CreateTtl { path, data, acl, parent_cversion, ttl_ms } => {
+                let owner = ttl_owner(*ttl_ms);
+                created(path, self.create_node(path, data, acl, owner, *parent_cversion, zxid, time, ev))
+            }
+            Txn::Delete { path } | Txn::DeleteContainer { path } => match self.delete_node(path, zxid, ev) {
+                Ok(()) => TxnResult::Deleted,
+                Err(e) => TxnResult::Error(e),
+            },
+            Txn::SetData { path, data, version } => match self.set_data(path, data, *version, zxid, time, ev) {
+                Ok(stat) => TxnResult::SetData { stat },
+                Err(e) => TxnResult::Error(e),
+            },
+            Txn::SetAcl { path, acl, version } => match self.set_acl(path, acl, *version) {
+                Ok(stat) => TxnResult::SetAcl { stat },
+                Err(e) => TxnResult::Error(e),
+            },
+            Txn::Check { .. } => TxnResult::Check,
+            Txn::CreateSession { .. } => TxnResult::SessionCreated,
+            Txn::CloseSession { paths_to_delete } => {
+                self.kill_session(hdr.client_id, paths_to_delete, zxid, ev);
+                TxnResult::SessionClosed
+            }
+            Txn::Error { err } => TxnResult::Error(error_code(*err)),
+            Txn::Multi(txns) => self.apply_multi(hdr, txns, ev),
+        }
+    }
+
+    /// The multi case of `processTxn`: if any sub-txn is an error txn nothing is applied, the
+    /// others before it report Ok (0) and after it RuntimeInconsistency (-2).
+    fn apply_multi(&mut self, hdr: &TxnHeader, txns: &[Txn], ev: &mut Vec<TreeEvent>) -> TxnResult {
+        let failed = txns.iter().any(|t| matches!(t, Txn::Error { .. }));
+        let mut post_failed = false;
+        let mut results = Vec::with_capacity(txns.len());
+        for t in txns {
+            let r = match t {
+                Txn::Error { err } => {
+                    post_failed = true;
+                    TxnResult::Error(error_code(*err))
+                }
+                _ if failed && post_failed => TxnResult::Error(ErrorCode::RuntimeInconsistency),
+                _ if failed => TxnResult::Error(ErrorCode::Ok),
+                Txn::Multi(_) | Txn::CreateSession { .. } | Txn::CloseSession { .. } => {
+                    TxnResult::Error(ErrorCode::BadArguments)
+                }
+                _ => self.apply_one(hdr, t, ev),
+            };
+            results.push(r);
+        }
+        TxnResult::Multi(results)
+    }
+
+    /// `createNode`.
+    #[allow(clippy::too_many_arguments)]
+    fn create_node(
+        &mut self,
+        path: &str,
+        data: &Option<Vec<u8>>,
+        acl: &[Acl],
+        owner: i64,
+        parent_cversion: i32,
+        zxid: i64,
+        time: i64,
+        ev: &mut Vec<TreeEvent>,
+    ) -> Result<Stat, ErrorCode> {
+        if path == "/" {
+            return Err(ErrorCode::NodeExists);
+        }
+        validate_path(path)?;
+        let parent_path = parent(path);
+        let parent_node = self.nodes.get_mut(parent_path).ok_or(ErrorCode::NoNode)?;
+        let name = basename(path);
+        if parent_node.children.contains(name) {
+            return Err(ErrorCode::NodeExists);
+        }
+        let pcv = if parent_cversion == -1 { parent_node.stat.cversion.wrapping_add(1) } else { parent_cversion };
+        if pcv > parent_node.stat.cversion {
+            parent_node.stat.cversion = pcv;
+            parent_node.stat.pzxid = zxid;
+        }
+        parent_node.children.insert(name.to_string());
+        let parent_acl = parent_node.acl.clone();
+        let stat = StatPersisted {
+            czxid: zxid, mzxid: zxid, ctime: time, mtime: time, version: 0, cversion: 0, aversion: 0,
+            ephemeral_owner: owner, pzxid: zxid,
+        };
+        let node = Znode { data: data.clone(), acl: acl.to_vec(), stat, children: BTreeSet::new() };
+        let client_stat = node.client_stat();
+        self.data_size += node_size(path, data.as_ref());
+        self.nodes.insert(path.to_string(), node);
+        self.index_owner(path, owner);
+        self.quota_on_create(path, data.as_ref().map_or(0, Vec::len));
+        ev.push(event(path, TreeEventKind::Created, zxid, acl.to_vec()));
+        ev.push(event(parent_path, TreeEventKind::ChildrenChanged, zxid, parent_acl));
+        Ok(client_stat)
+    }
+
+    /// `setCversionPzxid` after a create that found its node present (log replay over a fuzzy
+    /// snapshot): the parent's cversion still moves forward.
+    fn adjust_parent_cversion(&mut self, path: &str, parent_cversion: i32, zxid: i64) {
+        if let Some(p) = self.nodes.get_mut(parent(path)) {
+            let pcv = if parent_cversion == -1 { p.stat.cversion.wrapping_add(1) } else { parent_cversion };
+            if pcv > p.stat.cversion {
+                p.stat.cversion = pcv;
+                p.stat.pzxid = zxid;
+            }
+        }
+    }
+
+    fn index_owner(&mut self, path: &str, owner: i64) {
+        match OwnerKind::of(owner) {
+            OwnerKind::Persistent => {}
+            OwnerKind::Container => {
+                self.containers.insert(path.to_string());
+            }
+            OwnerKind::Ttl(_) => {
+                self.ttls.insert(path.to_string());
+            }
+            OwnerKind::Ephemeral(s) => {
+                self.ephemerals.entry(s).or_default().insert(path.to_string());
+            }
+        }
+    }
+
+    fn unindex_owner(&mut self, path: &str, owner: i64) {
+        match OwnerKind::of(owner) {
+            OwnerKind::Persistent => {}
+            OwnerKind::Container => {
+                self.containers.remove(path);
+            }
+            OwnerKind::Ttl(_) => {
+                self.ttls.remove(path);
+            }
+            OwnerKind::Ephemeral(s) => {
+                if let Some(set) = self.ephemerals.get_mut(&s) {
+                    set.remove(path);
+                    if set.is_empty() {
+                        self.ephemerals.remove(&s);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `deleteNode`. Unlike ZooKeeper, refuses (NotEmpty) to delete a node that has children, so
+    /// a diverged log cannot orphan nodes.
+    fn delete_node(&mut self, path: &str, zxid: i64, ev: &mut Vec<TreeEvent>) -> Result<(), ErrorCode> {
+        if path == "/" || !path.starts_with('/') {
+            return Err(ErrorCode::BadArguments);
+        }
+        if self.nodes.get(path).is_some_and(|n| !n.children.is_empty()) {
+            return Err(ErrorCode::NotEmpty);
+        }
+        let parent_path = parent(path);
+        let p = self.nodes.get_mut(parent_path).ok_or(ErrorCode::NoNode)?;
+        p.children.remove(basename(path));
+        if zxid > p.stat.pzxid {
+            p.stat.pzxid = zxid;
+        }
+        let parent_acl = p.acl.clone();
+        let node = self.nodes.remove(path).ok_or(ErrorCode::NoNode)?;
+        self.data_size -= node_size(path, node.data.as_ref());
+        self.unindex_owner(path, node.stat.ephemeral_owner);
+        self.quota_on_delete(path, node.data_len());
+        ev.push(event(path, TreeEventKind::Deleted, zxid, node.acl));
+        ev.push(event(parent_path, TreeEventKind::ChildrenChanged, zxid, parent_acl));
+        Ok(())
+    }
+
+    fn set_data(
+        &mut self,
+        path: &str,
+        data: &Option<Vec<u8>>,
+        version: i32,
+        zxid: i64,
+        time: i64,
+        ev: &mut Vec<TreeEvent>,
+    ) -> Result<Stat, ErrorCode> {
+        let n = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
+        let old_len = n.data_len();
+        n.data = data.clone();
+        n.stat.mtime = time;
+        n.stat.mzxid = zxid;
+        n.stat.version = version;
+        let stat = n.client_stat();
+        let acl = n.acl.clone();
+        let new_len = n.data_len();
+        self.data_size = self.data_size + new_len as u64 - old_len as u64;
+        self.quota_on_set_data(path, new_len as i64 - old_len as i64);
+        ev.push(event(path, TreeEventKind::DataChanged, zxid, acl));
+        Ok(stat)
+    }
+
+    fn set_acl(&mut self, path: &str, acl: &[Acl], version: i32) -> Result<Stat, ErrorCode> {
+        let n = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
+        n.acl = acl.to_vec();
+        n.stat.aversion = version;
+        Ok(n.client_stat())
+    }
+
+    /// `killSession`: deletes the listed paths, then any other ephemerals the index still holds
+    /// for the session; missing nodes are skipped.
+    fn kill_session(&mut self, session: i64, paths: &[String], zxid: i64, ev: &mut Vec<TreeEvent>) {
+        let local = self.ephemerals.remove(&session).unwrap_or_default();
+        for p in paths {
+            let _ = self.delete_node(p, zxid, ev);
+        }
+        for p in local.iter().filter(|p| !paths.contains(p)) {
+            let _ = self.delete_node(p, zxid, ev);
+        }
+    }
+
+    /// Checks the structural invariants: parent/child links, the ephemeral, container and TTL
+    /// indexes, ephemeral nodes without children, and the data size counter.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        if !self.nodes.contains_key("/") {
+            return Err("root missing".into());
+        }
+        let mut size = 0u64;
+        for (path, n) in &self.nodes {
+            size += node_size(path, n.data.as_ref());
+            self.check_links(path, n)?;
+            self.check_owner_index(path, n.stat.ephemeral_owner)?;
+        }
+        if size != self.data_size {
+            return Err(format!("data size {} != computed {size}", self.data_size));
+        }
+        self.check_indexes_point_to_nodes()
+    }
+
+    fn check_links(&self, path: &str, n: &Znode) -> Result<(), String> {
+        if path != "/" {
+            let p = self.nodes.get(parent(path)).ok_or_else(|| format!("{path}: parent missing"))?;
+            if !p.children.contains(basename(path)) {
+                return Err(format!("{path}: not listed in its parent"));
+            }
+        }
+        for c in &n.children {
+            if !self.nodes.contains_key(&join(path, c)) {
+                return Err(format!("{path}: child {c} missing"));
+            }
+        }
+        if crate::owner::is_session_ephemeral(n.stat.ephemeral_owner) && !n.children.is_empty() {
+            return Err(format!("{path}: ephemeral node has children"));
+        }
+        Ok(())
+    }
+
+    fn check_owner_index(&self, path: &str, owner: i64) -> Result<(), String> {
+        let ok = match OwnerKind::of(owner) {
+            OwnerKind::Persistent => true,
+            OwnerKind::Container => self.containers.contains(path),
+            OwnerKind::Ttl(_) => self.ttls.contains(path),
+            OwnerKind::Ephemeral(s) => self.ephemerals.get(&s).is_some_and(|set| set.contains(path)),
+        };
+        if ok { Ok(()) } else { Err(format!("{path}: owner {owner:#x} not indexed")) }
+    }
+
+    fn check_indexes_point_to_nodes(&self) -> Result<(), String> {
+        for (s, set) in &self.ephemerals {
+            if set.is_empty() {
+                return Err(format!("session {s:#x}: empty ephemeral set kept"));
+            }
+            for p in set {
+                let owner = self.nodes.get(p).map(|n| n.stat.ephemeral_owner);
+                if owner != Some(*s) {
+                    return Err(format!("{p}: indexed for session {s:#x}, owner {owner:?}"));
+                }
+            }
+        }
+        let kinds = self.containers.iter().map(|p| (p, true)).chain(self.ttls.iter().map(|p| (p, false)));
+        for (p, is_container) in kinds {
+            let kind = self.nodes.get(p).map(|n| OwnerKind::of(n.stat.ephemeral_owner));
+            let ok = match kind {
+                Some(OwnerKind::Container) => is_container,
+                Some(OwnerKind::Ttl(_)) => !is_container,
+                _ => false,
+            };
+            if !ok {
+                return Err(format!("{p}: container/ttl index stale"));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn created(path: &str, r: Result<Stat, ErrorCode>) -> TxnResult {
+    match r {
+        Ok(stat) => TxnResult::Created { path: path.to_string(), stat },
+        Err(e) => TxnResult::Error(e),
+    }
+}
+
+fn event(path: &str, kind: TreeEventKind, zxid: i64, acl: Vec<Acl>) -> TreeEvent {
+    TreeEvent { path: path.to_string(), kind, zxid, acl }
+}
+
+/// Maps a wire error value; codes ZooKeeper does not define become `SystemError`.
+fn error_code(err: i32) -> ErrorCode {
+    ErrorCode::from_code(err).unwrap_or(ErrorCode::SystemError)
+}
