@@ -15,6 +15,12 @@ pub struct Harness {
     pub fired: Vec<FiredWatch>,
 }
 
+impl Default for Harness {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Harness {
     pub fn new() -> Self {
         Self {
