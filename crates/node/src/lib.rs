@@ -1,1 +1,18 @@
-//! placeholder
+//! One Warden server as a pure state machine: sessions and their expiry buckets, the request pipeline
+//! (prep, persist, apply, reply), per-session ordering and watch delivery.
+//!
+//! The shell feeds [`Input`]s with the current [`Clock`] and carries out the [`Output`]s. Nothing here
+//! touches a socket, a file, a thread or the clock. The only way a txn gets applied is an
+//! `Input::Durable` that the storage side produces after the txn is safe.
+
+mod conn;
+mod node;
+mod reads;
+pub mod session;
+mod stats;
+mod writes;
+
+pub use node::{Clock, ConnId, Input, Node, NodeConfig, Output};
+pub use stats::{ConnInfo, NodeStats};
+#[cfg(test)]
+mod tests;

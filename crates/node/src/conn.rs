@@ -1,0 +1,65 @@
+//! A client connection as the node sees it: its session, its authenticated ids and the queue that
+//! keeps its replies in request order.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+use warden_proto::request::Request;
+use warden_proto::Id;
+
+/// One entry of a connection's reply queue. Replies leave strictly in queue order, which is request
+/// order: the Java client drops the connection on an out-of-order xid.
+#[derive(Debug)]
+pub(crate) enum Pending {
+    /// A write waiting for its txn to be applied.
+    Write { zxid: i64, arrived_ms: u64 },
+    /// A read waiting for the writes ahead of it (per-session FIFO).
+    Read { xid: i32, req: Request, arrived_ms: u64 },
+    /// A finished reply waiting for the entries ahead of it.
+    Done { frame: Vec<u8>, arrived_ms: u64, close_after: bool },
+}
+
+#[derive(Debug)]
+pub(crate) struct Conn {
+    pub addr: SocketAddr,
+    /// 0 until the handshake's session exists.
+    pub session_id: i64,
+    /// Whether the client sent the readOnly byte (the reply then carries one too).
+    pub read_only_byte: Option<bool>,
+    pub auth: Vec<Id>,
+    pub queue: VecDeque<Pending>,
+    pub received: u64,
+    pub sent: u64,
+    pub last_zxid: i64,
+    pub timeout_ms: u32,
+}
+
+impl Conn {
+    pub fn new(addr: SocketAddr) -> Self {
+        let ip = addr.ip().to_string();
+        Self {
+            addr,
+            session_id: 0,
+            read_only_byte: None,
+            auth: vec![Id::new("ip", ip)],
+            queue: VecDeque::new(),
+            received: 0,
+            sent: 0,
+            last_zxid: 0,
+            timeout_ms: 0,
+        }
+    }
+
+    /// Resolves the write with this zxid into a finished reply.
+    pub fn complete_write(&mut self, zxid: i64, frame: Vec<u8>, close_after: bool) -> bool {
+        for p in self.queue.iter_mut() {
+            if let Pending::Write { zxid: z, arrived_ms } = *p {
+                if z == zxid {
+                    *p = Pending::Done { frame, arrived_ms, close_after };
+                    return true;
+                }
+            }
+        }
+        false
+    }
+}

@@ -1,0 +1,506 @@
+//! The node state machine: inputs in, outputs out.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+
+use warden_proto::connect::{ConnectRequest, ConnectResponse};
+use warden_proto::header::{keeper_state, ReplyHeader, WatcherEvent};
+use warden_proto::request::Request;
+use warden_proto::response::{encode_notification, encode_reply, Response};
+use warden_proto::{perms, xid, ErrorCode, Txn, TxnHeader};
+use warden_tree::{check_acl, DataTree, Prep, WatchManager};
+
+use crate::conn::{Conn, Pending};
+use crate::session::{session_password, SessionTracker};
+use crate::stats::Latency;
+
+/// Identifies one client connection; assigned by the shell, never reused while the node runs.
+pub type ConnId = u64;
+
+/// The two clocks a step needs: monotonic time for session expiry, wall time for znode ctime/mtime
+/// and TTLs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Clock {
+    pub mono_ms: u64,
+    pub wall_ms: i64,
+}
+
+/// Settings the node acts on (a subset of zoo.cfg).
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub tick_time_ms: u32,
+    pub min_session_timeout_ms: u32,
+    pub max_session_timeout_ms: u32,
+    /// myid; 0 when standalone. Goes into the top byte of session ids.
+    pub server_id: u8,
+    /// `user:BASE64(SHA1)`, as `zookeeper.DigestAuthenticationProvider.superDigest`.
+    pub super_digest: Option<String>,
+    pub skip_acl: bool,
+    pub ttl_enabled: bool,
+    pub reconfig_enabled: bool,
+    /// jute.maxbuffer: a reply frame above this closes the connection instead of being sent.
+    pub max_buffer: usize,
+    pub container_check_interval_ms: u64,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        Self {
+            tick_time_ms: 3000,
+            min_session_timeout_ms: 6000,
+            max_session_timeout_ms: 60000,
+            server_id: 0,
+            super_digest: None,
+            skip_acl: false,
+            ttl_enabled: false,
+            reconfig_enabled: false,
+            max_buffer: 0xfffff,
+            container_check_interval_ms: 60_000,
+        }
+    }
+}
+
+/// What the shell tells the node.
+#[derive(Debug)]
+pub enum Input {
+    /// A connection's first frame.
+    Connect { conn: ConnId, addr: SocketAddr, req: ConnectRequest },
+    /// A decoded request frame.
+    Request { conn: ConnId, xid: i32, req: Request },
+    /// A request frame that could not be turned into a request: unknown opcode (`Unimplemented`) or
+    /// undecodable body (`MarshallingError`). The node answers and closes the connection.
+    Invalid { conn: ConnId, xid: i32, err: ErrorCode },
+    /// The socket is gone.
+    Disconnected { conn: ConnId },
+    /// A timer tick: expire due session buckets, reap containers and TTL nodes.
+    Tick,
+    /// Every txn up to this zxid is durable. Only storage produces this.
+    Durable { zxid: i64 },
+}
+
+/// What the node asks the shell to do.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Write this complete frame to the connection. `completes_request` is true for the reply to a
+    /// client request (not for notifications), so the shell can count outstanding requests.
+    Send { conn: ConnId, frame: Vec<u8>, completes_request: bool },
+    /// Close the connection once what was sent before is flushed.
+    Close { conn: ConnId },
+    /// Make this txn durable, then answer with `Input::Durable`.
+    Persist { hdr: TxnHeader, txn: Txn },
+}
+
+/// Who is waiting for a txn.
+#[derive(Debug)]
+enum Origin {
+    /// A client write; `ops` are the request's opcode(s), which choose the reply's shape.
+    Client { conn: ConnId, xid: i32, ops: Vec<i32> },
+    /// A new session's handshake.
+    Connect { conn: ConnId },
+    /// Expiry or reaping: nobody waits.
+    Internal,
+}
+
+/// One Warden server's state.
+pub struct Node {
+    pub(crate) cfg: NodeConfig,
+    pub(crate) tree: DataTree,
+    prep: Prep,
+    pub(crate) watches: WatchManager,
+    pub(crate) sessions: SessionTracker,
+    pub(crate) conns: HashMap<ConnId, Conn>,
+    session_conn: HashMap<i64, ConnId>,
+    /// The last zxid handed out.
+    last_zxid: i64,
+    /// Persisted but not yet applied, in zxid order.
+    in_flight: VecDeque<(TxnHeader, Txn, Origin)>,
+    now: Clock,
+    last_reap_ms: u64,
+    pub(crate) latency: Latency,
+}
+
+impl Node {
+    pub fn new(cfg: NodeConfig, now: Clock) -> Self {
+        let sessions = SessionTracker::new(cfg.tick_time_ms, cfg.server_id, now.mono_ms);
+        Self {
+            cfg,
+            tree: DataTree::new(),
+            prep: Prep::new(),
+            watches: WatchManager::new(),
+            sessions,
+            conns: HashMap::new(),
+            session_conn: HashMap::new(),
+            last_zxid: 0,
+            in_flight: VecDeque::new(),
+            now,
+            last_reap_ms: now.mono_ms,
+            latency: Latency::default(),
+        }
+    }
+
+    pub fn tree(&self) -> &DataTree {
+        &self.tree
+    }
+
+    pub fn last_processed_zxid(&self) -> i64 {
+        self.tree.last_processed_zxid()
+    }
+
+    /// Handles one input at time `now`, appending what must be done to `out`.
+    pub fn step(&mut self, now: Clock, input: Input, out: &mut Vec<Output>) {
+        self.now = now;
+        match input {
+            Input::Connect { conn, addr, req } => self.on_connect(conn, addr, req, out),
+            Input::Request { conn, xid, req } => self.on_request(conn, xid, req, out),
+            Input::Invalid { conn, xid, err } => {
+                let frame = self.reply_frame(xid, err.code(), None);
+                out.push(Output::Send { conn, frame, completes_request: true });
+                out.push(Output::Close { conn });
+            }
+            Input::Disconnected { conn } => self.on_disconnect(conn),
+            Input::Tick => self.on_tick(out),
+            Input::Durable { zxid } => self.on_durable(zxid, out),
+        }
+    }
+
+    fn on_connect(&mut self, conn: ConnId, addr: SocketAddr, req: ConnectRequest, out: &mut Vec<Output>) {
+        let mut c = Conn::new(addr);
+        c.read_only_byte = req.read_only.map(|_| false);
+        if req.last_zxid_seen > self.last_processed_zxid() {
+            tracing::info!(conn, seen = req.last_zxid_seen, "client has seen a newer zxid than this server; refusing");
+            out.push(Output::Close { conn });
+            return;
+        }
+        let timeout = (req.timeout_ms.max(0) as u32).clamp(self.cfg.min_session_timeout_ms, self.cfg.max_session_timeout_ms);
+        c.timeout_ms = timeout;
+        if req.session_id == 0 {
+            let id = self.sessions.next_session_id();
+            self.conns.insert(conn, c);
+            let zxid = self.propose(id, 0, Txn::CreateSession { timeout_ms: timeout as i32 }, Origin::Connect { conn }, out);
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.queue.push_back(Pending::Write { zxid, arrived_ms: self.now.mono_ms });
+            }
+            return;
+        }
+        self.reconnect(conn, c, req, out);
+    }
+
+    fn reconnect(&mut self, conn: ConnId, mut c: Conn, req: ConnectRequest, out: &mut Vec<Output>) {
+        let id = req.session_id;
+        let valid = req.passwd == session_password(id)
+            && self.sessions.get(id).is_some_and(|s| !s.closing)
+            && self.sessions.touch(id, self.now.mono_ms);
+        if !valid {
+            let frame = ConnectResponse::expired(c.read_only_byte).encode_frame();
+            out.push(Output::Send { conn, frame, completes_request: false });
+            out.push(Output::Close { conn });
+            return;
+        }
+        if let Some(old) = self.session_conn.insert(id, conn) {
+            if old != conn {
+                self.drop_conn(old);
+                out.push(Output::Close { conn: old });
+            }
+        }
+        let timeout = self.sessions.get(id).map_or(c.timeout_ms, |s| s.timeout_ms);
+        c.session_id = id;
+        c.timeout_ms = timeout;
+        let frame = ConnectResponse {
+            protocol_version: 0,
+            timeout_ms: timeout as i32,
+            session_id: id,
+            passwd: session_password(id).to_vec(),
+            read_only: c.read_only_byte,
+        }
+        .encode_frame();
+        self.conns.insert(conn, c);
+        out.push(Output::Send { conn, frame, completes_request: false });
+    }
+
+    fn on_disconnect(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.get(&conn) {
+            if self.session_conn.get(&c.session_id) == Some(&conn) {
+                self.session_conn.remove(&c.session_id);
+            }
+        }
+        self.drop_conn(conn);
+    }
+
+    fn drop_conn(&mut self, conn: ConnId) {
+        self.conns.remove(&conn);
+        self.watches.remove_connection(conn);
+    }
+
+    fn on_request(&mut self, conn: ConnId, xid: i32, req: Request, out: &mut Vec<Output>) {
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        c.received += 1;
+        let session_id = c.session_id;
+        if let Request::Auth(auth) = &req {
+            // Auth is handled before the pipeline, as ZooKeeper does: it neither touches nor waits.
+            self.on_auth(conn, xid, auth.scheme.clone(), auth.auth.clone(), out);
+            return;
+        }
+        if session_id != 0 && !self.sessions.touch(session_id, self.now.mono_ms) {
+            // ZooKeeper drops requests of a closing or unknown session; its close ends the connection.
+            return;
+        }
+        if let Some(ops) = crate::writes::write_ops(&req) {
+            self.on_write(conn, xid, session_id, &req, ops, out);
+        } else {
+            let arrived_ms = self.now.mono_ms;
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.queue.push_back(Pending::Read { xid, req, arrived_ms });
+            }
+            self.drain(conn, out);
+        }
+    }
+
+    fn on_write(&mut self, conn: ConnId, xid: i32, session_id: i64, req: &Request, ops: Vec<i32>, out: &mut Vec<Output>) {
+        let zxid = self.last_zxid + 1;
+        let txn = if matches!(req, Request::CloseSession) {
+            self.sessions.set_closing(session_id);
+            self.prep.prep_close_session(&self.tree, session_id, zxid)
+        } else {
+            let auth = self.prep_ids(conn);
+            let ctx = warden_tree::PrepContext {
+                session_id,
+                auth_ids: &auth,
+                ttl_enabled: self.cfg.ttl_enabled,
+                is_ephemeral_allowed: true,
+            };
+            match crate::writes::to_write_op(req) {
+                Ok(op) => match self.prep.prep(&self.tree, &ctx, zxid, &op) {
+                    Ok(txn) => txn,
+                    Err(e) => Txn::Error { err: e.code() },
+                },
+                Err(e) => Txn::Error { err: e.code() },
+            }
+        };
+        let zxid = self.propose(session_id, xid, txn, Origin::Client { conn, xid, ops }, out);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.queue.push_back(Pending::Write { zxid, arrived_ms: self.now.mono_ms });
+        }
+    }
+
+    /// The ids prep checks ACLs against; with skipACL every caller counts as `super`.
+    fn prep_ids(&self, conn: ConnId) -> Vec<warden_proto::Id> {
+        let mut ids = self.conns.get(&conn).map(|c| c.auth.clone()).unwrap_or_default();
+        if self.cfg.skip_acl {
+            ids.push(warden_proto::Id::new("super", ""));
+        }
+        ids
+    }
+
+    /// Assigns the next zxid and asks for the txn to be made durable.
+    fn propose(&mut self, session_id: i64, cxid: i32, txn: Txn, origin: Origin, out: &mut Vec<Output>) -> i64 {
+        self.last_zxid += 1;
+        let hdr = TxnHeader {
+            client_id: session_id,
+            cxid,
+            zxid: self.last_zxid,
+            time_ms: self.now.wall_ms,
+            txn_type: txn.op().code(),
+        };
+        out.push(Output::Persist { hdr, txn: txn.clone() });
+        self.in_flight.push_back((hdr, txn, origin));
+        self.last_zxid
+    }
+
+    fn on_durable(&mut self, zxid: i64, out: &mut Vec<Output>) {
+        while self.in_flight.front().is_some_and(|(h, _, _)| h.zxid <= zxid) {
+            let Some((hdr, txn, origin)) = self.in_flight.pop_front() else { break };
+            self.apply(hdr, txn, origin, out);
+        }
+    }
+
+    /// Applies one durable txn: tree, watches, sessions, then the waiting reply.
+    fn apply(&mut self, hdr: TxnHeader, txn: Txn, origin: Origin, out: &mut Vec<Output>) {
+        let outcome = self.tree.apply(&hdr, &txn);
+        self.prep.applied(hdr.zxid);
+        for ev in &outcome.events {
+            for fired in self.watches.trigger(ev) {
+                if !self.cfg.skip_acl && !check_acl(&ev.acl, perms::READ, self.conn_ids(fired.conn)) {
+                    // 3.9.2+: a watcher that may not read the node is not told about it (ZOOKEEPER-4799).
+                    continue;
+                }
+                let ev = WatcherEvent { event_type: fired.event_type.code(), state: keeper_state::SYNC_CONNECTED, path: fired.path };
+                self.notify(fired.conn, hdr.zxid, ev, out);
+            }
+        }
+        match &txn {
+            Txn::CreateSession { timeout_ms } => self.sessions.add(hdr.client_id, *timeout_ms as u32, self.now.mono_ms),
+            Txn::CloseSession { .. } => self.session_closed(hdr.client_id, &origin, out),
+            _ => {}
+        }
+        match origin {
+            Origin::Client { conn, xid, ops } => {
+                let close_after = matches!(txn, Txn::CloseSession { .. });
+                let (err, body) = crate::writes::reply_body(&ops, &outcome.result);
+                let frame = self.reply_frame(xid, err, body.as_ref());
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.complete_write(hdr.zxid, frame, close_after);
+                }
+                self.drain(conn, out);
+            }
+            Origin::Connect { conn } => self.finish_handshake(conn, hdr, out),
+            Origin::Internal => {}
+        }
+    }
+
+    fn finish_handshake(&mut self, conn: ConnId, hdr: TxnHeader, out: &mut Vec<Output>) {
+        let id = hdr.client_id;
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        c.session_id = id;
+        let frame = ConnectResponse {
+            protocol_version: 0,
+            timeout_ms: c.timeout_ms as i32,
+            session_id: id,
+            passwd: session_password(id).to_vec(),
+            read_only: c.read_only_byte,
+        }
+        .encode_frame();
+        c.complete_write(hdr.zxid, frame, false);
+        self.session_conn.insert(id, conn);
+        self.drain(conn, out);
+    }
+
+    /// After a closeSession is applied: forget the session and close its connection (the client that
+    /// asked for the close gets its reply first; an expired one gets none).
+    fn session_closed(&mut self, session_id: i64, origin: &Origin, out: &mut Vec<Output>) {
+        self.sessions.remove(session_id);
+        if let Some(conn) = self.session_conn.remove(&session_id) {
+            let asked = matches!(origin, Origin::Client { conn: c, .. } if *c == conn);
+            if !asked {
+                self.drop_conn(conn);
+                out.push(Output::Close { conn });
+            }
+        }
+    }
+
+    pub(crate) fn conn_ids(&self, conn: ConnId) -> &[warden_proto::Id] {
+        self.conns.get(&conn).map_or(&[], |c| c.auth.as_slice())
+    }
+
+    fn notify(&mut self, conn: ConnId, zxid: i64, ev: WatcherEvent, out: &mut Vec<Output>) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.sent += 1;
+            out.push(Output::Send { conn, frame: encode_notification(zxid, &ev), completes_request: false });
+        }
+    }
+
+    /// Sends every finished reply at the head of the queue, running reads as they reach the head.
+    pub(crate) fn drain(&mut self, conn: ConnId, out: &mut Vec<Output>) {
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else { return };
+            let Some(head) = c.queue.front() else { return };
+            match head {
+                Pending::Write { .. } => return,
+                Pending::Done { .. } => {
+                    let Some(Pending::Done { frame, arrived_ms, close_after }) = c.queue.pop_front() else { return };
+                    self.send_reply(conn, frame, arrived_ms, out);
+                    if close_after {
+                        self.drop_conn(conn);
+                        out.push(Output::Close { conn });
+                        return;
+                    }
+                }
+                Pending::Read { .. } => {
+                    let Some(Pending::Read { xid, req, arrived_ms }) = c.queue.pop_front() else { return };
+                    let close = self.run_read(conn, xid, req, arrived_ms, out);
+                    if close {
+                        self.drop_conn(conn);
+                        out.push(Output::Close { conn });
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    pub(crate) fn send_reply(&mut self, conn: ConnId, frame: Vec<u8>, arrived_ms: u64, out: &mut Vec<Output>) {
+        self.latency.record(self.now.mono_ms.saturating_sub(arrived_ms));
+        if frame.len() > self.cfg.max_buffer + 4 {
+            // A default client fails on a frame above jute.maxbuffer; end the connection plainly instead.
+            out.push(Output::Close { conn });
+            return;
+        }
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.sent += 1;
+            c.last_zxid = self.tree.last_processed_zxid();
+        }
+        out.push(Output::Send { conn, frame, completes_request: true });
+    }
+
+    pub(crate) fn reply_frame(&self, xid: i32, err: i32, body: Option<&Response>) -> Vec<u8> {
+        let zxid = if xid == xid::AUTH { 0 } else { self.tree.last_processed_zxid() };
+        encode_reply(&ReplyHeader { xid, zxid, err }, body)
+    }
+
+    fn on_auth(&mut self, conn: ConnId, xid: i32, scheme: String, auth: Vec<u8>, out: &mut Vec<Output>) {
+        let ids = crate::reads::authenticate(&scheme, &auth, self.cfg.super_digest.as_deref());
+        let ok = !ids.is_empty();
+        let frame = encode_reply(&ReplyHeader { xid, zxid: 0, err: if ok { 0 } else { ErrorCode::AuthFailed.code() } }, None);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            for id in ids {
+                if !c.auth.contains(&id) {
+                    c.auth.push(id);
+                }
+            }
+            c.sent += 1;
+        }
+        out.push(Output::Send { conn, frame, completes_request: true });
+        if !ok {
+            self.drop_conn(conn);
+            out.push(Output::Close { conn });
+        }
+    }
+
+    fn on_tick(&mut self, out: &mut Vec<Output>) {
+        for id in self.sessions.expire(self.now.mono_ms) {
+            let zxid = self.last_zxid + 1;
+            let txn = self.prep.prep_close_session(&self.tree, id, zxid);
+            self.propose(id, 0, txn, Origin::Internal, out);
+        }
+        if self.now.mono_ms.saturating_sub(self.last_reap_ms) >= self.cfg.container_check_interval_ms {
+            self.last_reap_ms = self.now.mono_ms;
+            self.reap(out);
+        }
+    }
+
+    /// Deletes empty containers and expired TTL nodes through ordinary txns.
+    fn reap(&mut self, out: &mut Vec<Output>) {
+        let ctx_ids = vec![warden_proto::Id::new("super", "")];
+        for (path, _) in self.tree.containers_and_ttls_to_reap(self.now.wall_ms) {
+            let zxid = self.last_zxid + 1;
+            let ctx = warden_tree::PrepContext { session_id: 0, auth_ids: &ctx_ids, ttl_enabled: true, is_ephemeral_allowed: false };
+            let op = warden_tree::WriteOp::DeleteContainer { path };
+            if let Ok(txn) = self.prep.prep(&self.tree, &ctx, zxid, &op) {
+                self.propose(0, 0, txn, Origin::Internal, out);
+            }
+        }
+    }
+
+    /// Asserts the node's cross-structure invariants; tests run it after every step.
+    pub fn check_invariants(&self) {
+        if let Err(e) = self.tree.check_invariants() {
+            panic!("tree invariant: {e}");
+        }
+        if let Err(e) = self.watches.check_invariants() {
+            panic!("watch invariant: {e}");
+        }
+        if let Err(e) = self.prep.check_invariants() {
+            panic!("prep invariant: {e}");
+        }
+        self.sessions.check_invariants();
+        for (sid, conn) in &self.session_conn {
+            let c = self.conns.get(conn).expect("session maps to a live connection");
+            assert_eq!(c.session_id, *sid);
+        }
+        let mut last = self.tree.last_processed_zxid();
+        for (h, _, _) in &self.in_flight {
+            assert_eq!(h.zxid, last + 1, "in-flight txns are gap-free and ordered");
+            last = h.zxid;
+        }
+        assert_eq!(last, self.last_zxid);
+    }
+}

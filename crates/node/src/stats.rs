@@ -1,0 +1,151 @@
+//! Figures the four-letter words and metrics report, read from the node without changing it.
+
+use std::net::SocketAddr;
+
+use warden_tree::WatchTableKind;
+
+use crate::node::{ConnId, Node};
+
+/// Request latency in milliseconds: min, max, total and count since the last reset.
+#[derive(Debug, Clone, Copy)]
+pub struct Latency {
+    pub min_ms: u64,
+    pub max_ms: u64,
+    pub total_ms: u64,
+    pub count: u64,
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Self { min_ms: u64::MAX, max_ms: 0, total_ms: 0, count: 0 }
+    }
+}
+
+impl Latency {
+    pub fn record(&mut self, ms: u64) {
+        self.min_ms = self.min_ms.min(ms);
+        self.max_ms = self.max_ms.max(ms);
+        self.total_ms += ms;
+        self.count += 1;
+    }
+
+    pub fn min(&self) -> u64 {
+        if self.count == 0 { 0 } else { self.min_ms }
+    }
+
+    pub fn avg(&self) -> f64 {
+        if self.count == 0 { 0.0 } else { self.total_ms as f64 / self.count as f64 }
+    }
+}
+
+/// A snapshot of the node's counters.
+#[derive(Debug, Clone)]
+pub struct NodeStats {
+    pub zxid: i64,
+    pub node_count: usize,
+    pub connections: usize,
+    pub outstanding: usize,
+    pub sessions: usize,
+    pub ephemerals: usize,
+    pub watch_count: usize,
+    pub watched_paths: usize,
+    pub watching_connections: usize,
+    pub approximate_data_size: u64,
+    pub latency: Latency,
+    pub received: u64,
+    pub sent: u64,
+}
+
+/// One connection, as `cons` and `stat` list it.
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    pub conn: ConnId,
+    pub addr: SocketAddr,
+    pub session_id: i64,
+    pub timeout_ms: u32,
+    pub queued: usize,
+    pub received: u64,
+    pub sent: u64,
+    pub last_zxid: i64,
+}
+
+impl Node {
+    pub fn stats(&self) -> NodeStats {
+        // ZooKeeper's wchs/mntr report the data-watch table.
+        let summary = self.watches.summary(WatchTableKind::Data);
+        NodeStats {
+            zxid: self.tree.last_processed_zxid(),
+            node_count: self.tree.node_count(),
+            connections: self.conns.len(),
+            outstanding: self.conns.values().map(|c| c.queue.len()).sum(),
+            sessions: self.sessions.len(),
+            ephemerals: self.tree.ephemerals_count(),
+            watch_count: summary.total,
+            watched_paths: summary.paths,
+            watching_connections: summary.connections,
+            approximate_data_size: self.tree.approximate_data_size(),
+            latency: self.latency,
+            received: self.conns.values().map(|c| c.received).sum(),
+            sent: self.conns.values().map(|c| c.sent).sum(),
+        }
+    }
+
+    pub fn connections(&self) -> Vec<ConnInfo> {
+        let mut v: Vec<ConnInfo> = self
+            .conns
+            .iter()
+            .map(|(id, c)| ConnInfo {
+                conn: *id,
+                addr: c.addr,
+                session_id: c.session_id,
+                timeout_ms: c.timeout_ms,
+                queued: c.queue.len(),
+                received: c.received,
+                sent: c.sent,
+                last_zxid: c.last_zxid,
+            })
+            .collect();
+        v.sort_by_key(|c| c.conn);
+        v
+    }
+
+    /// Resets latency and packet counters (`srst`, `crst`).
+    pub fn reset_stats(&mut self) {
+        self.latency = Latency::default();
+        for c in self.conns.values_mut() {
+            c.received = 0;
+            c.sent = 0;
+        }
+    }
+
+    /// Live sessions with their ephemeral paths, for `dump`.
+    pub fn session_ephemerals(&self) -> Vec<(i64, Vec<String>)> {
+        let mut v: Vec<(i64, Vec<String>)> = self.sessions.iter().map(|s| (s.id, self.tree.ephemerals(s.id))).collect();
+        v.sort();
+        v
+    }
+
+    /// Session ids with their timeouts, for `dump`.
+    pub fn session_timeouts(&self) -> Vec<(i64, u32)> {
+        let mut v: Vec<(i64, u32)> = self.sessions.iter().map(|s| (s.id, s.timeout_ms)).collect();
+        v.sort();
+        v
+    }
+
+    /// Watches by connection's session (`wchc`) and by path (`wchp`).
+    pub fn watches_by_session(&self) -> Vec<(i64, Vec<String>)> {
+        self.watches
+            .watches_by_connection(WatchTableKind::Data)
+            .into_iter()
+            .map(|(conn, paths)| (self.conns.get(&conn).map_or(0, |c| c.session_id), paths))
+            .collect()
+    }
+
+    pub fn watches_by_path(&self) -> Vec<(String, Vec<i64>)> {
+        self.watches
+            .watches_by_path(WatchTableKind::Data)
+            .into_iter()
+            .map(|(path, conns)| (path, conns.iter().map(|c| self.conns.get(c).map_or(0, |c| c.session_id)).collect()))
+            .collect()
+    }
+}

@@ -1,0 +1,153 @@
+//! Drives one node through scripted inputs and checks the exact outputs.
+
+use std::net::SocketAddr;
+
+use warden_proto::connect::{ConnectRequest, ConnectResponse};
+use warden_proto::header::ReplyHeader;
+use warden_proto::request::{CreateRequest, PathVersion, PathWatch, Request};
+use warden_proto::response::{decode_notification, decode_reply, Response};
+use warden_proto::{Acl, ErrorCode, Record};
+
+use crate::session::session_password;
+use crate::{Clock, Input, Node, NodeConfig, Output};
+
+struct Harness {
+    node: Node,
+    now: Clock,
+    out: Vec<Output>,
+}
+
+fn addr() -> SocketAddr {
+    "127.0.0.1:5000".parse().unwrap()
+}
+
+impl Harness {
+    fn new() -> Self {
+        let cfg = NodeConfig { tick_time_ms: 100, min_session_timeout_ms: 200, max_session_timeout_ms: 10_000, ..NodeConfig::default() };
+        let now = Clock { mono_ms: 1_000, wall_ms: 1_700_000_000_000 };
+        Self { node: Node::new(cfg, now), now, out: Vec::new() }
+    }
+
+    /// Steps one input, then reports every persisted txn durable (in-memory storage), and returns the
+    /// frames sent and connections closed.
+    fn step(&mut self, input: Input) -> Vec<Output> {
+        self.node.step(self.now, input, &mut self.out);
+        self.node.check_invariants();
+        let mut all = Vec::new();
+        while !self.out.is_empty() {
+            let batch = std::mem::take(&mut self.out);
+            let durable = batch.iter().filter_map(|o| match o { Output::Persist { hdr, .. } => Some(hdr.zxid), _ => None }).max();
+            all.extend(batch.into_iter().filter(|o| !matches!(o, Output::Persist { .. })));
+            if let Some(zxid) = durable {
+                self.node.step(self.now, Input::Durable { zxid }, &mut self.out);
+                self.node.check_invariants();
+            }
+        }
+        all
+    }
+
+    fn connect(&mut self, conn: u64, session_id: i64, passwd: Vec<u8>) -> ConnectResponse {
+        let req = ConnectRequest { timeout_ms: 1_000, session_id, passwd, read_only: Some(false), ..Default::default() };
+        let out = self.step(Input::Connect { conn, addr: addr(), req });
+        let Some(Output::Send { frame, .. }) = out.first() else { panic!("no handshake reply: {out:?}") };
+        ConnectResponse::from_bytes(&frame[4..]).unwrap()
+    }
+
+    fn request(&mut self, conn: u64, xid: i32, req: Request) -> (ReplyHeader, Option<Response>, Vec<Output>) {
+        let op = req.op_code().code();
+        let out = self.step(Input::Request { conn, xid, req });
+        let reply = out
+            .iter()
+            .find_map(|o| match o {
+                Output::Send { frame, completes_request: true, .. } => Some(frame.clone()),
+                _ => None,
+            })
+            .expect("a reply");
+        let (hdr, body) = decode_reply(op, &reply[4..]).unwrap();
+        (hdr, body, out)
+    }
+}
+
+fn create(path: &str, flags: i32) -> Request {
+    Request::Create(CreateRequest { path: path.into(), data: Some(b"x".to_vec()), acl: Acl::open_unsafe(), flags })
+}
+
+#[test]
+fn handshake_creates_a_session_with_javas_password() {
+    let mut h = Harness::new();
+    let resp = h.connect(1, 0, vec![0; 16]);
+    assert_ne!(resp.session_id, 0);
+    assert_eq!(resp.timeout_ms, 1_000);
+    assert_eq!(resp.passwd, session_password(resp.session_id).to_vec());
+    assert_eq!(resp.read_only, Some(false));
+    assert_eq!(h.node.last_processed_zxid(), 1, "createSession consumes a zxid");
+}
+
+#[test]
+fn failed_writes_consume_a_zxid_and_replies_keep_request_order() {
+    let mut h = Harness::new();
+    h.connect(1, 0, vec![0; 16]);
+    let (hdr, body, _) = h.request(1, 1, create("/a", 0));
+    assert_eq!((hdr.xid, hdr.err, hdr.zxid), (1, 0, 2));
+    assert_eq!(body, Some(Response::Create { path: "/a".into() }));
+    let (hdr, body, _) = h.request(1, 2, create("/a", 0));
+    assert_eq!((hdr.err, hdr.zxid, body), (ErrorCode::NodeExists.code(), 3, None));
+    let (hdr, _, _) = h.request(1, 3, Request::GetData(PathWatch { path: "/a".into(), watch: false }));
+    assert_eq!((hdr.xid, hdr.err, hdr.zxid), (3, 0, 3));
+}
+
+#[test]
+fn data_watch_fires_before_the_reply_that_changed_the_node() {
+    let mut h = Harness::new();
+    h.connect(1, 0, vec![0; 16]);
+    h.request(1, 1, create("/w", 0));
+    h.request(1, 2, Request::GetData(PathWatch { path: "/w".into(), watch: true }));
+    let (_, _, out) = h.request(1, 3, Request::Delete(PathVersion { path: "/w".into(), version: -1 }));
+    let frames: Vec<&Vec<u8>> = out.iter().filter_map(|o| match o { Output::Send { frame, .. } => Some(frame), _ => None }).collect();
+    assert_eq!(frames.len(), 2, "{out:?}");
+    let (nh, ev) = decode_notification(&frames[0][4..]).unwrap();
+    assert_eq!((nh.xid, ev.event_type, ev.path.as_str()), (-1, 2, "/w"));
+    assert_eq!(nh.zxid, h.node.last_processed_zxid(), "3.9: notification carries the txn zxid");
+}
+
+#[test]
+fn expired_session_loses_its_ephemerals_and_its_connection() {
+    let mut h = Harness::new();
+    let s = h.connect(1, 0, vec![0; 16]);
+    h.request(1, 1, create("/e", 1));
+    h.connect(2, 0, vec![0; 16]);
+    h.request(2, 1, Request::Exists(PathWatch { path: "/e".into(), watch: true }));
+    h.now.mono_ms += 1_300;
+    let out = h.step(Input::Tick);
+    assert!(out.contains(&Output::Close { conn: 1 }), "{out:?}");
+    assert!(h.node.tree().node("/e").is_none());
+    assert!(out.iter().any(|o| matches!(o, Output::Send { conn: 2, completes_request: false, .. })), "watcher notified: {out:?}");
+    // Reconnecting to the expired session is refused with timeout 0.
+    let resp = h.connect(3, s.session_id, s.passwd.clone());
+    assert_eq!((resp.timeout_ms, resp.session_id), (0, 0));
+}
+
+#[test]
+fn reconnect_with_a_wrong_password_is_refused_and_a_right_one_moves_the_session() {
+    let mut h = Harness::new();
+    let s = h.connect(1, 0, vec![0; 16]);
+    let bad = h.connect(2, s.session_id, vec![1; 16]);
+    assert_eq!(bad.timeout_ms, 0);
+    let req = ConnectRequest { timeout_ms: 1_000, session_id: s.session_id, passwd: s.passwd.clone(), read_only: None, ..Default::default() };
+    let out = h.step(Input::Connect { conn: 3, addr: addr(), req });
+    assert!(out.contains(&Output::Close { conn: 1 }), "the old connection is closed: {out:?}");
+    let Some(Output::Send { frame, .. }) = out.iter().find(|o| matches!(o, Output::Send { conn: 3, .. })) else { panic!() };
+    let resp = ConnectResponse::from_bytes(&frame[4..]).unwrap();
+    assert_eq!((resp.session_id, resp.read_only), (s.session_id, None));
+}
+
+#[test]
+fn unknown_opcode_gets_unimplemented_and_a_close() {
+    let mut h = Harness::new();
+    h.connect(1, 0, vec![0; 16]);
+    let out = h.step(Input::Invalid { conn: 1, xid: 7, err: ErrorCode::Unimplemented });
+    let Some(Output::Send { frame, .. }) = out.first() else { panic!() };
+    let hdr = ReplyHeader::from_bytes(&frame[4..]).unwrap();
+    assert_eq!((hdr.xid, hdr.err), (7, -6));
+    assert_eq!(out.last(), Some(&Output::Close { conn: 1 }));
+}

@@ -1,0 +1,97 @@
+//! Client write requests: which requests are writes, how they become the tree's `WriteOp`, and how an
+//! applied txn's result becomes the reply the client expects for the opcode it used.
+
+use warden_proto::request::{CreateRequest, MultiOp, Request};
+use warden_proto::response::{MultiResult, Response};
+use warden_proto::{ErrorCode, OpCode};
+use warden_tree::{CreateKind, TxnResult, WriteOp};
+
+/// The opcodes that shape a write's reply (for a multi: 14, then the sub-op codes), or `None` for a read.
+pub(crate) fn write_ops(req: &Request) -> Option<Vec<i32>> {
+    let op = req.op_code();
+    match req {
+        Request::Multi(ops) => Some(std::iter::once(op.code()).chain(ops.iter().map(|o| o.op_code().code())).collect()),
+        Request::Create(_)
+        | Request::Create2(_)
+        | Request::CreateContainer(_)
+        | Request::CreateTtl(_)
+        | Request::Delete(_)
+        | Request::DeleteContainer(_)
+        | Request::SetData(_)
+        | Request::SetAcl(_)
+        | Request::CloseSession => Some(vec![op.code()]),
+        _ => None,
+    }
+}
+
+fn create(r: &CreateRequest, kind: CreateKind) -> WriteOp {
+    WriteOp::Create { path: r.path.clone(), data: r.data.clone(), acl: r.acl.clone(), flags: r.flags, kind }
+}
+
+/// The tree's view of a client write.
+pub(crate) fn to_write_op(req: &Request) -> Result<WriteOp, ErrorCode> {
+    Ok(match req {
+        Request::Create(r) | Request::Create2(r) => create(r, CreateKind::Regular),
+        Request::CreateContainer(r) => create(r, CreateKind::Container),
+        Request::CreateTtl(r) => WriteOp::Create {
+            path: r.path.clone(),
+            data: r.data.clone(),
+            acl: r.acl.clone(),
+            flags: r.flags,
+            kind: CreateKind::Ttl(r.ttl),
+        },
+        Request::Delete(r) => WriteOp::Delete { path: r.path.clone(), version: r.version },
+        Request::DeleteContainer(r) => WriteOp::DeleteContainer { path: r.path.clone() },
+        Request::SetData(r) => WriteOp::SetData { path: r.path.clone(), data: r.data.clone(), version: r.version },
+        Request::SetAcl(r) => WriteOp::SetAcl { path: r.path.clone(), acl: r.acl.clone(), version: r.version },
+        Request::Multi(ops) => WriteOp::Multi(ops.iter().map(sub_op).collect::<Result<_, _>>()?),
+        _ => return Err(ErrorCode::Unimplemented),
+    })
+}
+
+fn sub_op(op: &MultiOp) -> Result<WriteOp, ErrorCode> {
+    Ok(match op {
+        MultiOp::Create(r) | MultiOp::Create2(r) => create(r, CreateKind::Regular),
+        MultiOp::CreateContainer(r) => create(r, CreateKind::Container),
+        MultiOp::CreateTtl(r) => WriteOp::Create {
+            path: r.path.clone(),
+            data: r.data.clone(),
+            acl: r.acl.clone(),
+            flags: r.flags,
+            kind: CreateKind::Ttl(r.ttl),
+        },
+        MultiOp::Delete(r) => WriteOp::Delete { path: r.path.clone(), version: r.version },
+        MultiOp::SetData(r) => WriteOp::SetData { path: r.path.clone(), data: r.data.clone(), version: r.version },
+        MultiOp::Check(r) => WriteOp::Check { path: r.path.clone(), version: r.version },
+        MultiOp::GetChildren(_) | MultiOp::GetData(_) => return Err(ErrorCode::BadArguments),
+    })
+}
+
+/// The reply's error code and body for an applied write, shaped by the opcode the client used.
+pub(crate) fn reply_body(ops: &[i32], result: &TxnResult) -> (i32, Option<Response>) {
+    let op = ops.first().copied().and_then(OpCode::from_code);
+    if let (Some(OpCode::Multi), TxnResult::Multi(results)) = (op, result) {
+        let sub_ops = ops[1..].iter().copied().chain(std::iter::repeat(-1));
+        return (0, Some(Response::Multi(results.iter().zip(sub_ops).map(|(r, o)| multi_result(o, r)).collect())));
+    }
+    let body = match (op, result) {
+        (_, TxnResult::Error(e)) => return (e.code(), None),
+        (Some(OpCode::Create), TxnResult::Created { path, .. }) => Response::Create { path: path.clone() },
+        (_, TxnResult::Created { path, stat }) => Response::Create2 { path: path.clone(), stat: *stat },
+        (_, TxnResult::SetData { stat }) | (_, TxnResult::SetAcl { stat }) => Response::Stat(*stat),
+        _ => Response::Empty,
+    };
+    (0, Some(body))
+}
+
+fn multi_result(op: i32, r: &TxnResult) -> MultiResult {
+    match r {
+        TxnResult::Error(e) => MultiResult::Error(e.code()),
+        TxnResult::Created { path, .. } if op == OpCode::Create.code() => MultiResult::Create { path: path.clone() },
+        TxnResult::Created { path, stat } => MultiResult::Create2 { path: path.clone(), stat: *stat },
+        TxnResult::Deleted => MultiResult::Delete,
+        TxnResult::SetData { stat } => MultiResult::SetData { stat: *stat },
+        TxnResult::Check => MultiResult::Check,
+        other => MultiResult::Error(other.err().code()),
+    }
+}

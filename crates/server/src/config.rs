@@ -1,0 +1,198 @@
+//! zoo.cfg: ZooKeeper's Java-properties configuration (reference section 17).
+//!
+//! Unknown keys are kept and warned about, never fatal, so an operator's existing file works unchanged.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("line {line}: {key}: {reason}")]
+    Value { line: usize, key: String, reason: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The settings Warden uses, with ZooKeeper's defaults.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub tick_time_ms: u32,
+    pub data_dir: PathBuf,
+    pub data_log_dir: PathBuf,
+    pub client_port: u16,
+    pub client_port_address: IpAddr,
+    pub max_client_cnxns: u32,
+    pub min_session_timeout_ms: u32,
+    pub max_session_timeout_ms: u32,
+    /// `4lw.commands.whitelist`: `None` means the default (`srvr` only); `Some(["*"])` means all.
+    pub four_letter_whitelist: Vec<String>,
+    pub extended_types_enabled: bool,
+    pub jute_max_buffer: usize,
+    /// Outstanding requests one connection may have before the server stops reading from it.
+    pub max_outstanding_per_connection: usize,
+    pub super_digest: Option<String>,
+    pub skip_acl: bool,
+    pub container_check_interval_ms: u64,
+    pub read_only: bool,
+    pub reconfig_enabled: bool,
+    /// `key=value` pairs Warden does not act on (yet); kept for `conf` and warnings.
+    pub ignored: BTreeMap<String, String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            tick_time_ms: 3000,
+            data_dir: PathBuf::from("warden-data"),
+            data_log_dir: PathBuf::from("warden-data"),
+            client_port: 2181,
+            client_port_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            max_client_cnxns: 60,
+            min_session_timeout_ms: 6000,
+            max_session_timeout_ms: 60000,
+            four_letter_whitelist: vec!["srvr".into()],
+            extended_types_enabled: false,
+            jute_max_buffer: 0xfffff,
+            max_outstanding_per_connection: 1000,
+            super_digest: None,
+            skip_acl: false,
+            container_check_interval_ms: 60_000,
+            read_only: false,
+            reconfig_enabled: false,
+            ignored: BTreeMap::new(),
+        }
+    }
+}
+
+impl Config {
+    pub fn client_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.client_port_address, self.client_port)
+    }
+
+    /// Is the four-letter word `cmd` allowed by the whitelist?
+    pub fn four_letter_allowed(&self, cmd: &str) -> bool {
+        self.four_letter_whitelist.iter().any(|w| w == "*" || w == cmd)
+    }
+
+    pub fn load(path: &std::path::Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        let mut cfg = Self::parse(&text)?;
+        // Relative dataDir values are relative to the working directory, as in ZooKeeper.
+        if cfg.data_dir.as_os_str().is_empty() {
+            return Err(ConfigError::Invalid("dataDir is not set".into()));
+        }
+        if cfg.data_log_dir.as_os_str().is_empty() {
+            cfg.data_log_dir = cfg.data_dir.clone();
+        }
+        Ok(cfg)
+    }
+
+    /// Parses properties text. Returns the config; unknown keys land in `ignored`.
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let mut cfg = Config { data_dir: PathBuf::new(), data_log_dir: PathBuf::new(), client_port_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED), ..Config::default() };
+        let mut min_timeout: Option<i64> = None;
+        let mut max_timeout: Option<i64> = None;
+        for (idx, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+                continue;
+            }
+            let Some((k, v)) = line.split_once(['=', ':']) else {
+                cfg.ignored.insert(line.to_string(), String::new());
+                continue;
+            };
+            let (key, val) = (k.trim(), v.trim());
+            let err = |reason: &str| ConfigError::Value { line: idx + 1, key: key.to_string(), reason: reason.to_string() };
+            let num = |v: &str| v.parse::<i64>().map_err(|_| err("not a number"));
+            match key {
+                "tickTime" => {
+                    let t = num(val)?;
+                    if t <= 0 || t > u32::MAX as i64 {
+                        return Err(err("must be positive"));
+                    }
+                    cfg.tick_time_ms = t as u32;
+                }
+                "dataDir" => cfg.data_dir = PathBuf::from(val),
+                "dataLogDir" => cfg.data_log_dir = PathBuf::from(val),
+                "clientPort" => cfg.client_port = val.parse().map_err(|_| err("not a port"))?,
+                "clientPortAddress" => cfg.client_port_address = parse_host(val).ok_or_else(|| err("not an address"))?,
+                "maxClientCnxns" => cfg.max_client_cnxns = num(val)?.max(0) as u32,
+                "minSessionTimeout" => min_timeout = Some(num(val)?),
+                "maxSessionTimeout" => max_timeout = Some(num(val)?),
+                "4lw.commands.whitelist" => {
+                    cfg.four_letter_whitelist = val.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+                }
+                "extendedTypesEnabled" | "zookeeper.extendedTypesEnabled" => cfg.extended_types_enabled = parse_bool(val),
+                "jute.maxbuffer" => cfg.jute_max_buffer = num(val)?.max(1024) as usize,
+                "skipACL" | "zookeeper.skipACL" => cfg.skip_acl = val.eq_ignore_ascii_case("yes"),
+                "znode.container.checkIntervalMs" => cfg.container_check_interval_ms = num(val)?.max(1) as u64,
+                "DigestAuthenticationProvider.superDigest" | "zookeeper.DigestAuthenticationProvider.superDigest" => {
+                    cfg.super_digest = Some(val.to_string())
+                }
+                "readonlymode.enabled" => cfg.read_only = parse_bool(val),
+                "reconfigEnabled" => cfg.reconfig_enabled = parse_bool(val),
+                _ => {
+                    cfg.ignored.insert(key.to_string(), val.to_string());
+                }
+            }
+        }
+        let tick = cfg.tick_time_ms as i64;
+        let min = min_timeout.filter(|v| *v >= 0).unwrap_or(2 * tick);
+        let max = max_timeout.filter(|v| *v >= 0).unwrap_or(20 * tick);
+        if min > max {
+            return Err(ConfigError::Invalid(format!("minSessionTimeout {min} must not be larger than maxSessionTimeout {max}")));
+        }
+        cfg.min_session_timeout_ms = min as u32;
+        cfg.max_session_timeout_ms = max as u32;
+        Ok(cfg)
+    }
+}
+
+fn parse_bool(v: &str) -> bool {
+    v.eq_ignore_ascii_case("true") || v.eq_ignore_ascii_case("yes")
+}
+
+fn parse_host(v: &str) -> Option<IpAddr> {
+    match v {
+        "localhost" => Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+        _ => v.parse().ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kazoo_harness_config_parses_and_keeps_unknown_keys() {
+        let text = "tickTime=2000\ndataDir=/tmp/zk\nclientPort=20000\nmaxClientCnxns=0\n\
+                    admin.serverPort=20003\nauthProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n\
+                    4lw.commands.whitelist=*\nreconfigEnabled=true\npeerType=participant\n\
+                    server.1=localhost:20002:20001:participant\n";
+        let c = Config::parse(text).unwrap();
+        assert_eq!(c.tick_time_ms, 2000);
+        assert_eq!(c.client_port, 20000);
+        assert_eq!(c.max_client_cnxns, 0);
+        assert_eq!(c.min_session_timeout_ms, 4000);
+        assert_eq!(c.max_session_timeout_ms, 40000);
+        assert!(c.four_letter_allowed("stat"));
+        assert_eq!(c.ignored.get("admin.serverPort").map(String::as_str), Some("20003"));
+        assert!(c.ignored.contains_key("server.1"));
+    }
+
+    #[test]
+    fn default_whitelist_is_srvr_only_and_bad_values_name_the_line() {
+        let c = Config::parse("dataDir=/x\n").unwrap();
+        assert!(c.four_letter_allowed("srvr"));
+        assert!(!c.four_letter_allowed("ruok"));
+        let e = Config::parse("dataDir=/x\ntickTime=abc\n").unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("tickTime"), "{e}");
+        assert!(Config::parse("minSessionTimeout=9000\nmaxSessionTimeout=100\n").is_err());
+    }
+}

@@ -1,0 +1,236 @@
+//! Client connections: accept with per-IP limits, four-letter words, framing, and the reader/writer
+//! pair that moves frames between the socket and the owner task.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
+use tokio::task::JoinSet;
+use warden_node::{ConnId, Input};
+use warden_proto::connect::ConnectRequest;
+use warden_proto::frame::{four_letter_word, FrameDecoder};
+use warden_proto::header::RequestHeader;
+use warden_proto::request::{Request, RequestDecodeError};
+use warden_proto::{ErrorCode, Reader, Record};
+
+use crate::config::Config;
+use crate::owner::{ConnMsg, Event, CONN_QUEUE};
+
+/// A connection that has not sent its ConnectRequest within this time is dropped
+/// (`zookeeper.nio.sessionlessCnxnTimeout`).
+const SESSIONLESS_TIMEOUT: Duration = Duration::from_secs(10);
+
+type PerIp = Arc<Mutex<HashMap<IpAddr, u32>>>;
+
+/// Accepts clients until shutdown, then ends every connection task.
+pub(crate) async fn accept_loop(listener: TcpListener, cfg: Arc<Config>, events: mpsc::Sender<Event>, mut shutdown: watch::Receiver<bool>) {
+    let per_ip: PerIp = Arc::default();
+    let mut tasks = JoinSet::new();
+    let mut next_conn: ConnId = 1;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                };
+                let Some(guard) = IpSlot::take(&per_ip, peer.ip(), cfg.max_client_cnxns) else {
+                    tracing::warn!(%peer, limit = cfg.max_client_cnxns, "too many connections from this address (maxClientCnxns); closing");
+                    continue;
+                };
+                let conn = next_conn;
+                next_conn += 1;
+                tasks.spawn(serve(stream, peer, conn, cfg.clone(), events.clone(), guard));
+            }
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            _ = shutdown.changed() => break,
+        }
+    }
+    tasks.shutdown().await;
+}
+
+/// One connection's place in the per-IP count, released when the connection ends.
+struct IpSlot {
+    map: PerIp,
+    ip: IpAddr,
+}
+
+impl IpSlot {
+    fn take(map: &PerIp, ip: IpAddr, limit: u32) -> Option<IpSlot> {
+        let mut m = map.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(ip).or_insert(0);
+        if limit > 0 && *n >= limit {
+            return None;
+        }
+        *n += 1;
+        Some(IpSlot { map: map.clone(), ip })
+    }
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.ip);
+            }
+        }
+    }
+}
+
+async fn serve(stream: TcpStream, peer: SocketAddr, conn: ConnId, cfg: Arc<Config>, events: mpsc::Sender<Event>, _slot: IpSlot) {
+    let _ = stream.set_nodelay(true);
+    let (mut rd, wr) = stream.into_split();
+    let mut buf = BytesMut::with_capacity(4096);
+    let first = tokio::time::timeout(SESSIONLESS_TIMEOUT, read_at_least(&mut rd, &mut buf, 4)).await;
+    if !matches!(first, Ok(Ok(true))) {
+        return;
+    }
+    if let Some(cmd) = four_letter_word([buf[0], buf[1], buf[2], buf[3]]) {
+        four_letter(cmd, wr, &cfg, &events).await;
+        return;
+    }
+    let (tx, rx) = mpsc::channel(CONN_QUEUE);
+    if events.send(Event::Register { conn, tx }).await.is_err() {
+        return;
+    }
+    let permits = Arc::new(Semaphore::new(cfg.max_outstanding_per_connection));
+    let (closed_tx, closed_rx) = oneshot::channel();
+    let writer = tokio::spawn(write_loop(wr, rx, permits.clone(), closed_tx));
+    if let Err(why) = read_loop(rd, buf, peer, conn, &cfg, &events, permits, closed_rx).await {
+        tracing::info!(%peer, conn, %why, "closing client connection");
+    }
+    let _ = events.send(Event::Node(Input::Disconnected { conn })).await;
+    let _ = writer.await;
+}
+
+async fn read_at_least(rd: &mut (impl AsyncReadExt + Unpin), buf: &mut BytesMut, n: usize) -> std::io::Result<bool> {
+    while buf.len() < n {
+        if rd.read_buf(buf).await? == 0 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+async fn four_letter(cmd: warden_proto::frame::FourLetterWord, mut wr: OwnedWriteHalf, cfg: &Config, events: &mpsc::Sender<Event>) {
+    let text = if cfg.four_letter_allowed(cmd.name()) {
+        let (reply, rx) = oneshot::channel();
+        if events.send(Event::FourLetter { cmd, reply }).await.is_err() {
+            return;
+        }
+        rx.await.unwrap_or_default()
+    } else {
+        format!("{} is not executed because it is not in the whitelist.\n", cmd.name())
+    };
+    let _ = wr.write_all(text.as_bytes()).await;
+    let _ = wr.shutdown().await;
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn read_loop(
+    mut rd: tokio::net::tcp::OwnedReadHalf,
+    mut buf: BytesMut,
+    peer: SocketAddr,
+    conn: ConnId,
+    cfg: &Config,
+    events: &mpsc::Sender<Event>,
+    permits: Arc<Semaphore>,
+    mut closed: oneshot::Receiver<()>,
+) -> Result<(), String> {
+    let mut decoder = FrameDecoder::new(cfg.jute_max_buffer);
+    let mut connected = false;
+    let deadline = tokio::time::Instant::now() + SESSIONLESS_TIMEOUT;
+    loop {
+        while let Some(frame) = decoder.decode(&mut buf).map_err(|e| format!("bad frame: {e}"))? {
+            let input = if connected {
+                // Bound the requests in flight: stop reading until replies return permits.
+                permits.acquire().await.map_err(|_| "closed".to_string())?.forget();
+                decode_request(conn, &frame)?
+            } else {
+                connected = true;
+                let req = ConnectRequest::from_bytes(&frame).map_err(|e| format!("bad ConnectRequest: {e}"))?;
+                Input::Connect { conn, addr: peer, req }
+            };
+            events.send(Event::Node(input)).await.map_err(|_| "server stopping".to_string())?;
+        }
+        let sessionless = async {
+            if connected {
+                std::future::pending::<()>().await
+            } else {
+                tokio::time::sleep_until(deadline).await
+            }
+        };
+        tokio::select! {
+            n = rd.read_buf(&mut buf) => match n {
+                Ok(0) => return Ok(()),
+                Ok(_) => {}
+                Err(e) => return Err(format!("read error: {e}")),
+            },
+            _ = &mut closed => return Ok(()),
+            _ = sessionless => return Err("no ConnectRequest within the sessionless timeout".into()),
+        }
+    }
+}
+
+/// Turns a request frame into the node's input. Unknown opcodes and undecodable bodies become
+/// `Invalid`, which the node answers with ZooKeeper's error before closing; a frame too short for
+/// its header ends the connection here.
+fn decode_request(conn: ConnId, frame: &[u8]) -> Result<Input, String> {
+    let mut r = Reader::new(frame);
+    let hdr = RequestHeader::decode(&mut r).map_err(|e| format!("bad request header: {e}"))?;
+    let body = &frame[r.position()..];
+    Ok(match Request::decode(hdr.op_type, body) {
+        Ok(req) => Input::Request { conn, xid: hdr.xid, req },
+        Err(RequestDecodeError::UnknownOpcode(op)) => {
+            tracing::info!(conn, op, "unknown opcode");
+            Input::Invalid { conn, xid: hdr.xid, err: ErrorCode::Unimplemented }
+        }
+        Err(RequestDecodeError::Malformed(e)) => {
+            tracing::info!(conn, op = hdr.op_type, error = %e, "undecodable request body");
+            Input::Invalid { conn, xid: hdr.xid, err: ErrorCode::MarshallingError }
+        }
+    })
+}
+
+async fn write_loop(wr: OwnedWriteHalf, mut rx: mpsc::Receiver<ConnMsg>, permits: Arc<Semaphore>, closed: oneshot::Sender<()>) {
+    let mut w = BufWriter::with_capacity(64 * 1024, wr);
+    'outer: while let Some(mut msg) = rx.recv().await {
+        loop {
+            match msg {
+                ConnMsg::Frame { frame, completes_request } => {
+                    if w.write_all(&frame).await.is_err() {
+                        break 'outer;
+                    }
+                    if completes_request {
+                        permits.add_permits(1);
+                    }
+                }
+                ConnMsg::Close => break 'outer,
+            }
+            match rx.try_recv() {
+                Ok(m) => msg = m,
+                Err(_) => break,
+            }
+        }
+        if w.flush().await.is_err() {
+            break;
+        }
+    }
+    let _ = w.flush().await;
+    let _ = w.shutdown().await;
+    // Wake a reader waiting for a permit: nothing will return permits any more.
+    permits.close();
+    let _ = closed.send(());
+}

@@ -1,0 +1,186 @@
+//! Four-letter words (reference section 13.1), formatted as Apache ZooKeeper formats them.
+
+use std::fmt::Write;
+
+use warden_node::Node;
+use warden_proto::frame::FourLetterWord;
+
+use crate::config::Config;
+use crate::{BUILT_ON, ZK_VERSION};
+
+/// Runs one command against the node and returns the text to send before closing.
+pub(crate) fn run(cmd: FourLetterWord, node: &mut Node, cfg: &Config) -> String {
+    match cmd.name() {
+        "ruok" => "imok".into(),
+        "isro" => "rw".into(),
+        "srvr" => server_stats(node, false),
+        "stat" => server_stats(node, true),
+        "envi" => environment(cfg),
+        "conf" => configuration(cfg),
+        "cons" => connections(node),
+        "crst" => {
+            node.reset_stats();
+            "Connection stats reset.\n".into()
+        }
+        "srst" => {
+            node.reset_stats();
+            "Server stats reset.\n".into()
+        }
+        "mntr" => monitor(node),
+        "wchs" => watch_summary(node),
+        "wchc" => watches_by_session(node),
+        "wchp" => watches_by_path(node),
+        "dump" => dump(node),
+        "dirs" => dirs(cfg),
+        "gtmk" | "stmk" => "0\n".into(),
+        other => format!("Unknown command: {other}\n"),
+    }
+}
+
+fn version_line() -> String {
+    format!("Zookeeper version: {ZK_VERSION}, built on {BUILT_ON}")
+}
+
+fn server_stats(node: &Node, with_clients: bool) -> String {
+    let s = node.stats();
+    let mut o = String::new();
+    let _ = writeln!(o, "{}", version_line());
+    if with_clients {
+        o.push_str("Clients:\n");
+        for c in node.connections() {
+            let _ = writeln!(o, " /{}[1](queued={},recved={},sent={})", c.addr, c.queued, c.received, c.sent);
+        }
+        o.push('\n');
+    }
+    let _ = writeln!(o, "Latency min/avg/max: {}/{:.4}/{}", s.latency.min(), s.latency.avg(), s.latency.max_ms);
+    let _ = writeln!(o, "Received: {}", s.received);
+    let _ = writeln!(o, "Sent: {}", s.sent);
+    let _ = writeln!(o, "Connections: {}", s.connections);
+    let _ = writeln!(o, "Outstanding: {}", s.outstanding);
+    let _ = writeln!(o, "Zxid: 0x{:x}", s.zxid);
+    let _ = writeln!(o, "Mode: standalone");
+    let _ = writeln!(o, "Node count: {}", s.node_count);
+    o
+}
+
+fn environment(cfg: &Config) -> String {
+    let mut o = String::from("Environment:\n");
+    let _ = writeln!(o, "zookeeper.version={ZK_VERSION}, built on {BUILT_ON}");
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
+    let _ = writeln!(o, "host.name={host}");
+    let _ = writeln!(o, "warden.version={}", env!("CARGO_PKG_VERSION"));
+    let _ = writeln!(o, "os.name={}", std::env::consts::OS);
+    let _ = writeln!(o, "os.arch={}", std::env::consts::ARCH);
+    if let Ok(dir) = std::env::current_dir() {
+        let _ = writeln!(o, "user.dir={}", dir.display());
+    }
+    let _ = writeln!(o, "zookeeper.dataDir={}", cfg.data_dir.display());
+    o
+}
+
+fn configuration(cfg: &Config) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "clientPort={}", cfg.client_port);
+    let _ = writeln!(o, "secureClientPort=-1");
+    let _ = writeln!(o, "dataDir={}", cfg.data_dir.join("version-2").display());
+    let _ = writeln!(o, "dataDirSize={}", dir_size(&cfg.data_dir));
+    let _ = writeln!(o, "dataLogDir={}", cfg.data_log_dir.join("version-2").display());
+    let _ = writeln!(o, "dataLogSize={}", dir_size(&cfg.data_log_dir));
+    let _ = writeln!(o, "tickTime={}", cfg.tick_time_ms);
+    let _ = writeln!(o, "maxClientCnxns={}", cfg.max_client_cnxns);
+    let _ = writeln!(o, "minSessionTimeout={}", cfg.min_session_timeout_ms);
+    let _ = writeln!(o, "maxSessionTimeout={}", cfg.max_session_timeout_ms);
+    let _ = writeln!(o, "clientPortListenBacklog=-1");
+    let _ = writeln!(o, "serverId=0");
+    o
+}
+
+fn connections(node: &Node) -> String {
+    let mut o = String::new();
+    for c in node.connections() {
+        let _ = writeln!(
+            o,
+            " /{}[1](queued={},recved={},sent={},sid=0x{:x},to={},lzxid=0x{:x})",
+            c.addr, c.queued, c.received, c.sent, c.session_id, c.timeout_ms, c.last_zxid
+        );
+    }
+    o.push('\n');
+    o
+}
+
+fn monitor(node: &Node) -> String {
+    let s = node.stats();
+    let rows: [(&str, String); 15] = [
+        ("zk_version", format!("{ZK_VERSION}, built on {BUILT_ON}")),
+        ("zk_server_state", "standalone".into()),
+        ("zk_avg_latency", format!("{:.4}", s.latency.avg())),
+        ("zk_max_latency", s.latency.max_ms.to_string()),
+        ("zk_min_latency", s.latency.min().to_string()),
+        ("zk_packets_received", s.received.to_string()),
+        ("zk_packets_sent", s.sent.to_string()),
+        ("zk_num_alive_connections", s.connections.to_string()),
+        ("zk_outstanding_requests", s.outstanding.to_string()),
+        ("zk_znode_count", s.node_count.to_string()),
+        ("zk_watch_count", s.watch_count.to_string()),
+        ("zk_ephemerals_count", s.ephemerals.to_string()),
+        ("zk_approximate_data_size", s.approximate_data_size.to_string()),
+        ("zk_global_sessions", s.sessions.to_string()),
+        ("zk_last_proposal_size", "-1".into()),
+    ];
+    rows.iter().map(|(k, v)| format!("{k}\t{v}\n")).collect()
+}
+
+fn watch_summary(node: &Node) -> String {
+    let s = node.stats();
+    format!("{} connections watching {} paths\nTotal watches:{}\n", s.watching_connections, s.watched_paths, s.watch_count)
+}
+
+fn watches_by_session(node: &Node) -> String {
+    let mut o = String::new();
+    for (sid, paths) in node.watches_by_session() {
+        let _ = writeln!(o, "0x{sid:x}");
+        for p in paths {
+            let _ = writeln!(o, "\t{p}");
+        }
+    }
+    o
+}
+
+fn watches_by_path(node: &Node) -> String {
+    let mut o = String::new();
+    for (path, sids) in node.watches_by_path() {
+        let _ = writeln!(o, "{path}");
+        for sid in sids {
+            let _ = writeln!(o, "\t0x{sid:x}");
+        }
+    }
+    o
+}
+
+fn dump(node: &Node) -> String {
+    let mut o = String::from("SessionTracker dump:\n");
+    let sessions = node.session_timeouts();
+    let _ = writeln!(o, "Global Sessions({}):", sessions.len());
+    for (id, to) in &sessions {
+        let _ = writeln!(o, "0x{id:x}\t{to}ms");
+    }
+    o.push_str("ephemeral nodes dump:\n");
+    let eph: Vec<_> = node.session_ephemerals().into_iter().filter(|(_, p)| !p.is_empty()).collect();
+    let _ = writeln!(o, "Sessions with Ephemerals ({}):", eph.len());
+    for (id, paths) in eph {
+        let _ = writeln!(o, "0x{id:x}:");
+        for p in paths {
+            let _ = writeln!(o, "\t{p}");
+        }
+    }
+    o
+}
+
+fn dirs(cfg: &Config) -> String {
+    format!("datadir_size: {}\nlogdir_size: {}\n", dir_size(&cfg.data_dir), dir_size(&cfg.data_log_dir))
+}
+
+fn dir_size(dir: &std::path::Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir.join("version-2")) else { return 0 };
+    rd.filter_map(Result::ok).filter_map(|e| e.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
+}

@@ -1,0 +1,169 @@
+//! The one task that owns the `Node`. Connection tasks send it events; it steps the node and carries
+//! out the outputs: frames to connection writers, closes, and persistence.
+//!
+//! Persistence is in memory until the storage layer lands: a txn is "durable" once every event that
+//! arrived with it has been stepped, so the batch shape (append all, then one Durable) is already the
+//! group-commit shape the storage thread will use.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{mpsc, oneshot, watch};
+use warden_node::{Clock, ConnId, Input, Node, NodeConfig, Output};
+use warden_proto::frame::FourLetterWord;
+
+use crate::config::Config;
+use crate::fourlw;
+
+/// Bound of the queue from connection tasks to the owner.
+pub(crate) const EVENT_QUEUE: usize = 4096;
+/// Frames buffered for one connection's writer; a client that lets this fill is disconnected.
+pub(crate) const CONN_QUEUE: usize = 16_384;
+/// Events stepped per batch before persisted txns are reported durable.
+const BATCH: usize = 256;
+
+pub(crate) enum Event {
+    Register { conn: ConnId, tx: mpsc::Sender<ConnMsg> },
+    Node(Input),
+    FourLetter { cmd: FourLetterWord, reply: oneshot::Sender<String> },
+}
+
+#[derive(Debug)]
+pub(crate) enum ConnMsg {
+    Frame { frame: Vec<u8>, completes_request: bool },
+    Close,
+}
+
+pub(crate) struct Owner {
+    cfg: Arc<Config>,
+    node: Node,
+    conns: HashMap<ConnId, mpsc::Sender<ConnMsg>>,
+    events: mpsc::Receiver<Event>,
+    shutdown: watch::Receiver<bool>,
+    started: Instant,
+    mono_base_ms: u64,
+    out: Vec<Output>,
+    /// Highest zxid persisted (in memory) and not yet reported durable.
+    pending_durable: Option<i64>,
+}
+
+impl Owner {
+    pub(crate) fn new(cfg: Arc<Config>, events: mpsc::Receiver<Event>, shutdown: watch::Receiver<bool>) -> Self {
+        let wall = wall_ms();
+        let node_cfg = NodeConfig {
+            tick_time_ms: cfg.tick_time_ms,
+            min_session_timeout_ms: cfg.min_session_timeout_ms,
+            max_session_timeout_ms: cfg.max_session_timeout_ms,
+            server_id: 0,
+            super_digest: cfg.super_digest.clone(),
+            skip_acl: cfg.skip_acl,
+            ttl_enabled: cfg.extended_types_enabled,
+            reconfig_enabled: cfg.reconfig_enabled,
+            max_buffer: cfg.jute_max_buffer,
+            container_check_interval_ms: cfg.container_check_interval_ms,
+        };
+        let mono_base_ms = wall.max(0) as u64;
+        let node = Node::new(node_cfg, Clock { mono_ms: mono_base_ms, wall_ms: wall });
+        Self { cfg, node, conns: HashMap::new(), events, shutdown, started: Instant::now(), mono_base_ms, out: Vec::new(), pending_durable: None }
+    }
+
+    fn clock(&self) -> Clock {
+        Clock { mono_ms: self.mono_base_ms + self.started.elapsed().as_millis() as u64, wall_ms: wall_ms() }
+    }
+
+    pub(crate) async fn run(mut self) -> anyhow::Result<()> {
+        let tick = Duration::from_millis(self.cfg.tick_time_ms as u64);
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + tick, tick);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                ev = self.events.recv() => {
+                    let Some(ev) = ev else { break };
+                    self.handle(ev);
+                    let mut n = 1;
+                    while n < BATCH {
+                        match self.events.try_recv() {
+                            Ok(ev) => { self.handle(ev); n += 1; }
+                            Err(_) => break,
+                        }
+                    }
+                }
+                _ = ticker.tick() => self.step(Input::Tick),
+                _ = self.shutdown.changed() => break,
+            }
+            self.flush_durable();
+        }
+        for (_, tx) in self.conns.drain() {
+            let _ = tx.try_send(ConnMsg::Close);
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, ev: Event) {
+        match ev {
+            Event::Register { conn, tx } => {
+                self.conns.insert(conn, tx);
+            }
+            Event::Node(input) => self.step(input),
+            Event::FourLetter { cmd, reply } => {
+                let text = fourlw::run(cmd, &mut self.node, &self.cfg);
+                let _ = reply.send(text);
+            }
+        }
+    }
+
+    fn step(&mut self, input: Input) {
+        let now = self.clock();
+        if let Input::Disconnected { conn } = &input {
+            self.conns.remove(conn);
+        }
+        self.node.step(now, input, &mut self.out);
+        self.dispatch();
+    }
+
+    /// In-memory persistence: everything persisted so far is durable now.
+    fn flush_durable(&mut self) {
+        while let Some(zxid) = self.pending_durable.take() {
+            self.step(Input::Durable { zxid });
+        }
+    }
+
+    fn dispatch(&mut self) {
+        while !self.out.is_empty() {
+            self.dispatch_batch();
+        }
+    }
+
+    fn dispatch_batch(&mut self) {
+        let out = std::mem::take(&mut self.out);
+        for o in out {
+            match o {
+                Output::Send { conn, frame, completes_request } => self.send(conn, ConnMsg::Frame { frame, completes_request }),
+                Output::Close { conn } => {
+                    if let Some(tx) = self.conns.remove(&conn) {
+                        let _ = tx.try_send(ConnMsg::Close);
+                    }
+                }
+                Output::Persist { hdr, .. } => self.pending_durable = Some(hdr.zxid),
+            }
+        }
+    }
+
+    fn send(&mut self, conn: ConnId, msg: ConnMsg) {
+        let Some(tx) = self.conns.get(&conn) else { return };
+        if let Err(e) = tx.try_send(msg) {
+            if matches!(e, mpsc::error::TrySendError::Full(_)) {
+                tracing::warn!(conn, "client is not reading its replies; closing the connection");
+            }
+            self.conns.remove(&conn);
+            self.out.push(Output::Close { conn });
+            let now = self.clock();
+            self.node.step(now, Input::Disconnected { conn }, &mut self.out);
+        }
+    }
+}
+
+fn wall_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
