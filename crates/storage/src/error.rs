@@ -1,0 +1,34 @@
+use std::io;
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+/// Why a storage operation failed.
+#[derive(Debug, Error)]
+pub enum StorageError {
+    /// An I/O call failed; `op` says what was being done to `path`.
+    #[error("{op} {}: {source}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// A file holds data that cannot be trusted or understood. Never skipped silently.
+    #[error("corrupt txn log {} at offset {offset}: {reason}", file.display())]
+    Corrupt {
+        file: PathBuf,
+        offset: u64,
+        reason: String,
+    },
+    /// `append` was given a zxid not above the last logged one.
+    #[error("txn zxid {zxid:#x} is not after the last logged zxid {last:#x}")]
+    OutOfOrder { zxid: i64, last: i64 },
+}
+
+impl StorageError {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Self {
+        let path = path.into();
+        move |source| StorageError::Io { op, path, source }
+    }
+}

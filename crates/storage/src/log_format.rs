@@ -1,0 +1,209 @@
+//! Byte layout of a txn log file (reference section 16): FileHeader, then records of
+//! `long Adler32(buffer)`, `buffer` (int length + TxnHeader + txn body [+ TxnDigest]), byte 0x42.
+
+use std::path::Path;
+
+use warden_proto::{Reader, Record, Txn, TxnHeader, Writer};
+
+use crate::StorageError;
+
+/// FileHeader magic of a txn log: ASCII "ZKLG".
+pub const LOG_FILE_MAGIC: i32 = 0x5A4B_4C47;
+/// FileHeader version written and accepted.
+pub const LOG_FILE_VERSION: i32 = 2;
+/// The byte that ends every record ('B').
+pub const RECORD_END: u8 = 0x42;
+/// FileHeader: int magic, int version, long dbid.
+pub(crate) const FILE_HEADER_LEN: usize = 16;
+/// Checksum (8) + length (4) + end byte (1).
+const RECORD_OVERHEAD: usize = 13;
+
+/// One decoded record and where it starts in its file.
+pub(crate) struct LogRecord {
+    pub offset: u64,
+    pub hdr: TxnHeader,
+    pub txn: Txn,
+}
+
+/// How the valid data of a file ends.
+pub(crate) enum FileEnd {
+    /// End of file or zero padding.
+    Clean,
+    /// A damaged record (or header) at `offset` with nothing valid after it: a torn write.
+    Torn { offset: u64, reason: String },
+}
+
+pub(crate) struct ParsedFile {
+    pub records: Vec<LogRecord>,
+    pub end: FileEnd,
+}
+
+pub(crate) fn file_header() -> Vec<u8> {
+    let mut w = Writer::new();
+    w.write_i32(LOG_FILE_MAGIC);
+    w.write_i32(LOG_FILE_VERSION);
+    w.write_i64(0);
+    w.into_inner()
+}
+
+pub(crate) fn adler32(bytes: &[u8]) -> u32 {
+    let mut a = adler2::Adler32::new();
+    a.write_slice(bytes);
+    a.checksum()
+}
+
+/// Encodes one complete record, ready to append.
+pub(crate) fn encode_record(hdr: &TxnHeader, txn: &Txn) -> Vec<u8> {
+    let mut body = Writer::new();
+    hdr.encode(&mut body);
+    txn.encode_body(&mut body);
+    let mut w = Writer::new();
+    w.write_i64(i64::from(adler32(body.as_slice())));
+    w.write_buffer(Some(body.as_slice()));
+    w.write_u8(RECORD_END);
+    w.into_inner()
+}
+
+/// Parses a whole file. A damaged record followed by a valid one is `Corrupt`; a damaged record
+/// with nothing valid after it is reported as `FileEnd::Torn` for the caller to judge.
+pub(crate) fn parse_file(file: &Path, buf: &[u8]) -> Result<ParsedFile, StorageError> {
+    let data_end = buf.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    if let Some(reason) = check_header(file, buf, data_end)? {
+        return Ok(ParsedFile {
+            records: Vec::new(),
+            end: FileEnd::Torn { offset: 0, reason },
+        });
+    }
+    let mut records = Vec::new();
+    let mut off = FILE_HEADER_LEN;
+    while off < data_end {
+        match frame_at(buf, off) {
+            Ok((body, next)) => {
+                records.push(decode_record(file, off, body)?);
+                off = next;
+            }
+            Err(reason) => {
+                let end = torn_or_corrupt(file, buf, off, data_end, reason)?;
+                return Ok(ParsedFile { records, end });
+            }
+        }
+    }
+    Ok(ParsedFile {
+        records,
+        end: FileEnd::Clean,
+    })
+}
+
+/// `Ok(None)`: a good header. `Ok(Some(reason))`: an incomplete header with nothing after it.
+fn check_header(file: &Path, buf: &[u8], data_end: usize) -> Result<Option<String>, StorageError> {
+    let mut r = Reader::new(buf);
+    let (magic, version) = match (r.read_i32(), r.read_i32(), r.read_i64()) {
+        (Ok(m), Ok(v), Ok(_dbid)) => (m, v),
+        _ => (0, 0),
+    };
+    if magic == LOG_FILE_MAGIC && version == LOG_FILE_VERSION {
+        return Ok(None);
+    }
+    let n = buf.len().min(FILE_HEADER_LEN);
+    let prefix_ok = buf[..n] == file_header()[..n] || data_end == 0;
+    if prefix_ok && data_end <= n {
+        return Ok(Some(format!(
+            "incomplete file header ({} bytes)",
+            buf.len()
+        )));
+    }
+    Err(corrupt(
+        file,
+        0,
+        format!("bad file header: magic {magic:#x}, version {version}"),
+    ))
+}
+
+/// Checks the framing (length, checksum, end byte) of the record at `off`; returns its buffer and
+/// the offset after it.
+fn frame_at(buf: &[u8], off: usize) -> Result<(&[u8], usize), String> {
+    let rest = &buf[off..];
+    let mut r = Reader::new(rest);
+    let (crc, len) = match (r.read_i64(), r.read_i32()) {
+        (Ok(c), Ok(l)) => (c, l),
+        _ => {
+            return Err(format!(
+                "{} trailing bytes are too short for a record",
+                rest.len()
+            ))
+        }
+    };
+    let len = usize::try_from(len)
+        .ok()
+        .filter(|&l| l > 0)
+        .ok_or(format!("record length {len}"))?;
+    if rest.len() < len + RECORD_OVERHEAD {
+        return Err(format!(
+            "record of {len} bytes runs past the end of the file"
+        ));
+    }
+    let body = &rest[12..12 + len];
+    let actual = adler32(body);
+    if i64::from(actual) != crc {
+        return Err(format!(
+            "checksum {crc:#x} does not match computed {actual:#x}"
+        ));
+    }
+    match rest[12 + len] {
+        RECORD_END => Ok((body, off + len + RECORD_OVERHEAD)),
+        b => Err(format!("record end byte is {b:#x}, not 0x42")),
+    }
+}
+
+/// Decodes TxnHeader + body; a trailing TxnDigest (or anything else) is ignored.
+fn decode_record(file: &Path, off: usize, body: &[u8]) -> Result<LogRecord, StorageError> {
+    let mut r = Reader::new(body);
+    let hdr =
+        TxnHeader::decode(&mut r).map_err(|e| corrupt(file, off, format!("bad TxnHeader: {e}")))?;
+    let txn = Txn::decode_body(hdr.txn_type, &mut r).map_err(|e| {
+        corrupt(
+            file,
+            off,
+            format!("bad body of txn type {}: {e}", hdr.txn_type),
+        )
+    })?;
+    Ok(LogRecord {
+        offset: off as u64,
+        hdr,
+        txn,
+    })
+}
+
+fn torn_or_corrupt(
+    file: &Path,
+    buf: &[u8],
+    off: usize,
+    data_end: usize,
+    reason: String,
+) -> Result<FileEnd, StorageError> {
+    match next_valid_frame(buf, off + 1, data_end) {
+        Some(at) => Err(corrupt(
+            file,
+            off,
+            format!("{reason}; a valid record follows at offset {at}"),
+        )),
+        None => Ok(FileEnd::Torn {
+            offset: off as u64,
+            reason,
+        }),
+    }
+}
+
+/// The first offset at or after `from` where a record with good framing starts. A record ends
+/// with the non-zero byte 0x42, so it must end by `data_end`.
+fn next_valid_frame(buf: &[u8], from: usize, data_end: usize) -> Option<usize> {
+    (from..data_end.saturating_sub(RECORD_OVERHEAD)).find(|&o| frame_at(buf, o).is_ok())
+}
+
+fn corrupt(file: &Path, offset: usize, reason: String) -> StorageError {
+    StorageError::Corrupt {
+        file: file.to_path_buf(),
+        offset: offset as u64,
+        reason,
+    }
+}

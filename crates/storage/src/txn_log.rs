@@ -1,0 +1,299 @@
+//! The transaction log: `<dataLogDir>/version-2/log.<hex zxid of first txn>`, ZooKeeper's format.
+//! Appends are buffered; `sync` makes everything appended so far durable.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use warden_proto::{Txn, TxnHeader};
+
+use crate::log_format::{encode_record, file_header, parse_file, FileEnd, FILE_HEADER_LEN};
+use crate::StorageError;
+
+/// ZooKeeper's default `preAllocSize`: 64 MiB.
+pub const DEFAULT_PRE_ALLOC_BYTES: u64 = 64 * 1024 * 1024;
+/// Extend the file when the write position comes this close to its end (ZooKeeper's FilePadding).
+const PAD_MARGIN: u64 = 4096;
+const WRITE_BUFFER: usize = 64 * 1024;
+
+/// `log.<zxid>` with the zxid in lowercase hex, no padding (Java's `Long.toHexString`).
+pub fn log_file_name(zxid: i64) -> String {
+    format!("log.{zxid:x}")
+}
+
+/// An open txn log directory. After `open`, the first `append` starts a new file, as ZooKeeper does.
+#[derive(Debug)]
+pub struct TxnLog {
+    dir: PathBuf,
+    pre_alloc_bytes: u64,
+    current: Option<CurrentFile>,
+    last_zxid: i64,
+    dir_needs_sync: bool,
+    failed: bool,
+    recovered_tail: Option<String>,
+}
+
+#[derive(Debug)]
+struct CurrentFile {
+    path: PathBuf,
+    out: BufWriter<File>,
+    /// Logical end of the written data, including bytes still in the buffer.
+    position: u64,
+    /// File length including zero padding.
+    size: u64,
+}
+
+impl TxnLog {
+    /// Opens `<data_log_dir>/version-2` (creating it) and reads every log file in zxid order. A torn
+    /// record at the tail of the newest file is truncated away (see `recovered_tail`); any other
+    /// damage is an error.
+    pub fn open(
+        data_log_dir: &Path,
+        pre_alloc_bytes: u64,
+    ) -> Result<(TxnLog, Vec<(TxnHeader, Txn)>), StorageError> {
+        let dir = data_log_dir.join("version-2");
+        fs::create_dir_all(&dir).map_err(StorageError::io("create directory", &dir))?;
+        let files = list_log_files(&dir)?;
+        let mut txns: Vec<(TxnHeader, Txn)> = Vec::new();
+        let mut recovered_tail = None;
+        for (i, path) in files.iter().enumerate() {
+            let buf = fs::read(path).map_err(StorageError::io("read", path))?;
+            let parsed = parse_file(path, &buf)?;
+            for rec in parsed.records {
+                check_order(
+                    path,
+                    rec.offset,
+                    txns.last().map(|(h, _)| h.zxid),
+                    rec.hdr.zxid,
+                )?;
+                txns.push((rec.hdr, rec.txn));
+            }
+            if let FileEnd::Torn { offset, reason } = parsed.end {
+                if i + 1 != files.len() {
+                    let reason = format!(
+                        "{reason} (damage at the end of a log file that is not the newest)"
+                    );
+                    return Err(StorageError::Corrupt {
+                        file: path.clone(),
+                        offset,
+                        reason,
+                    });
+                }
+                recovered_tail = Some(repair_tail(&dir, path, offset, &reason)?);
+            }
+        }
+        let last_zxid = txns.last().map_or(0, |(h, _)| h.zxid);
+        let log = TxnLog {
+            dir,
+            pre_alloc_bytes,
+            current: None,
+            last_zxid,
+            dir_needs_sync: false,
+            failed: false,
+            recovered_tail,
+        };
+        Ok((log, txns))
+    }
+
+    /// Buffers one record; starts `log.<hex zxid>` if no file is open. Not durable until `sync`.
+    pub fn append(&mut self, hdr: &TxnHeader, txn: &Txn) -> Result<(), StorageError> {
+        self.check_usable()?;
+        if hdr.zxid <= self.last_zxid {
+            return Err(StorageError::OutOfOrder {
+                zxid: hdr.zxid,
+                last: self.last_zxid,
+            });
+        }
+        let record = encode_record(hdr, txn);
+        let result = self.write_record(hdr.zxid, &record);
+        self.failed = result.is_err();
+        result?;
+        self.last_zxid = hdr.zxid;
+        Ok(())
+    }
+
+    /// Flushes the buffer and fdatasyncs the current file; fsyncs the directory once after a new
+    /// file was created.
+    pub fn sync(&mut self) -> Result<(), StorageError> {
+        self.check_usable()?;
+        let result = self.sync_inner();
+        self.failed = result.is_err();
+        result
+    }
+
+    /// Syncs and closes the current file so the next `append` starts a new one.
+    pub fn roll(&mut self) -> Result<(), StorageError> {
+        self.sync()?;
+        self.current = None;
+        Ok(())
+    }
+
+    /// The zxid of the last appended (or recovered) txn; 0 when the log is empty.
+    pub fn last_zxid(&self) -> i64 {
+        self.last_zxid
+    }
+
+    /// What `open` truncated away at the tail of the newest file, if anything.
+    pub fn recovered_tail(&self) -> Option<&str> {
+        self.recovered_tail.as_deref()
+    }
+
+    /// The `version-2` directory holding the log files.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file appends currently go to.
+    pub fn current_file(&self) -> Option<&Path> {
+        self.current.as_ref().map(|c| c.path.as_path())
+    }
+
+    fn check_usable(&self) -> Result<(), StorageError> {
+        if self.failed {
+            let source = std::io::Error::other("an earlier write or sync failed; reopen the log");
+            return Err(StorageError::Io {
+                op: "use txn log",
+                path: self.dir.clone(),
+                source,
+            });
+        }
+        Ok(())
+    }
+
+    fn write_record(&mut self, zxid: i64, record: &[u8]) -> Result<(), StorageError> {
+        if self.current.is_none() {
+            self.current = Some(CurrentFile::create(self.dir.join(log_file_name(zxid)))?);
+            self.dir_needs_sync = true;
+        }
+        match self.current.as_mut() {
+            Some(cur) => cur.write(record, self.pre_alloc_bytes),
+            None => Ok(()),
+        }
+    }
+
+    fn sync_inner(&mut self) -> Result<(), StorageError> {
+        if let Some(cur) = self.current.as_mut() {
+            cur.out
+                .flush()
+                .map_err(StorageError::io("write", &cur.path))?;
+            cur.out
+                .get_ref()
+                .sync_data()
+                .map_err(StorageError::io("fdatasync", &cur.path))?;
+        }
+        if self.dir_needs_sync {
+            sync_dir(&self.dir)?;
+            self.dir_needs_sync = false;
+        }
+        Ok(())
+    }
+}
+
+impl CurrentFile {
+    /// Creates (or replaces: `open` proved it holds no txn at or after `zxid`) a log file.
+    fn create(path: PathBuf) -> Result<Self, StorageError> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(StorageError::io("create", &path))?;
+        let mut out = BufWriter::with_capacity(WRITE_BUFFER, file);
+        out.write_all(&file_header())
+            .map_err(StorageError::io("write", &path))?;
+        Ok(CurrentFile {
+            path,
+            out,
+            position: FILE_HEADER_LEN as u64,
+            size: 0,
+        })
+    }
+
+    fn write(&mut self, record: &[u8], pre_alloc: u64) -> Result<(), StorageError> {
+        let end = self.position + record.len() as u64;
+        if let Some(size) = padded_size(end, self.size, pre_alloc) {
+            self.out
+                .get_ref()
+                .set_len(size)
+                .map_err(StorageError::io("preallocate", &self.path))?;
+            self.size = size;
+        }
+        self.out
+            .write_all(record)
+            .map_err(StorageError::io("write", &self.path))?;
+        self.position = end;
+        Ok(())
+    }
+}
+
+/// ZooKeeper's `FilePadding.calculateFileSizeWithPadding`, applied to the end of the next record.
+fn padded_size(end: u64, size: u64, pre_alloc: u64) -> Option<u64> {
+    if pre_alloc == 0 || end + PAD_MARGIN < size {
+        return None;
+    }
+    if end > size {
+        let s = end + pre_alloc;
+        Some(s - s % pre_alloc)
+    } else {
+        Some(size + pre_alloc)
+    }
+}
+
+/// `log.<hex>` files of `dir`, sorted by zxid. Other names are left alone.
+fn list_log_files(dir: &Path) -> Result<Vec<PathBuf>, StorageError> {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir).map_err(StorageError::io("list", dir))? {
+        let entry = entry.map_err(StorageError::io("list", dir))?;
+        let name = entry.file_name();
+        let Some(hex) = name.to_str().and_then(|n| n.strip_prefix("log.")) else {
+            continue;
+        };
+        match u64::from_str_radix(hex, 16) {
+            Ok(zxid) => files.push((zxid as i64, entry.path())),
+            Err(_) => {
+                tracing::warn!(file = %entry.path().display(), "ignoring file with a log. name that is not a hex zxid")
+            }
+        }
+    }
+    files.sort();
+    Ok(files.into_iter().map(|(_, p)| p).collect())
+}
+
+fn check_order(file: &Path, offset: u64, prev: Option<i64>, zxid: i64) -> Result<(), StorageError> {
+    match prev {
+        Some(p) if zxid <= p => Err(StorageError::Corrupt {
+            file: file.to_path_buf(),
+            offset,
+            reason: format!("zxid {zxid:#x} is not after the previous zxid {p:#x}"),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Cuts a torn tail off the newest file (or removes a file whose header is incomplete).
+fn repair_tail(dir: &Path, path: &Path, offset: u64, reason: &str) -> Result<String, StorageError> {
+    let msg = format!(
+        "truncated torn tail of {} at offset {offset}: {reason}",
+        path.display()
+    );
+    tracing::warn!("{msg}");
+    if offset == 0 {
+        fs::remove_file(path).map_err(StorageError::io("remove", path))?;
+    } else {
+        let file = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(StorageError::io("open", path))?;
+        file.set_len(offset)
+            .map_err(StorageError::io("truncate", path))?;
+        file.sync_all().map_err(StorageError::io("fsync", path))?;
+    }
+    sync_dir(dir)?;
+    Ok(msg)
+}
+
+fn sync_dir(dir: &Path) -> Result<(), StorageError> {
+    let d = File::open(dir).map_err(StorageError::io("open directory", dir))?;
+    d.sync_all()
+        .map_err(StorageError::io("fsync directory", dir))
+}

@@ -1,0 +1,315 @@
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use common::{log_files, txn, txns};
+use warden_storage::{StorageError, TxnLog};
+
+fn append_all(log: &mut TxnLog, recs: &[(warden_proto::TxnHeader, warden_proto::Txn)]) {
+    for (h, t) in recs {
+        log.append(h, t).unwrap();
+    }
+    log.sync().unwrap();
+}
+
+/// A dir holding log.1 with txns 1..=n, no padding; returns (dir, file, start offset of the last record).
+fn one_file_log(n: i64) -> (tempfile::TempDir, PathBuf, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = TxnLog::open(dir.path(), 0).unwrap();
+    append_all(&mut log, &txns(1..=n - 1));
+    let file = log.current_file().unwrap().to_path_buf();
+    let last_start = fs::metadata(&file).unwrap().len();
+    append_all(&mut log, &txns(n..=n));
+    (dir, file, last_start)
+}
+
+fn copy_dir(src: &Path) -> tempfile::TempDir {
+    let dst = tempfile::tempdir().unwrap();
+    fs::create_dir(dst.path().join("version-2")).unwrap();
+    for f in log_files(src) {
+        fs::copy(
+            &f,
+            dst.path().join("version-2").join(f.file_name().unwrap()),
+        )
+        .unwrap();
+    }
+    dst
+}
+
+fn corrupt_at(dir: &Path) -> (PathBuf, u64, String) {
+    match TxnLog::open(dir, 0) {
+        Err(StorageError::Corrupt {
+            file,
+            offset,
+            reason,
+        }) => (file, offset, reason),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+}
+
+#[test]
+fn round_trip_across_two_files_with_padding() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, recovered) = TxnLog::open(dir.path(), 1024).unwrap();
+    assert!(recovered.is_empty());
+    assert_eq!(log.last_zxid(), 0);
+    append_all(&mut log, &txns(1..=50));
+    log.roll().unwrap();
+    append_all(&mut log, &txns(51..=100));
+    drop(log);
+    let files = log_files(dir.path());
+    let names: Vec<_> = files
+        .iter()
+        .map(|f| f.file_name().unwrap().to_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["log.1", "log.33"]);
+    for f in &files {
+        assert_eq!(
+            fs::metadata(f).unwrap().len() % 1024,
+            0,
+            "{f:?} is padded in 1 KiB blocks"
+        );
+    }
+    let (log, back) = TxnLog::open(dir.path(), 1024).unwrap();
+    assert_eq!(back, txns(1..=100));
+    assert_eq!(log.last_zxid(), 100);
+    assert!(log.recovered_tail().is_none());
+}
+
+#[test]
+fn reopen_and_append_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = TxnLog::open(dir.path(), 4096).unwrap();
+    append_all(&mut log, &txns(1..=10));
+    drop(log);
+    let (mut log, back) = TxnLog::open(dir.path(), 4096).unwrap();
+    assert_eq!(back, txns(1..=10));
+    let (h, t) = txn(10);
+    assert!(matches!(
+        log.append(&h, &t),
+        Err(StorageError::OutOfOrder { zxid: 10, last: 10 })
+    ));
+    append_all(&mut log, &txns(11..=20));
+    drop(log);
+    let (log, back) = TxnLog::open(dir.path(), 4096).unwrap();
+    assert_eq!(back, txns(1..=20));
+    assert_eq!(log.last_zxid(), 20);
+    assert_eq!(
+        log_files(dir.path()).len(),
+        2,
+        "a reopened log starts a new file, as ZooKeeper does"
+    );
+}
+
+#[test]
+fn zero_padding_reads_as_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = TxnLog::open(dir.path(), 1 << 20).unwrap();
+    append_all(&mut log, &txns(1..=30));
+    drop(log);
+    let file = &log_files(dir.path())[0];
+    assert_eq!(fs::metadata(file).unwrap().len(), 1 << 20);
+    let (log, back) = TxnLog::open(dir.path(), 1 << 20).unwrap();
+    assert_eq!(back, txns(1..=30));
+    assert!(log.recovered_tail().is_none());
+    assert_eq!(
+        fs::metadata(file).unwrap().len(),
+        1 << 20,
+        "clean padding is left alone"
+    );
+}
+
+/// Cutting the last record at every byte (optionally zero-filling back to the old length, as in a
+/// preallocated file) recovers all earlier records, truncates the file, and later appends survive.
+#[test]
+fn torn_tail_at_every_offset_is_truncated() {
+    let n = 8;
+    let (src, file, last_start) = one_file_log(n);
+    let len = fs::metadata(&file).unwrap().len();
+    for zero_fill in [false, true] {
+        for cut in last_start + 1..len {
+            let dir = copy_dir(src.path());
+            let f = dir.path().join("version-2/log.1");
+            let mut bytes = fs::read(&f).unwrap();
+            bytes.truncate(cut as usize);
+            if zero_fill {
+                bytes.resize(len as usize + 100, 0);
+            }
+            fs::write(&f, &bytes).unwrap();
+            let (mut log, back) = TxnLog::open(dir.path(), 0).unwrap();
+            assert_eq!(back, txns(1..=n - 1), "cut at {cut}");
+            if bytes[last_start as usize..].iter().all(|&b| b == 0) {
+                // Only the checksum's zero high bytes survived: indistinguishable from padding.
+                assert!(log.recovered_tail().is_none(), "cut at {cut}");
+            } else {
+                assert!(log
+                    .recovered_tail()
+                    .unwrap()
+                    .contains(&format!("offset {last_start}")));
+                assert_eq!(fs::metadata(&f).unwrap().len(), last_start);
+            }
+            append_all(&mut log, &txns(n..=n + 1));
+            drop(log);
+            let (log, back) = TxnLog::open(dir.path(), 0).unwrap();
+            assert_eq!(back, txns(1..=n + 1));
+            assert!(log.recovered_tail().is_none());
+        }
+    }
+}
+
+#[test]
+fn flipped_bit_in_last_record_is_truncated() {
+    let (src, _, last_start) = one_file_log(6);
+    let len = fs::metadata(src.path().join("version-2/log.1"))
+        .unwrap()
+        .len();
+    for pos in last_start..len {
+        let dir = copy_dir(src.path());
+        let f = dir.path().join("version-2/log.1");
+        let mut bytes = fs::read(&f).unwrap();
+        bytes[pos as usize] ^= 0x10;
+        fs::write(&f, &bytes).unwrap();
+        let (log, back) = TxnLog::open(dir.path(), 0).unwrap();
+        assert_eq!(back, txns(1..=5), "flip at {pos}");
+        assert!(log.recovered_tail().is_some());
+        assert_eq!(fs::metadata(&f).unwrap().len(), last_start);
+    }
+}
+
+/// Offsets of each record in log.1 of a fresh n-record log.
+fn record_offsets(n: i64) -> (tempfile::TempDir, Vec<u64>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = TxnLog::open(dir.path(), 0).unwrap();
+    let mut offsets = Vec::new();
+    for (h, t) in txns(1..=n) {
+        log.sync().unwrap();
+        offsets.push(
+            log.current_file()
+                .map_or(16, |f| fs::metadata(f).unwrap().len()),
+        );
+        log.append(&h, &t).unwrap();
+    }
+    log.sync().unwrap();
+    offsets.push(fs::metadata(log.current_file().unwrap()).unwrap().len());
+    (dir, offsets)
+}
+
+#[test]
+fn flipped_bit_in_middle_record_is_corrupt() {
+    let (src, offsets) = record_offsets(6);
+    let (start, end) = (offsets[2], offsets[3]);
+    for pos in start..end {
+        let dir = copy_dir(src.path());
+        let f = dir.path().join("version-2/log.1");
+        let mut bytes = fs::read(&f).unwrap();
+        bytes[pos as usize] ^= 0x01;
+        fs::write(&f, &bytes).unwrap();
+        let (file, offset, reason) = corrupt_at(dir.path());
+        assert_eq!(
+            (file, offset),
+            (f.clone(), start),
+            "flip at {pos}: {reason}"
+        );
+        assert_eq!(
+            fs::read(&f).unwrap(),
+            bytes,
+            "a corrupt file is never modified"
+        );
+    }
+}
+
+#[test]
+fn missing_end_byte_in_middle_record_is_corrupt() {
+    let (src, offsets) = record_offsets(6);
+    let end_byte = offsets[3] as usize - 1;
+    for remove in [false, true] {
+        let dir = copy_dir(src.path());
+        let f = dir.path().join("version-2/log.1");
+        let mut bytes = fs::read(&f).unwrap();
+        assert_eq!(bytes[end_byte], 0x42);
+        if remove {
+            bytes.remove(end_byte);
+        } else {
+            bytes[end_byte] = 0;
+        }
+        fs::write(&f, &bytes).unwrap();
+        let (file, offset, reason) = corrupt_at(dir.path());
+        assert_eq!((file, offset), (f, offsets[2]));
+        assert!(
+            reason.contains("end byte") || reason.contains("checksum"),
+            "{reason}"
+        );
+    }
+}
+
+#[test]
+fn torn_tail_of_an_older_file_is_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = TxnLog::open(dir.path(), 0).unwrap();
+    append_all(&mut log, &txns(1..=5));
+    log.roll().unwrap();
+    append_all(&mut log, &txns(6..=9));
+    drop(log);
+    let old = dir.path().join("version-2/log.1");
+    let len = fs::metadata(&old).unwrap().len();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&old)
+        .unwrap()
+        .set_len(len - 3)
+        .unwrap();
+    let (file, _, reason) = corrupt_at(dir.path());
+    assert_eq!(file, old, "{reason}");
+}
+
+#[test]
+fn zxids_must_increase_across_files() {
+    let a = tempfile::tempdir().unwrap();
+    let (mut log, _) = TxnLog::open(a.path(), 0).unwrap();
+    append_all(&mut log, &txns(1..=5));
+    let b = tempfile::tempdir().unwrap();
+    let (mut log, _) = TxnLog::open(b.path(), 0).unwrap();
+    append_all(&mut log, &txns(3..=4));
+    fs::copy(
+        b.path().join("version-2/log.3"),
+        a.path().join("version-2/log.3"),
+    )
+    .unwrap();
+    let (file, offset, reason) = corrupt_at(a.path());
+    assert_eq!(
+        (file.file_name().unwrap().to_str().unwrap(), offset),
+        ("log.3", 16),
+        "{reason}"
+    );
+}
+
+#[test]
+fn incomplete_header_of_newest_file_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = TxnLog::open(dir.path(), 0).unwrap();
+    append_all(&mut log, &txns(1..=3));
+    drop(log);
+    let torn = dir.path().join("version-2/log.4");
+    fs::write(&torn, [0x5a, 0x4b, 0x4c]).unwrap();
+    let (mut log, back) = TxnLog::open(dir.path(), 0).unwrap();
+    assert_eq!(back, txns(1..=3));
+    assert!(log.recovered_tail().is_some());
+    assert!(!torn.exists());
+    append_all(&mut log, &txns(4..=4));
+    drop(log);
+    assert_eq!(TxnLog::open(dir.path(), 0).unwrap().1, txns(1..=4));
+}
+
+#[test]
+fn bad_magic_is_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("version-2")).unwrap();
+    fs::write(
+        dir.path().join("version-2/log.1"),
+        b"ZKSN\0\0\0\x02\0\0\0\0\0\0\0\0",
+    )
+    .unwrap();
+    let (_, offset, reason) = corrupt_at(dir.path());
+    assert_eq!(offset, 0, "{reason}");
+}
