@@ -146,6 +146,19 @@ impl Node {
         self.tree.last_processed_zxid()
     }
 
+    /// Rebuilds state from a txn recovered from the log at start-up: applied as committed, with no
+    /// replies or notifications (no connection exists yet). Recovered sessions get a fresh deadline, so a
+    /// client has one session timeout after the restart to reconnect.
+    pub fn replay(&mut self, hdr: &TxnHeader, txn: &Txn) {
+        self.tree.apply(hdr, txn);
+        match txn {
+            Txn::CreateSession { timeout_ms } => self.sessions.add(hdr.client_id, (*timeout_ms).max(0) as u32, self.now.mono_ms),
+            Txn::CloseSession { .. } => self.sessions.remove(hdr.client_id),
+            _ => {}
+        }
+        self.last_zxid = hdr.zxid;
+    }
+
     /// Handles one input at time `now`, appending what must be done to `out`.
     pub fn step(&mut self, now: Clock, input: Input, out: &mut Vec<Output>) {
         self.now = now;

@@ -151,3 +151,29 @@ fn unknown_opcode_gets_unimplemented_and_a_close() {
     assert_eq!((hdr.xid, hdr.err), (7, -6));
     assert_eq!(out.last(), Some(&Output::Close { conn: 1 }));
 }
+
+#[test]
+fn replayed_log_restores_tree_and_sessions_for_reconnect() {
+    let mut log = Vec::new();
+    // Record what a node persists for a handshake and an ephemeral create.
+    let mut recorder = Harness::new();
+    recorder.node.step(recorder.now, Input::Connect { conn: 1, addr: addr(), req: ConnectRequest { timeout_ms: 1_000, ..Default::default() } }, &mut log);
+    recorder.node.step(recorder.now, Input::Durable { zxid: 1 }, &mut log);
+    recorder.node.step(recorder.now, Input::Request { conn: 1, xid: 1, req: create("/eph", 1) }, &mut log);
+    let txns: Vec<_> = log.into_iter().filter_map(|o| match o { Output::Persist { hdr, txn } => Some((hdr, txn)), _ => None }).collect();
+    assert_eq!(txns.len(), 2);
+    let sid = txns[0].0.client_id;
+
+    let mut restarted = Harness::new();
+    for (hdr, txn) in &txns {
+        restarted.node.replay(hdr, txn);
+    }
+    restarted.node.check_invariants();
+    assert_eq!(restarted.node.last_processed_zxid(), 2);
+    assert_eq!(restarted.node.tree().stat("/eph").map(|s| s.ephemeral_owner), Some(sid));
+    let resp = restarted.connect(9, sid, session_password(sid).to_vec());
+    assert_eq!(resp.session_id, sid, "the recovered session accepts its reconnect");
+    // A new write continues the zxid sequence.
+    let (hdr, _, _) = restarted.request(9, 1, create("/after", 0));
+    assert_eq!(hdr.zxid, 3);
+}

@@ -40,6 +40,10 @@ pub struct Config {
     pub container_check_interval_ms: u64,
     pub read_only: bool,
     pub reconfig_enabled: bool,
+    /// `forceSync`: fdatasync the log before acknowledging (default yes).
+    pub force_sync: bool,
+    /// `preAllocSize` (KiB in zoo.cfg): the transaction log grows in blocks of this many bytes.
+    pub pre_alloc_bytes: u64,
     /// `key=value` pairs Warden does not act on (yet); kept for `conf` and warnings.
     pub ignored: BTreeMap<String, String>,
 }
@@ -64,6 +68,8 @@ impl Default for Config {
             container_check_interval_ms: 60_000,
             read_only: false,
             reconfig_enabled: false,
+            force_sync: true,
+            pre_alloc_bytes: 64 * 1024 * 1024,
             ignored: BTreeMap::new(),
         }
     }
@@ -137,6 +143,8 @@ impl Config {
                 }
                 "readonlymode.enabled" => cfg.read_only = parse_bool(val),
                 "reconfigEnabled" => cfg.reconfig_enabled = parse_bool(val),
+                "forceSync" | "zookeeper.forceSync" => cfg.force_sync = !val.eq_ignore_ascii_case("no"),
+                "preAllocSize" | "zookeeper.preAllocSize" => cfg.pre_alloc_bytes = (num(val)?.max(1) as u64) * 1024,
                 _ => {
                     cfg.ignored.insert(key.to_string(), val.to_string());
                 }

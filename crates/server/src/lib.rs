@@ -6,12 +6,14 @@ pub mod config;
 mod connection;
 mod fourlw;
 mod owner;
+mod storage;
 
 use std::sync::Arc;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
+use warden_storage::TxnLog;
 
 pub use config::Config;
 
@@ -24,7 +26,7 @@ pub const BUILT_ON: &str = env!("WARDEN_BUILT_ON");
 /// A running server; dropping the shutdown sender stops it.
 pub struct Server {
     pub local_addr: std::net::SocketAddr,
-    shutdown: watch::Sender<bool>,
+    shutdown: Arc<watch::Sender<bool>>,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
 
@@ -37,23 +39,41 @@ impl Server {
         for (k, v) in &cfg.ignored {
             tracing::warn!(key = %k, value = %v, "zoo.cfg key not used by Warden; accepted and ignored");
         }
+        let (log, recovered) = TxnLog::open(&cfg.data_log_dir, cfg.pre_alloc_bytes)
+            .with_context(|| format!("recovering the transaction log in {}", cfg.data_log_dir.display()))?;
         let cfg = Arc::new(cfg);
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (events_tx, events_rx) = mpsc::channel(owner::EVENT_QUEUE);
-        let owner = owner::Owner::new(cfg.clone(), events_rx, shutdown_rx.clone());
+        let (batch_tx, batch_rx) = mpsc::channel(storage::STORAGE_QUEUE);
+        let storage_thread = storage::spawn(log, cfg.force_sync, batch_rx, events_tx.clone())?;
+        let owner = owner::Owner::new(cfg.clone(), events_rx, shutdown_rx.clone(), batch_tx, &recovered);
+        drop(recovered);
         let owner_task = tokio::spawn(owner.run());
-        let accept = connection::accept_loop(listener, cfg, events_tx, shutdown_rx);
+        let accept = connection::accept_loop(listener, cfg, events_tx, shutdown_rx.clone());
+        let shutdown = Arc::new(shutdown);
+        let stop = shutdown.clone();
         let task = tokio::spawn(async move {
-            accept.await;
-            owner_task.await.context("owner task panicked")?
+            let accept_task = tokio::spawn(accept);
+            let result = owner_task.await.context("owner task panicked").and_then(|r| r);
+            // The owner ended (shutdown, or a fatal storage error): stop accepting as well.
+            let _ = stop.send(true);
+            let _ = accept_task.await;
+            // The storage thread ends once the owner dropped its sender; wait for its last fsync.
+            let _ = tokio::task::spawn_blocking(move || storage_thread.join()).await;
+            result
         });
         tracing::info!(addr = %local_addr, "serving clients");
         Ok(Server { local_addr, shutdown, task })
     }
 
+    /// Waits until the server ends by itself (a fatal storage error) or after `stop`.
+    pub async fn wait(&mut self) -> anyhow::Result<()> {
+        (&mut self.task).await.context("server task panicked")?
+    }
+
     /// Stops accepting, closes connections, and waits for every task to end.
-    pub async fn stop(self) -> anyhow::Result<()> {
+    pub async fn stop(mut self) -> anyhow::Result<()> {
         let _ = self.shutdown.send(true);
-        self.task.await.context("server task panicked")?
+        self.wait().await
     }
 }

@@ -1,9 +1,8 @@
 //! The one task that owns the `Node`. Connection tasks send it events; it steps the node and carries
 //! out the outputs: frames to connection writers, closes, and persistence.
 //!
-//! Persistence is in memory until the storage layer lands: a txn is "durable" once every event that
-//! arrived with it has been stepped, so the batch shape (append all, then one Durable) is already the
-//! group-commit shape the storage thread will use.
+//! Persisted txns are collected while a batch of events is stepped, then handed to the storage thread
+//! in one message; the storage thread answers with `Input::Durable`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,9 +11,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot, watch};
 use warden_node::{Clock, ConnId, Input, Node, NodeConfig, Output};
 use warden_proto::frame::FourLetterWord;
+use warden_proto::{Txn, TxnHeader};
 
 use crate::config::Config;
 use crate::fourlw;
+use crate::storage::Batch;
 
 /// Bound of the queue from connection tasks to the owner.
 pub(crate) const EVENT_QUEUE: usize = 4096;
@@ -24,6 +25,8 @@ pub(crate) const CONN_QUEUE: usize = 16_384;
 const BATCH: usize = 256;
 
 pub(crate) enum Event {
+    /// Storage failed; the server must stop rather than go on with a hole in its log.
+    Fatal(String),
     Register { conn: ConnId, tx: mpsc::Sender<ConnMsg> },
     Node(Input),
     FourLetter { cmd: FourLetterWord, reply: oneshot::Sender<String> },
@@ -44,12 +47,20 @@ pub(crate) struct Owner {
     started: Instant,
     mono_base_ms: u64,
     out: Vec<Output>,
-    /// Highest zxid persisted (in memory) and not yet reported durable.
-    pending_durable: Option<i64>,
+    /// Txns persisted while stepping the current batch of events, for the storage thread.
+    to_persist: Batch,
+    storage: mpsc::Sender<Batch>,
+    fatal: Option<String>,
 }
 
 impl Owner {
-    pub(crate) fn new(cfg: Arc<Config>, events: mpsc::Receiver<Event>, shutdown: watch::Receiver<bool>) -> Self {
+    pub(crate) fn new(
+        cfg: Arc<Config>,
+        events: mpsc::Receiver<Event>,
+        shutdown: watch::Receiver<bool>,
+        storage: mpsc::Sender<Batch>,
+        recovered: &[(TxnHeader, Txn)],
+    ) -> Self {
         let wall = wall_ms();
         let node_cfg = NodeConfig {
             tick_time_ms: cfg.tick_time_ms,
@@ -64,8 +75,26 @@ impl Owner {
             container_check_interval_ms: cfg.container_check_interval_ms,
         };
         let mono_base_ms = wall.max(0) as u64;
-        let node = Node::new(node_cfg, Clock { mono_ms: mono_base_ms, wall_ms: wall });
-        Self { cfg, node, conns: HashMap::new(), events, shutdown, started: Instant::now(), mono_base_ms, out: Vec::new(), pending_durable: None }
+        let mut node = Node::new(node_cfg, Clock { mono_ms: mono_base_ms, wall_ms: wall });
+        for (hdr, txn) in recovered {
+            node.replay(hdr, txn);
+        }
+        if let Some((hdr, _)) = recovered.last() {
+            tracing::info!(txns = recovered.len(), zxid = format_args!("{:#x}", hdr.zxid), "recovered from the transaction log");
+        }
+        Self {
+            cfg,
+            node,
+            conns: HashMap::new(),
+            events,
+            shutdown,
+            started: Instant::now(),
+            mono_base_ms,
+            out: Vec::new(),
+            to_persist: Vec::new(),
+            storage,
+            fatal: None,
+        }
     }
 
     fn clock(&self) -> Clock {
@@ -92,16 +121,28 @@ impl Owner {
                 _ = ticker.tick() => self.step(Input::Tick),
                 _ = self.shutdown.changed() => break,
             }
-            self.flush_durable();
+            if !self.to_persist.is_empty() {
+                let batch = std::mem::take(&mut self.to_persist);
+                if self.storage.send(batch).await.is_err() {
+                    self.fatal.get_or_insert_with(|| "storage thread ended".into());
+                }
+            }
+            if self.fatal.is_some() {
+                break;
+            }
         }
         for (_, tx) in self.conns.drain() {
             let _ = tx.try_send(ConnMsg::Close);
         }
-        Ok(())
+        match self.fatal {
+            Some(why) => Err(anyhow::anyhow!(why)),
+            None => Ok(()),
+        }
     }
 
     fn handle(&mut self, ev: Event) {
         match ev {
+            Event::Fatal(why) => self.fatal = Some(why),
             Event::Register { conn, tx } => {
                 self.conns.insert(conn, tx);
             }
@@ -122,13 +163,6 @@ impl Owner {
         self.dispatch();
     }
 
-    /// In-memory persistence: everything persisted so far is durable now.
-    fn flush_durable(&mut self) {
-        while let Some(zxid) = self.pending_durable.take() {
-            self.step(Input::Durable { zxid });
-        }
-    }
-
     fn dispatch(&mut self) {
         while !self.out.is_empty() {
             self.dispatch_batch();
@@ -145,7 +179,7 @@ impl Owner {
                         let _ = tx.try_send(ConnMsg::Close);
                     }
                 }
-                Output::Persist { hdr, .. } => self.pending_durable = Some(hdr.zxid),
+                Output::Persist { hdr, txn } => self.to_persist.push((hdr, txn)),
             }
         }
     }

@@ -121,6 +121,18 @@ impl TxnLog {
         result
     }
 
+    /// Hands buffered records to the operating system without waiting for the disk
+    /// (`forceSync=no`): they survive a process crash but not a power loss.
+    pub fn flush(&mut self) -> Result<(), StorageError> {
+        self.check_usable()?;
+        let result = match self.current.as_mut() {
+            Some(cur) => cur.out.flush().map_err(StorageError::io("write", &cur.path)),
+            None => Ok(()),
+        };
+        self.failed = result.is_err();
+        result
+    }
+
     /// Syncs and closes the current file so the next `append` starts a new one.
     pub fn roll(&mut self) -> Result<(), StorageError> {
         self.sync()?;

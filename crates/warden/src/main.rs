@@ -64,10 +64,15 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
-        let server = Server::start(cfg).await?;
-        wait_for_signal().await?;
-        tracing::info!("shutting down");
-        server.stop().await
+        let mut server = Server::start(cfg).await?;
+        tokio::select! {
+            r = wait_for_signal() => {
+                r?;
+                tracing::info!("shutting down");
+                server.stop().await
+            }
+            r = server.wait() => r,
+        }
     })
 }
 
