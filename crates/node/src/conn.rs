@@ -28,6 +28,9 @@ pub(crate) struct Conn {
     pub read_only_byte: Option<bool>,
     pub auth: Vec<Id>,
     pub queue: VecDeque<Pending>,
+    /// Requests that arrived before the handshake's session existed; ZooKeeper stops reading the
+    /// socket until then, so they run, in order, once the session is created.
+    pub before_session: VecDeque<(i32, Request)>,
     pub received: u64,
     pub sent: u64,
     pub last_zxid: i64,
@@ -43,6 +46,7 @@ impl Conn {
             read_only_byte: None,
             auth: vec![Id::new("ip", ip)],
             queue: VecDeque::new(),
+            before_session: VecDeque::new(),
             received: 0,
             sent: 0,
             last_zxid: 0,

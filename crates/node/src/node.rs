@@ -246,6 +246,10 @@ impl Node {
 
     fn on_request(&mut self, conn: ConnId, xid: i32, req: Request, out: &mut Vec<Output>) {
         let Some(c) = self.conns.get_mut(&conn) else { return };
+        if c.session_id == 0 {
+            c.before_session.push_back((xid, req));
+            return;
+        }
         c.received += 1;
         let session_id = c.session_id;
         if let Request::Auth(auth) = &req {
@@ -253,7 +257,7 @@ impl Node {
             self.on_auth(conn, xid, auth.scheme.clone(), auth.auth.clone(), out);
             return;
         }
-        if session_id != 0 && !self.sessions.touch(session_id, self.now.mono_ms) {
+        if !self.sessions.touch(session_id, self.now.mono_ms) {
             // ZooKeeper drops requests of a closing or unknown session; its close ends the connection.
             return;
         }
@@ -373,8 +377,12 @@ impl Node {
         }
         .encode_frame();
         c.complete_write(hdr.zxid, frame, false);
+        let early = std::mem::take(&mut c.before_session);
         self.session_conn.insert(id, conn);
         self.drain(conn, out);
+        for (xid, req) in early {
+            self.on_request(conn, xid, req, out);
+        }
     }
 
     /// After a closeSession is applied: forget the session and close its connection (the client that

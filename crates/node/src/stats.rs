@@ -47,7 +47,10 @@ pub struct NodeStats {
     pub outstanding: usize,
     pub sessions: usize,
     pub ephemerals: usize,
+    /// Watches in both tables (`mntr` zk_watch_count).
     pub watch_count: usize,
+    /// (path, connection) pairs in the data table (`wchs` Total watches).
+    pub data_watches: usize,
     pub watched_paths: usize,
     pub watching_connections: usize,
     pub approximate_data_size: u64,
@@ -80,7 +83,8 @@ impl Node {
             outstanding: self.conns.values().map(|c| c.queue.len()).sum(),
             sessions: self.sessions.len(),
             ephemerals: self.tree.ephemerals_count(),
-            watch_count: summary.total,
+            watch_count: self.watches.watch_count(),
+            data_watches: summary.total,
             watched_paths: summary.paths,
             watching_connections: summary.connections,
             approximate_data_size: self.tree.approximate_data_size(),

@@ -177,3 +177,20 @@ fn replayed_log_restores_tree_and_sessions_for_reconnect() {
     let (hdr, _, _) = restarted.request(9, 1, create("/after", 0));
     assert_eq!(hdr.zxid, 3);
 }
+
+#[test]
+fn requests_behind_the_connect_request_wait_for_the_session() {
+    let mut h = Harness::new();
+    let req = ConnectRequest { timeout_ms: 1_000, passwd: vec![0; 16], read_only: Some(false), ..Default::default() };
+    let mut out = Vec::new();
+    h.node.step(h.now, Input::Connect { conn: 1, addr: addr(), req }, &mut out);
+    let auth = warden_proto::request::AuthPacket { auth_type: 0, scheme: "digest".into(), auth: b"u:p".to_vec() };
+    h.node.step(h.now, Input::Request { conn: 1, xid: -4, req: Request::Auth(auth) }, &mut out);
+    h.node.step(h.now, Input::Request { conn: 1, xid: 1, req: create("/early", 1) }, &mut out);
+    assert!(out.iter().all(|o| matches!(o, Output::Persist { .. })), "nothing is sent before the session exists: {out:?}");
+    let all = h.step(Input::Durable { zxid: 1 });
+    let sends: Vec<&Vec<u8>> = all.iter().filter_map(|o| match o { Output::Send { frame, .. } => Some(frame), _ => None }).collect();
+    let resp = ConnectResponse::from_bytes(&sends[0][4..]).unwrap();
+    assert_eq!(ReplyHeader::from_bytes(&sends[1][4..]).unwrap().xid, -4, "auth answered after the handshake");
+    assert_eq!(h.node.tree().stat("/early").map(|s| s.ephemeral_owner), Some(resp.session_id));
+}

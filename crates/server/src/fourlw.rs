@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::{BUILT_ON, ZK_VERSION};
 
 /// Runs one command against the node and returns the text to send before closing.
-pub(crate) fn run(cmd: FourLetterWord, node: &mut Node, cfg: &Config) -> String {
+pub(crate) fn run(cmd: FourLetterWord, node: &mut Node, cfg: &Config, uptime_ms: u64) -> String {
     match cmd.name() {
         "ruok" => "imok".into(),
         "isro" => "rw".into(),
@@ -26,7 +26,7 @@ pub(crate) fn run(cmd: FourLetterWord, node: &mut Node, cfg: &Config) -> String 
             node.reset_stats();
             "Server stats reset.\n".into()
         }
-        "mntr" => monitor(node),
+        "mntr" => monitor(node, uptime_ms),
         "wchs" => watch_summary(node),
         "wchc" => watches_by_session(node),
         "wchp" => watches_by_path(node),
@@ -52,7 +52,7 @@ fn server_stats(node: &Node, with_clients: bool) -> String {
         }
         o.push('\n');
     }
-    let _ = writeln!(o, "Latency min/avg/max: {}/{:.4}/{}", s.latency.min(), s.latency.avg(), s.latency.max_ms);
+    let _ = writeln!(o, "Latency min/avg/max: {}/{}/{}", s.latency.min(), java_double(s.latency.avg()), s.latency.max_ms);
     let _ = writeln!(o, "Received: {}", s.received);
     let _ = writeln!(o, "Sent: {}", s.sent);
     let _ = writeln!(o, "Connections: {}", s.connections);
@@ -69,8 +69,17 @@ fn environment(cfg: &Config) -> String {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
     let _ = writeln!(o, "host.name={host}");
     let _ = writeln!(o, "warden.version={}", env!("CARGO_PKG_VERSION"));
-    let _ = writeln!(o, "os.name={}", std::env::consts::OS);
-    let _ = writeln!(o, "os.arch={}", std::env::consts::ARCH);
+    let _ = writeln!(o, "os.name={}", if cfg!(target_os = "linux") { "Linux" } else { std::env::consts::OS });
+    let _ = writeln!(o, "os.arch={}", if cfg!(target_arch = "x86_64") { "amd64" } else { std::env::consts::ARCH });
+    if let Ok(v) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
+        let _ = writeln!(o, "os.version={}", v.trim());
+    }
+    if let Ok(user) = std::env::var("USER") {
+        let _ = writeln!(o, "user.name={user}");
+    }
+    if let Ok(home) = std::env::var("HOME") {
+        let _ = writeln!(o, "user.home={home}");
+    }
     if let Ok(dir) = std::env::current_dir() {
         let _ = writeln!(o, "user.dir={}", dir.display());
     }
@@ -108,12 +117,16 @@ fn connections(node: &Node) -> String {
     o
 }
 
-fn monitor(node: &Node) -> String {
+fn monitor(node: &Node, uptime_ms: u64) -> String {
     let s = node.stats();
-    let rows: [(&str, String); 15] = [
+    let open_fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
+    let rows: [(&str, String); 17] = [
         ("zk_version", format!("{ZK_VERSION}, built on {BUILT_ON}")),
         ("zk_server_state", "standalone".into()),
-        ("zk_avg_latency", format!("{:.4}", s.latency.avg())),
+        ("zk_uptime", uptime_ms.to_string()),
+        ("zk_open_file_descriptor_count", open_fds.to_string()),
+        ("zk_local_sessions", "0".into()),
+        ("zk_avg_latency", java_double(s.latency.avg())),
         ("zk_max_latency", s.latency.max_ms.to_string()),
         ("zk_min_latency", s.latency.min().to_string()),
         ("zk_packets_received", s.received.to_string()),
@@ -125,14 +138,18 @@ fn monitor(node: &Node) -> String {
         ("zk_ephemerals_count", s.ephemerals.to_string()),
         ("zk_approximate_data_size", s.approximate_data_size.to_string()),
         ("zk_global_sessions", s.sessions.to_string()),
-        ("zk_last_proposal_size", "-1".into()),
     ];
     rows.iter().map(|(k, v)| format!("{k}\t{v}\n")).collect()
 }
 
+/// A double as Java's `Double.toString` prints small values: always with a fraction (`3.0`, `4.5`).
+fn java_double(v: f64) -> String {
+    format!("{v:?}")
+}
+
 fn watch_summary(node: &Node) -> String {
     let s = node.stats();
-    format!("{} connections watching {} paths\nTotal watches:{}\n", s.watching_connections, s.watched_paths, s.watch_count)
+    format!("{} connections watching {} paths\nTotal watches:{}\n", s.watching_connections, s.watched_paths, s.data_watches)
 }
 
 fn watches_by_session(node: &Node) -> String {

@@ -36,6 +36,9 @@ impl Server {
         std::fs::create_dir_all(&cfg.data_dir).with_context(|| format!("creating dataDir {}", cfg.data_dir.display()))?;
         let listener = TcpListener::bind(cfg.client_addr()).await.with_context(|| format!("binding {}", cfg.client_addr()))?;
         let local_addr = listener.local_addr()?;
+        let mut cfg = cfg;
+        // `conf` reports the port actually bound (zoo.cfg may say 0).
+        cfg.client_port = local_addr.port();
         for (k, v) in &cfg.ignored {
             tracing::warn!(key = %k, value = %v, "zoo.cfg key not used by Warden; accepted and ignored");
         }

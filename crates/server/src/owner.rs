@@ -148,7 +148,7 @@ impl Owner {
             }
             Event::Node(input) => self.step(input),
             Event::FourLetter { cmd, reply } => {
-                let text = fourlw::run(cmd, &mut self.node, &self.cfg);
+                let text = fourlw::run(cmd, &mut self.node, &self.cfg, self.started.elapsed().as_millis() as u64);
                 let _ = reply.send(text);
             }
         }
