@@ -10,6 +10,7 @@ pub mod owner;
 pub mod path;
 pub mod prep;
 pub mod quota;
+pub mod snapshot;
 pub mod stats_track;
 pub mod tree;
 pub mod watch;

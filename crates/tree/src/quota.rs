@@ -2,7 +2,7 @@
 //! every create, delete and setData below such a path updates its `zookeeper_stats` node.
 //! Warn-only: exceeding a limit is not enforced here (enforcement is off by default in ZooKeeper).
 
-use std::collections::BTreeSet;
+use imbl::OrdSet;
 
 use crate::path::{basename, parent};
 use crate::stats_track::StatsTrack;
@@ -16,7 +16,7 @@ pub const STAT_NODE: &str = "zookeeper_stats";
 /// The set of paths that have a quota (ZooKeeper's `PathTrie`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QuotaIndex {
-    paths: BTreeSet<String>,
+    pub(crate) paths: OrdSet<String>,
 }
 
 impl QuotaIndex {
@@ -52,7 +52,7 @@ pub fn limit_path(path: &str) -> String {
 
 /// For a node directly under the quota tree, the quota path it belongs to
 /// (`/zookeeper/quota/a/b/zookeeper_limits` -> `/a/b`).
-fn quota_target(node_path: &str) -> Option<&str> {
+pub(crate) fn quota_target(node_path: &str) -> Option<&str> {
     let p = parent(node_path);
     let rest = p.strip_prefix(QUOTA_ROOT)?;
     rest.starts_with('/').then_some(rest)
@@ -106,7 +106,7 @@ impl DataTree {
 
     /// `updateQuotaForPath`: counts the subtree of `target` (itself included) and writes the
     /// totals into its stats node.
-    fn recompute_quota_stats(&mut self, target: &str) {
+    pub(crate) fn recompute_quota_stats(&mut self, target: &str) {
         let (count, bytes) = self.subtree_counts(target);
         let mut st = StatsTrack::default();
         st.set_count(count);
@@ -128,7 +128,7 @@ impl DataTree {
 
     /// Replaces a stats node's data without touching its Stat, as ZooKeeper does.
     fn write_stats_raw(&mut self, path: &str, data: Vec<u8>) {
-        if let Some(n) = self.nodes.get_mut(path) {
+        if let Some(n) = self.nodes.get_mut(path).map(std::sync::Arc::make_mut) {
             let old = node_size(path, n.data.as_ref());
             n.data = Some(data);
             self.data_size = self.data_size + node_size(path, n.data.as_ref()) - old;

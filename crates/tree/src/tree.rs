@@ -4,7 +4,10 @@
 //! Applying never fails the process: a txn that does not fit the tree yields
 //! `TxnResult::Error`, as ZooKeeper's `DataTree.processTxn` does.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use imbl::{HashMap, OrdMap, OrdSet};
 use warden_proto::{Acl, ErrorCode, Stat, StatPersisted, Txn, TxnHeader};
 
 use crate::outcome::{ApplyOutcome, TreeEvent, TreeEventKind, TxnResult};
@@ -19,14 +22,18 @@ pub const CONFIG_NODE: &str = "/zookeeper/config";
 pub const QUOTA_ROOT: &str = "/zookeeper/quota";
 
 /// The znode tree with its ephemeral, container and TTL indexes.
+///
+/// Every map is a persistent (structurally shared) one and nodes sit behind `Arc`, so `clone()`
+/// is O(1) and the clone is `Send + 'static`: take it on the owner task, serialise it elsewhere.
+/// A write after a clone copies only the map chunks on its path and the nodes it touches.
 #[derive(Debug, Clone)]
 pub struct DataTree {
-    pub(crate) nodes: HashMap<String, Znode>,
-    ephemerals: BTreeMap<i64, BTreeSet<String>>,
-    containers: BTreeSet<String>,
-    ttls: BTreeSet<String>,
+    pub(crate) nodes: HashMap<String, Arc<Znode>>,
+    pub(crate) ephemerals: OrdMap<i64, OrdSet<String>>,
+    pub(crate) containers: OrdSet<String>,
+    pub(crate) ttls: OrdSet<String>,
     pub(crate) quotas: QuotaIndex,
-    last_processed_zxid: i64,
+    pub(crate) last_processed_zxid: i64,
     pub(crate) data_size: u64,
 }
 
@@ -47,9 +54,9 @@ impl DataTree {
     pub fn new() -> Self {
         let mut t = Self {
             nodes: HashMap::new(),
-            ephemerals: BTreeMap::new(),
-            containers: BTreeSet::new(),
-            ttls: BTreeSet::new(),
+            ephemerals: OrdMap::new(),
+            containers: OrdSet::new(),
+            ttls: OrdSet::new(),
             quotas: QuotaIndex::default(),
             last_processed_zxid: 0,
             data_size: 0,
@@ -63,23 +70,28 @@ impl DataTree {
 
     fn insert_raw(&mut self, path: &str, data: Option<Vec<u8>>, acl: Vec<Acl>) {
         if path != "/" {
-            if let Some(p) = self.nodes.get_mut(parent(path)) {
+            if let Some(p) = self.node_mut(parent(path)) {
                 p.children.insert(basename(path).to_string());
             }
         }
         self.data_size += node_size(path, data.as_ref());
         let node = Znode { data, acl, stat: StatPersisted::default(), children: BTreeSet::new() };
-        self.nodes.insert(path.to_string(), node);
+        self.nodes.insert(path.to_string(), Arc::new(node));
     }
 
     /// The node at `path`.
     pub fn node(&self, path: &str) -> Option<&Znode> {
-        self.nodes.get(path)
+        self.nodes.get(path).map(|n| &**n)
+    }
+
+    /// The node at `path` for writing; copies it first if a clone of the tree still shares it.
+    pub(crate) fn node_mut(&mut self, path: &str) -> Option<&mut Znode> {
+        self.nodes.get_mut(path).map(Arc::make_mut)
     }
 
     /// The client-visible Stat of `path`.
     pub fn stat(&self, path: &str) -> Option<Stat> {
-        self.nodes.get(path).map(Znode::client_stat)
+        self.nodes.get(path).map(|n| n.client_stat())
     }
 
     /// Child names of `path`, sorted.
@@ -110,7 +122,7 @@ impl DataTree {
 
     /// Total number of ephemeral nodes.
     pub fn ephemerals_count(&self) -> usize {
-        self.ephemerals.values().map(BTreeSet::len).sum()
+        self.ephemerals.values().map(OrdSet::len).sum()
     }
 
     /// Node count as ZooKeeper reports it (`zk_znode_count`): its map holds the root under both
@@ -178,7 +190,7 @@ impl DataTree {
     /// Writes the ensemble configuration into `/zookeeper/config` as ZooKeeper's internal write
     /// does: data replaced, mzxid = config version, version = -1; no event.
     pub fn set_config_data(&mut self, data: Vec<u8>, config_version: i64) {
-        if let Some(n) = self.nodes.get_mut(CONFIG_NODE) {
+        if let Some(n) = self.nodes.get_mut(CONFIG_NODE).map(Arc::make_mut) {
             self.data_size = self.data_size + data.len() as u64 - n.data_len() as u64;
             n.data = Some(data);
             n.stat.mzxid = config_version;
@@ -279,11 +291,13 @@ impl DataTree {
         }
         validate_path(path)?;
         let parent_path = parent(path);
-        let parent_node = self.nodes.get_mut(parent_path).ok_or(ErrorCode::NoNode)?;
         let name = basename(path);
-        if parent_node.children.contains(name) {
-            return Err(ErrorCode::NodeExists);
+        match self.nodes.get(parent_path) {
+            None => return Err(ErrorCode::NoNode),
+            Some(p) if p.children.contains(name) => return Err(ErrorCode::NodeExists),
+            Some(_) => {}
         }
+        let parent_node = self.node_mut(parent_path).ok_or(ErrorCode::NoNode)?;
         let pcv = if parent_cversion == -1 { parent_node.stat.cversion.wrapping_add(1) } else { parent_cversion };
         if pcv > parent_node.stat.cversion {
             parent_node.stat.cversion = pcv;
@@ -298,7 +312,7 @@ impl DataTree {
         let node = Znode { data: data.clone(), acl: acl.to_vec(), stat, children: BTreeSet::new() };
         let client_stat = node.client_stat();
         self.data_size += node_size(path, data.as_ref());
-        self.nodes.insert(path.to_string(), node);
+        self.nodes.insert(path.to_string(), Arc::new(node));
         self.index_owner(path, owner);
         self.quota_on_create(path, data.as_ref().map_or(0, Vec::len));
         ev.push(event(path, TreeEventKind::Created, zxid, acl.to_vec()));
@@ -309,7 +323,7 @@ impl DataTree {
     /// `setCversionPzxid` after a create that found its node present (log replay over a fuzzy
     /// snapshot): the parent's cversion still moves forward.
     fn adjust_parent_cversion(&mut self, path: &str, parent_cversion: i32, zxid: i64) {
-        if let Some(p) = self.nodes.get_mut(parent(path)) {
+        if let Some(p) = self.node_mut(parent(path)) {
             let pcv = if parent_cversion == -1 { p.stat.cversion.wrapping_add(1) } else { parent_cversion };
             if pcv > p.stat.cversion {
                 p.stat.cversion = pcv;
@@ -318,7 +332,7 @@ impl DataTree {
         }
     }
 
-    fn index_owner(&mut self, path: &str, owner: i64) {
+    pub(crate) fn index_owner(&mut self, path: &str, owner: i64) {
         match OwnerKind::of(owner) {
             OwnerKind::Persistent => {}
             OwnerKind::Container => {
@@ -328,7 +342,9 @@ impl DataTree {
                 self.ttls.insert(path.to_string());
             }
             OwnerKind::Ephemeral(s) => {
-                self.ephemerals.entry(s).or_default().insert(path.to_string());
+                let mut set = self.ephemerals.remove(&s).unwrap_or_default();
+                set.insert(path.to_string());
+                self.ephemerals.insert(s, set);
             }
         }
     }
@@ -343,10 +359,10 @@ impl DataTree {
                 self.ttls.remove(path);
             }
             OwnerKind::Ephemeral(s) => {
-                if let Some(set) = self.ephemerals.get_mut(&s) {
+                if let Some(mut set) = self.ephemerals.remove(&s) {
                     set.remove(path);
-                    if set.is_empty() {
-                        self.ephemerals.remove(&s);
+                    if !set.is_empty() {
+                        self.ephemerals.insert(s, set);
                     }
                 }
             }
@@ -363,7 +379,7 @@ impl DataTree {
             return Err(ErrorCode::NotEmpty);
         }
         let parent_path = parent(path);
-        let p = self.nodes.get_mut(parent_path).ok_or(ErrorCode::NoNode)?;
+        let p = self.node_mut(parent_path).ok_or(ErrorCode::NoNode)?;
         p.children.remove(basename(path));
         if zxid > p.stat.pzxid {
             p.stat.pzxid = zxid;
@@ -373,7 +389,7 @@ impl DataTree {
         self.data_size -= node_size(path, node.data.as_ref());
         self.unindex_owner(path, node.stat.ephemeral_owner);
         self.quota_on_delete(path, node.data_len());
-        ev.push(event(path, TreeEventKind::Deleted, zxid, node.acl));
+        ev.push(event(path, TreeEventKind::Deleted, zxid, node.acl.clone()));
         ev.push(event(parent_path, TreeEventKind::ChildrenChanged, zxid, parent_acl));
         Ok(())
     }
@@ -387,7 +403,7 @@ impl DataTree {
         time: i64,
         ev: &mut Vec<TreeEvent>,
     ) -> Result<Stat, ErrorCode> {
-        let n = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
+        let n = self.node_mut(path).ok_or(ErrorCode::NoNode)?;
         let old_len = n.data_len();
         n.data = data.clone();
         n.stat.mtime = time;
@@ -403,7 +419,7 @@ impl DataTree {
     }
 
     fn set_acl(&mut self, path: &str, acl: &[Acl], version: i32) -> Result<Stat, ErrorCode> {
-        let n = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
+        let n = self.node_mut(path).ok_or(ErrorCode::NoNode)?;
         n.acl = acl.to_vec();
         n.stat.aversion = version;
         Ok(n.client_stat())
