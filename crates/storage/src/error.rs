@@ -21,6 +21,12 @@ pub enum StorageError {
         offset: u64,
         reason: String,
     },
+    /// A snapshot file is damaged or not a snapshot (bad magic, checksum, truncated, ...).
+    #[error("corrupt snapshot {}: {reason}", file.display())]
+    CorruptSnapshot { file: PathBuf, reason: String },
+    /// Snapshots exist but none of the newest could be read.
+    #[error("no valid snapshot in {}: {reason}", dir.display())]
+    NoValidSnapshot { dir: PathBuf, reason: String },
     /// `append` was given a zxid not above the last logged one.
     #[error("txn zxid {zxid:#x} is not after the last logged zxid {last:#x}")]
     OutOfOrder { zxid: i64, last: i64 },

@@ -59,3 +59,5 @@ pub fn log_files(dir: &Path) -> Vec<PathBuf> {
     v.sort();
     v
 }
+
+pub mod snap;

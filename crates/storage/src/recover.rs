@@ -1,0 +1,134 @@
+//! Start-up recovery (newest valid snapshot, then the txn log) and purging of old files, as
+//! ZooKeeper's `FileTxnSnapLog.restore` and `PurgeTxnLog` do.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use warden_proto::{Txn, TxnHeader};
+use warden_tree::{DataTree, TxnResult};
+
+use crate::snapshot::{find_valid_snapshots, read_snapshot, snapshot_files, sync_dir, zxid_from_name, SNAPSHOTS_TRIED};
+use crate::{StorageError, TxnLog};
+
+/// What `recover` rebuilt.
+#[derive(Debug)]
+pub struct Recovered {
+    /// The tree: snapshot plus every log txn after it; `last_processed_zxid` is the last zxid.
+    pub tree: DataTree,
+    /// Live sessions (id, timeout ms): the snapshot's, updated by the replayed createSession and
+    /// closeSession txns.
+    pub sessions: Vec<(i64, i32)>,
+    /// The snapshot loaded, if any.
+    pub snapshot: Option<PathBuf>,
+    /// The zxid of that snapshot (0 without one).
+    pub snapshot_zxid: i64,
+    /// The log txns with zxid above `snapshot_zxid`, in order, already applied to `tree`.
+    pub txns_after_snapshot: Vec<(TxnHeader, Txn)>,
+    /// The open txn log, ready for appends.
+    pub log: TxnLog,
+}
+
+/// Loads the newest snapshot of `<data_dir>/version-2` whose checksums verify (a damaged newest
+/// one is skipped with a warning; up to `SNAPSHOTS_TRIED` are tried), then opens the txn log of
+/// `<data_log_dir>/version-2` and replays the txns with zxid > the snapshot's zxid. Replay
+/// tolerates txns that no longer fit (NodeExists, NoNode, ...), as ZooKeeper's does over its
+/// fuzzy snapshots: `DataTree::apply` reports them and changes nothing. With no snapshot the
+/// whole log is replayed onto a fresh tree.
+pub fn recover(data_dir: &Path, data_log_dir: &Path, pre_alloc_bytes: u64) -> Result<Recovered, StorageError> {
+    let candidates = find_valid_snapshots(data_dir);
+    let mut loaded = None;
+    let mut failures = Vec::new();
+    for path in candidates.iter().take(SNAPSHOTS_TRIED) {
+        match read_snapshot(path).and_then(|s| Ok((s.to_tree(path)?, s))) {
+            Ok((tree, snap)) => {
+                loaded = Some((path.clone(), tree, snap));
+                break;
+            }
+            Err(e) => {
+                tracing::warn!(file = %path.display(), error = %e, "skipping unreadable snapshot");
+                failures.push(e.to_string());
+            }
+        }
+    }
+    if loaded.is_none() && !candidates.is_empty() {
+        return Err(StorageError::NoValidSnapshot {
+            dir: data_dir.join("version-2"),
+            reason: failures.join("; "),
+        });
+    }
+    let (snapshot, mut tree, mut sessions, snapshot_zxid) = match loaded {
+        Some((path, tree, snap)) => (Some(path), tree, snap.sessions, snap.zxid),
+        None => (None, DataTree::new(), Vec::new(), 0),
+    };
+    let (log, txns) = TxnLog::open(data_log_dir, pre_alloc_bytes)?;
+    let txns_after_snapshot: Vec<(TxnHeader, Txn)> = txns.into_iter().filter(|(h, _)| h.zxid > snapshot_zxid).collect();
+    if let Some((first, _)) = txns_after_snapshot.first() {
+        let same_epoch = first.zxid >> 32 == snapshot_zxid >> 32;
+        if snapshot.is_some() && same_epoch && first.zxid != snapshot_zxid + 1 {
+            tracing::warn!(snapshot_zxid, first_log_zxid = first.zxid, "gap between the snapshot and the txn log");
+        }
+    }
+    for (hdr, txn) in &txns_after_snapshot {
+        let out = tree.apply(hdr, txn);
+        if let TxnResult::Error(code) = out.result {
+            tracing::debug!(zxid = hdr.zxid, ?code, "replayed txn did not apply (expected over a fuzzy snapshot)");
+        }
+        track_sessions(&mut sessions, hdr, txn);
+    }
+    Ok(Recovered { tree, sessions, snapshot, snapshot_zxid, txns_after_snapshot, log })
+}
+
+/// `FileTxnSnapLog.processTransaction`'s session bookkeeping.
+fn track_sessions(sessions: &mut Vec<(i64, i32)>, hdr: &TxnHeader, txn: &Txn) {
+    match txn {
+        Txn::CreateSession { timeout_ms } => {
+            sessions.retain(|(id, _)| *id != hdr.client_id);
+            sessions.push((hdr.client_id, *timeout_ms));
+        }
+        Txn::CloseSession { .. } => sessions.retain(|(id, _)| *id != hdr.client_id),
+        _ => {}
+    }
+}
+
+/// Deletes old snapshots and logs like ZooKeeper's `PurgeTxnLog.purge`: keeps the newest `keep`
+/// valid snapshots (at least 3), every file named with a zxid at or above the oldest kept
+/// snapshot's, and the newest log file starting at or before it (it may hold the txns right
+/// after that snapshot). Returns the removed paths. Does nothing without a valid snapshot.
+pub fn purge(data_dir: &Path, data_log_dir: &Path, keep: usize) -> Result<Vec<PathBuf>, StorageError> {
+    let keep = keep.max(3);
+    let snaps = find_valid_snapshots(data_dir);
+    let Some(oldest_kept) = snaps.iter().take(keep).last() else { return Ok(Vec::new()) };
+    let name = oldest_kept.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let Some(least) = zxid_from_name(name, "snapshot") else { return Ok(Vec::new()) };
+
+    let log_dir = data_log_dir.join("version-2");
+    let logs = log_files(&log_dir);
+    // FileTxnLog.getLogFiles: the newest log starting at or before `least` is retained.
+    let retained_log = logs.iter().filter(|(z, _)| *z <= least).map(|(z, _)| *z).max();
+    let mut doomed: Vec<PathBuf> = logs
+        .into_iter()
+        .filter(|(z, _)| *z < least && Some(*z) != retained_log)
+        .map(|(_, p)| p)
+        .collect();
+    let snap_dir = data_dir.join("version-2");
+    doomed.extend(snapshot_files(&snap_dir).into_iter().filter(|(z, _)| *z < least).map(|(_, p)| p));
+    for f in &doomed {
+        tracing::info!(file = %f.display(), "purging");
+        fs::remove_file(f).map_err(StorageError::io("remove", f))?;
+    }
+    if !doomed.is_empty() {
+        sync_dir(&snap_dir)?;
+        if log_dir != snap_dir {
+            sync_dir(&log_dir)?;
+        }
+    }
+    Ok(doomed)
+}
+
+/// `log.<hex>` files of `dir` with their zxids.
+fn log_files(dir: &Path) -> Vec<(i64, PathBuf)> {
+    let Ok(rd) = fs::read_dir(dir) else { return Vec::new() };
+    rd.filter_map(Result::ok)
+        .filter_map(|e| Some((zxid_from_name(e.file_name().to_str()?, "log")?, e.path())))
+        .collect()
+}

@@ -1,0 +1,539 @@
+//! Snapshots: `<dataDir>/version-2/snapshot.<hex zxid>[.gz|.snappy]` in ZooKeeper 3.8's format
+//! (`FileSnap`, `SnapStream`, `SerializeUtils.serializeSnapshot`, `DataTree.serialize`,
+//! `ReferenceCountedACLCache.serialize`). Layout of the uncompressed stream:
+//!
+//! ```text
+//! FileHeader      int magic "ZKSN", int version 2, long dbid -1
+//! sessions        int count, then (long id, int timeout) per session
+//! ACL cache       int count, then (long key, vector<ACL>) per entry
+//! nodes           (ustring path, buffer data, long acl key, StatPersisted) in pre-order, the root
+//!                 with path "", ended by the path "/"
+//! seal            long Adler32 of every byte before it, ustring "/"
+//! digest          (optional, 3.6+) long zxid, int digestVersion, long digest; then a seal
+//! lastZxid        (optional, 3.9+) long lastProcessedZxid; then a seal
+//! ```
+//!
+//! The checksum runs over the uncompressed bytes; compression wraps the whole stream (gzip, or
+//! snappy-java's `SnappyOutputStream` framing for `.snappy`). ACL key -1 means OPEN_ACL_UNSAFE;
+//! ZooKeeper itself gives every distinct ACL list (OPEN_ACL_UNSAFE included) a key 1, 2, ... and
+//! so does this writer.
+//!
+//! Digest: ZooKeeper 3.8 (with `zookeeper.digest.enabled`, the default) always writes the digest
+//! section, all zeros until it has logged a digest; a zero-zxid digest is read as "no digest"
+//! and never compared. Warden does not compute ZooKeeper's tree digest, so it writes that empty
+//! digest section: the same bytes ZooKeeper writes before its first digest. ZooKeeper 3.8 also
+//! accepts a snapshot with no digest section (`deserializeZxidDigest` treats EOF as absent).
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use warden_proto::{Acl, Reader, Record, StatPersisted, Writer};
+use warden_tree::{DataTree, Znode};
+
+use crate::StorageError;
+
+/// FileHeader magic of a snapshot: ASCII "ZKSN".
+pub const SNAP_FILE_MAGIC: i32 = 0x5A4B_534E;
+/// FileHeader version written and accepted.
+pub const SNAP_FILE_VERSION: i32 = 2;
+/// The dbid ZooKeeper writes in snapshot headers.
+pub const SNAP_DB_ID: i64 = -1;
+/// ACL cache key meaning OPEN_ACL_UNSAFE (never stored in the cache).
+pub const OPEN_ACL_KEY: i64 = -1;
+/// `DigestCalculator.DIGEST_VERSION` of ZooKeeper 3.6 - 3.9.
+pub const DIGEST_VERSION: i32 = 2;
+/// snappy-java's stream header magic (`SnappyCodec.MAGIC_HEADER`).
+const SNAPPY_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
+/// snappy-java's default block size.
+const SNAPPY_BLOCK: usize = 32 * 1024;
+/// How many snapshots `recover` tries before giving up.
+pub const SNAPSHOTS_TRIED: usize = 3;
+/// Largest data buffer or string accepted while reading (ZooKeeper bounds them by jute.maxbuffer).
+const MAX_FIELD: usize = 64 * 1024 * 1024;
+
+/// How a snapshot file is compressed (`zookeeper.snapshot.compression.method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// Plain (ZooKeeper's default, "CHECKED"): no extension.
+    #[default]
+    None,
+    /// gzip, extension `.gz`.
+    Gzip,
+    /// snappy-java stream framing, extension `.snappy`.
+    Snappy,
+}
+
+impl Compression {
+    /// The file name extension including the dot, or "".
+    pub fn extension(self) -> &'static str {
+        match self {
+            Compression::None => "",
+            Compression::Gzip => ".gz",
+            Compression::Snappy => ".snappy",
+        }
+    }
+
+    /// As ZooKeeper's `SnapStream.getStreamMode(fileName)`: from the last extension.
+    fn of_file_name(name: &str) -> Compression {
+        match name.rsplit_once('.').map(|(_, ext)| ext.to_ascii_lowercase()) {
+            Some(e) if e == "gz" => Compression::Gzip,
+            Some(e) if e == "snappy" => Compression::Snappy,
+            _ => Compression::None,
+        }
+    }
+}
+
+/// The digest section of a snapshot (`DataTree.ZxidDigest`). zxid 0 means "no digest".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotDigest {
+    pub zxid: i64,
+    pub version: i32,
+    pub digest: i64,
+}
+
+/// A snapshot as read from disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The zxid in the file name: the tree reflects at least every txn up to it (ZooKeeper's
+    /// snapshots are fuzzy: some later txns may be partly in it too).
+    pub zxid: i64,
+    /// (session id, timeout ms), in file order.
+    pub sessions: Vec<(i64, i32)>,
+    /// Nodes in file order; the root has path "". `children` is empty (rebuilt on load).
+    pub nodes: Vec<(String, Znode)>,
+    /// The digest section, if present.
+    pub digest: Option<SnapshotDigest>,
+    /// The lastProcessedZxid section (ZooKeeper 3.9+), if present.
+    pub last_processed_zxid: Option<i64>,
+}
+
+impl Snapshot {
+    /// Builds the tree (`DataTree::from_snapshot`) with `last_processed_zxid` = `zxid`.
+    pub fn to_tree(&self, file: &Path) -> Result<DataTree, StorageError> {
+        DataTree::from_snapshot(self.nodes.clone(), self.zxid)
+            .map_err(|reason| StorageError::CorruptSnapshot { file: file.to_path_buf(), reason })
+    }
+}
+
+/// `snapshot.<hex zxid>` plus the compression extension.
+pub fn snapshot_file_name(zxid: i64, compression: Compression) -> String {
+    format!("snapshot.{zxid:x}{}", compression.extension())
+}
+
+/// Writes `<data_dir>/version-2/snapshot.<hex zxid>` (uncompressed, ZooKeeper's default) and
+/// makes it durable: temp file, fsync, rename, fsync the directory. Returns the final path.
+pub fn write_snapshot(
+    data_dir: &Path,
+    tree: &DataTree,
+    sessions: &[(i64, i32)],
+    zxid: i64,
+) -> Result<PathBuf, StorageError> {
+    write_snapshot_with(data_dir, tree, sessions, zxid, Compression::None)
+}
+
+/// As `write_snapshot`, with a compression method.
+pub fn write_snapshot_with(
+    data_dir: &Path,
+    tree: &DataTree,
+    sessions: &[(i64, i32)],
+    zxid: i64,
+    compression: Compression,
+) -> Result<PathBuf, StorageError> {
+    let dir = data_dir.join("version-2");
+    fs::create_dir_all(&dir).map_err(StorageError::io("create directory", &dir))?;
+    let name = snapshot_file_name(zxid, compression);
+    let path = dir.join(&name);
+    // A leading dot keeps ZooKeeper (and `find_valid_snapshots`) from taking it for a snapshot.
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .map_err(StorageError::io("create", &tmp))?;
+    let result = (|| {
+        let out = BufWriter::with_capacity(256 * 1024, file);
+        let sink = match compression {
+            Compression::None => Sink::Plain(out),
+            Compression::Gzip => Sink::Gzip(flate2::write::GzEncoder::new(out, flate2::Compression::default())),
+            Compression::Snappy => Sink::Snappy(SnappyJavaWriter::new(out)),
+        };
+        let mut w = Checked { inner: sink, adler: adler2::Adler32::new() };
+        write_body(&mut w, tree, sessions).map_err(StorageError::io("write", &tmp))?;
+        let file = w.inner.finish().map_err(StorageError::io("write", &tmp))?;
+        file.sync_all().map_err(StorageError::io("fsync", &tmp))
+    })();
+    if let Err(e) = result {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    fs::rename(&tmp, &path).map_err(StorageError::io("rename", &tmp))?;
+    sync_dir(&dir)?;
+    Ok(path)
+}
+
+/// The uncompressed snapshot stream for `tree` (what a plain `snapshot.<zxid>` file holds).
+pub fn encode_snapshot(tree: &DataTree, sessions: &[(i64, i32)]) -> Vec<u8> {
+    let mut w = Checked { inner: Vec::new(), adler: adler2::Adler32::new() };
+    write_body(&mut w, tree, sessions).expect("writing to a Vec cannot fail");
+    w.inner
+}
+
+fn write_body<W: Write>(out: &mut Checked<W>, tree: &DataTree, sessions: &[(i64, i32)]) -> io::Result<()> {
+    let mut w = Writer::with_capacity(64 * 1024);
+    w.write_i32(SNAP_FILE_MAGIC);
+    w.write_i32(SNAP_FILE_VERSION);
+    w.write_i64(SNAP_DB_ID);
+    w.write_i32(len_i32(sessions.len()));
+    for &(id, timeout) in sessions {
+        w.write_i64(id);
+        w.write_i32(timeout);
+    }
+    // ACL cache: keys 1, 2, ... in order of first use in the node walk (ReferenceCountedACLCache
+    // hands out keys from 1 as it meets new lists).
+    let mut keys: HashMap<&[Acl], i64> = HashMap::new();
+    let mut entries: Vec<&[Acl]> = Vec::new();
+    for (_, node) in tree.snapshot_nodes() {
+        keys.entry(node.acl.as_slice()).or_insert_with(|| {
+            entries.push(node.acl.as_slice());
+            entries.len() as i64
+        });
+    }
+    w.write_i32(len_i32(entries.len()));
+    for (i, acl) in entries.iter().enumerate() {
+        w.write_i64(i as i64 + 1);
+        w.write_vec(acl);
+    }
+    out.put(w.as_slice())?;
+    w = Writer::with_capacity(64 * 1024);
+    for (path, node) in tree.snapshot_nodes() {
+        w.write_ustring(&path);
+        w.write_buffer(node.data.as_deref());
+        w.write_i64(keys[node.acl.as_slice()]);
+        node.stat.encode(&mut w);
+        if w.len() >= 60 * 1024 {
+            out.put(w.as_slice())?;
+            w = Writer::with_capacity(64 * 1024);
+        }
+    }
+    w.write_ustring("/");
+    out.put(w.as_slice())?;
+    out.seal()?;
+    // The empty digest ZooKeeper 3.8 writes before it has logged one, then its seal.
+    let mut w = Writer::new();
+    w.write_i64(0);
+    w.write_i32(DIGEST_VERSION);
+    w.write_i64(0);
+    out.put(w.as_slice())?;
+    out.seal()
+}
+
+fn len_i32(n: usize) -> i32 {
+    i32::try_from(n).expect("count exceeds i32")
+}
+
+/// A stream that keeps the running Adler32 of what passed through (`CheckedOutputStream`).
+struct Checked<W: Write> {
+    inner: W,
+    adler: adler2::Adler32,
+}
+
+impl<W: Write> Checked<W> {
+    fn put(&mut self, b: &[u8]) -> io::Result<()> {
+        self.adler.write_slice(b);
+        self.inner.write_all(b)
+    }
+
+    /// `SnapStream.sealStream`: long checksum of everything so far, then ustring "/".
+    fn seal(&mut self) -> io::Result<()> {
+        let mut w = Writer::new();
+        w.write_i64(i64::from(self.adler.checksum()));
+        w.write_ustring("/");
+        self.put(w.as_slice())
+    }
+}
+
+enum Sink {
+    Plain(BufWriter<File>),
+    Gzip(flate2::write::GzEncoder<BufWriter<File>>),
+    Snappy(SnappyJavaWriter<BufWriter<File>>),
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Sink::Plain(w) => w.write(buf),
+            Sink::Gzip(w) => w.write(buf),
+            Sink::Snappy(w) => w.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Sink::Plain(w) => w.flush(),
+            Sink::Gzip(w) => w.flush(),
+            Sink::Snappy(w) => w.flush(),
+        }
+    }
+}
+
+impl Sink {
+    fn finish(self) -> io::Result<File> {
+        let buffered = match self {
+            Sink::Plain(w) => w,
+            Sink::Gzip(w) => w.finish()?,
+            Sink::Snappy(w) => w.finish()?,
+        };
+        buffered.into_inner().map_err(|e| e.into_error())
+    }
+}
+
+/// snappy-java's `SnappyOutputStream` framing: 16-byte header (magic, int version 1, int
+/// compatible version 1), then blocks of (int compressed length, raw snappy block).
+struct SnappyJavaWriter<W: Write> {
+    inner: W,
+    pending: Vec<u8>,
+    header_done: bool,
+}
+
+impl<W: Write> SnappyJavaWriter<W> {
+    fn new(inner: W) -> Self {
+        Self { inner, pending: Vec::with_capacity(SNAPPY_BLOCK), header_done: false }
+    }
+
+    fn write_block(&mut self) -> io::Result<()> {
+        if !self.header_done {
+            self.inner.write_all(&SNAPPY_MAGIC)?;
+            self.inner.write_all(&1i32.to_be_bytes())?;
+            self.inner.write_all(&1i32.to_be_bytes())?;
+            self.header_done = true;
+        }
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let block = snap::raw::Encoder::new().compress_vec(&self.pending).map_err(io::Error::other)?;
+        self.inner.write_all(&len_i32(block.len()).to_be_bytes())?;
+        self.inner.write_all(&block)?;
+        self.pending.clear();
+        Ok(())
+    }
+
+    fn finish(mut self) -> io::Result<W> {
+        self.write_block()?;
+        self.inner.flush()?;
+        Ok(self.inner)
+    }
+}
+
+impl<W: Write> Write for SnappyJavaWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = buf.len().min(SNAPPY_BLOCK - self.pending.len());
+        self.pending.extend_from_slice(&buf[..n]);
+        if self.pending.len() == SNAPPY_BLOCK {
+            self.write_block()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Decodes snappy-java stream framing (possibly several concatenated streams).
+fn snappy_java_decode(mut buf: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let mut dec = snap::raw::Decoder::new();
+    while !buf.is_empty() {
+        if buf.len() >= 16 && buf[..8] == SNAPPY_MAGIC {
+            buf = &buf[16..];
+            continue;
+        }
+        if buf.len() < 4 {
+            return Err("truncated snappy block length".into());
+        }
+        let len = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+        let len = usize::try_from(len).map_err(|_| format!("bad snappy block length {len}"))?;
+        let block = buf.get(4..4 + len).ok_or("truncated snappy block")?;
+        out.extend(dec.decompress_vec(block).map_err(|e| format!("snappy: {e}"))?);
+        buf = &buf[4 + len..];
+    }
+    Ok(out)
+}
+
+/// Reads and verifies a snapshot file (plain, `.gz` or `.snappy` by extension): header, every
+/// node, and each checksum seal. The zxid comes from the file name, as in ZooKeeper.
+pub fn read_snapshot(path: &Path) -> Result<Snapshot, StorageError> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let zxid = zxid_from_name(name, "snapshot").ok_or_else(|| corrupt(path, "file name is not snapshot.<hex zxid>"))?;
+    let raw = fs::read(path).map_err(StorageError::io("read", path))?;
+    let bytes = match Compression::of_file_name(name) {
+        Compression::None => raw,
+        Compression::Gzip => {
+            let mut out = Vec::new();
+            flate2::read::MultiGzDecoder::new(&raw[..])
+                .read_to_end(&mut out)
+                .map_err(|e| corrupt(path, format!("gzip: {e}")))?;
+            out
+        }
+        Compression::Snappy => snappy_java_decode(&raw).map_err(|r| corrupt(path, r))?,
+    };
+    decode_snapshot(&bytes, zxid).map_err(|reason| corrupt(path, reason))
+}
+
+/// Parses an uncompressed snapshot stream; `zxid` is the one from its file name.
+pub fn decode_snapshot(bytes: &[u8], zxid: i64) -> Result<Snapshot, String> {
+    let mut r = Reader::with_max_len(bytes, MAX_FIELD);
+    let at = |r: &Reader<'_>, e: warden_proto::DecodeError| format!("at offset {}: {e}", r.position());
+    let magic = r.read_i32().map_err(|e| at(&r, e))?;
+    if magic != SNAP_FILE_MAGIC {
+        return Err(format!("bad magic {magic:#x}, expected {SNAP_FILE_MAGIC:#x} (\"ZKSN\")"));
+    }
+    let version = r.read_i32().map_err(|e| at(&r, e))?;
+    if version != SNAP_FILE_VERSION {
+        return Err(format!("unsupported version {version}"));
+    }
+    let _dbid = r.read_i64().map_err(|e| at(&r, e))?;
+    let count = r.read_i32().map_err(|e| at(&r, e))?;
+    let mut sessions = Vec::new();
+    for _ in 0..count.max(0) {
+        let id = r.read_i64().map_err(|e| at(&r, e))?;
+        let timeout = r.read_i32().map_err(|e| at(&r, e))?;
+        sessions.push((id, timeout));
+    }
+    let count = r.read_i32().map_err(|e| at(&r, e))?;
+    let mut acls: HashMap<i64, Vec<Acl>> = HashMap::new();
+    for _ in 0..count.max(0) {
+        let key = r.read_i64().map_err(|e| at(&r, e))?;
+        let list: Vec<Acl> = r.read_vec().map_err(|e| at(&r, e))?;
+        acls.insert(key, list);
+    }
+    let mut nodes = Vec::new();
+    loop {
+        let path = r.read_ustring().map_err(|e| at(&r, e))?;
+        if path == "/" {
+            break;
+        }
+        let data = r.read_buffer().map_err(|e| at(&r, e))?;
+        let key = r.read_i64().map_err(|e| at(&r, e))?;
+        let stat = StatPersisted::decode(&mut r).map_err(|e| at(&r, e))?;
+        let acl = if key == OPEN_ACL_KEY {
+            Acl::open_unsafe()
+        } else {
+            acls.get(&key).cloned().ok_or_else(|| format!("node {path:?}: ACL key {key} not in the ACL cache"))?
+        };
+        nodes.push((path, Znode { data, acl, stat, children: Default::default() }));
+    }
+    check_seal(bytes, &mut r)?;
+    // Optional trailing sections, each followed by its own seal: the digest (20 bytes with
+    // digestVersion >= 2) and ZooKeeper 3.9's lastProcessedZxid (8 bytes). A seal is 13 bytes.
+    let mut digest = None;
+    let mut last_processed_zxid = None;
+    if r.remaining() > 0 && r.remaining() != 8 + 13 {
+        let dzxid = r.read_i64().map_err(|e| at(&r, e))?;
+        let dversion = r.read_i32().map_err(|e| at(&r, e))?;
+        let dvalue = if dversion < 2 {
+            let s = r.read_ustring_opt().map_err(|e| at(&r, e))?;
+            match s {
+                Some(s) => u64::from_str_radix(&s, 16).map_err(|_| format!("bad digest {s:?}"))? as i64,
+                None => 0,
+            }
+        } else {
+            r.read_i64().map_err(|e| at(&r, e))?
+        };
+        check_seal(bytes, &mut r)?;
+        digest = Some(SnapshotDigest { zxid: dzxid, version: dversion, digest: dvalue });
+    }
+    if r.remaining() > 0 {
+        last_processed_zxid = Some(r.read_i64().map_err(|e| at(&r, e))?);
+        check_seal(bytes, &mut r)?;
+    }
+    if r.remaining() > 0 {
+        return Err(format!("{} unexpected bytes after the last section", r.remaining()));
+    }
+    Ok(Snapshot { zxid, sessions, nodes, digest, last_processed_zxid })
+}
+
+/// `SnapStream.checkSealIntegrity`: long Adler32 of all bytes before it, then the string "/".
+fn check_seal(bytes: &[u8], r: &mut Reader<'_>) -> Result<(), String> {
+    let pos = r.position();
+    let expected = i64::from(adler2::adler32_slice(&bytes[..pos]));
+    let val = r.read_i64().map_err(|e| format!("at offset {pos}: checksum missing: {e}"))?;
+    let slash = r.read_ustring().map_err(|e| format!("at offset {}: seal path missing: {e}", pos + 8))?;
+    if val != expected {
+        return Err(format!("checksum mismatch at offset {pos}: stored {val:#x}, computed {expected:#x}"));
+    }
+    if slash != "/" {
+        return Err(format!("bad seal at offset {pos}: path {slash:?} instead of \"/\""));
+    }
+    Ok(())
+}
+
+fn corrupt(path: &Path, reason: impl Into<String>) -> StorageError {
+    StorageError::CorruptSnapshot { file: path.to_path_buf(), reason: reason.into() }
+}
+
+/// ZooKeeper's `Util.getZxidFromName`: `<prefix>.<hex>[.anything]`.
+pub(crate) fn zxid_from_name(name: &str, prefix: &str) -> Option<i64> {
+    let mut parts = name.split('.');
+    if parts.next()? != prefix {
+        return None;
+    }
+    u64::from_str_radix(parts.next()?, 16).ok().map(|z| z as i64)
+}
+
+/// `snapshot.*` files of `<data_dir>/version-2`, newest (highest zxid) first, that pass
+/// ZooKeeper's quick validity check (`SnapStream.isValidSnapshot`: a plain file ends with the
+/// seal's `int 1, '/'`; gzip and snappy files start with their magic). Checksums are verified
+/// only by `read_snapshot`.
+pub fn find_valid_snapshots(data_dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<(i64, PathBuf)> = snapshot_files(&data_dir.join("version-2"))
+        .into_iter()
+        .filter(|(_, p)| quick_valid(p))
+        .collect();
+    files.sort_by(|a, b| b.0.cmp(&a.0));
+    files.into_iter().map(|(_, p)| p).collect()
+}
+
+/// Every `snapshot.<hex>[.ext]` in `dir` with its zxid, unsorted.
+pub(crate) fn snapshot_files(dir: &Path) -> Vec<(i64, PathBuf)> {
+    let Ok(rd) = fs::read_dir(dir) else { return Vec::new() };
+    rd.filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name();
+            let zxid = zxid_from_name(name.to_str()?, "snapshot")?;
+            Some((zxid, e.path()))
+        })
+        .collect()
+}
+
+fn quick_valid(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let Ok(mut f) = File::open(path) else { return false };
+    match Compression::of_file_name(name) {
+        Compression::Gzip => {
+            let mut m = [0u8; 2];
+            f.read_exact(&mut m).is_ok() && m == [0x1f, 0x8b]
+        }
+        Compression::Snappy => {
+            let mut m = [0u8; 8];
+            f.read_exact(&mut m).is_ok() && m == SNAPPY_MAGIC
+        }
+        Compression::None => {
+            use std::io::{Seek, SeekFrom};
+            let Ok(len) = f.metadata().map(|m| m.len()) else { return false };
+            if len < 10 || f.seek(SeekFrom::Start(len - 5)).is_err() {
+                return false;
+            }
+            let mut tail = [0u8; 5];
+            f.read_exact(&mut tail).is_ok() && tail == [0, 0, 0, 1, b'/']
+        }
+    }
+}
+
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), StorageError> {
+    let d = File::open(dir).map_err(StorageError::io("open directory", dir))?;
+    d.sync_all().map_err(StorageError::io("fsync directory", dir))
+}

@@ -1,0 +1,279 @@
+//! Snapshot files: round trips (plain, gz, snappy), corruption, recovery, purge, and a snapshot
+//! written by Apache ZooKeeper 3.8.0 (fixture).
+
+mod common;
+use std::fs;
+use std::path::Path;
+
+use common::snap::{dump, sample_tree, EPH_SESSION};
+use warden_proto::{perms, Acl, Id, Txn, TxnHeader};
+use warden_storage::{
+    encode_snapshot, find_valid_snapshots, purge, read_snapshot, recover, snapshot_file_name, write_snapshot,
+    write_snapshot_with, Compression, SnapshotDigest, StorageError, TxnLog,
+};
+use warden_tree::DataTree;
+
+const SESSIONS: &[(i64, i32)] = &[(EPH_SESSION, 30_000), (0x2000, 4000)];
+
+#[test]
+fn round_trip_every_node_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = sample_tree();
+    let path = write_snapshot(dir.path(), &t, SESSIONS, 0x13).unwrap();
+    assert_eq!(path, dir.path().join("version-2/snapshot.13"));
+    let s = read_snapshot(&path).unwrap();
+    assert_eq!(s.zxid, 0x13);
+    assert_eq!(s.sessions, SESSIONS);
+    assert_eq!(s.digest, Some(SnapshotDigest { zxid: 0, version: 2, digest: 0 }));
+    assert_eq!(s.last_processed_zxid, None);
+    let back = s.to_tree(&path).unwrap();
+    back.check_invariants().unwrap();
+    assert_eq!(dump(&back), dump(&t));
+    assert_eq!(back.ephemerals(EPH_SESSION), vec!["/app/eph"]);
+    assert_eq!(back.node("/app/null").unwrap().data, None);
+    assert_eq!(back.node("/app/empty").unwrap().data, Some(vec![]));
+    assert_eq!(back.quota_index().paths().cloned().collect::<Vec<_>>(), vec!["/app"]);
+    assert_eq!(back.last_processed_zxid(), 0x13);
+    // No temp file is left behind.
+    let names: Vec<_> = fs::read_dir(dir.path().join("version-2")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, vec!["snapshot.13"]);
+}
+
+#[test]
+fn layout_matches_zookeeper() {
+    let t = sample_tree();
+    let b = encode_snapshot(&t, &[(7, 5000)]);
+    // FileHeader "ZKSN", version 2, dbid -1; one session.
+    assert_eq!(&b[..16], &[0x5A, 0x4B, 0x53, 0x4E, 0, 0, 0, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]);
+    assert_eq!(&b[16..32], &[0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0x13, 0x88]);
+    // ACL cache: OPEN_ACL_UNSAFE is key 1 (first used by the root), as ZooKeeper assigns it.
+    assert_eq!(&b[36..44], &1i64.to_be_bytes());
+    // Ends with the digest section's seal: ..., int 1, '/'.
+    assert_eq!(&b[b.len() - 5..], &[0, 0, 0, 1, b'/']);
+    // The first seal is the Adler32 of everything before it; the digest follows (20 bytes).
+    let first_seal = b.len() - 13 - 20 - 13;
+    let sum = adler(&b[..first_seal]);
+    assert_eq!(&b[first_seal..first_seal + 8], &(sum as i64).to_be_bytes());
+    let second = b.len() - 13;
+    assert_eq!(&b[second..second + 8], &(adler(&b[..second]) as i64).to_be_bytes());
+}
+
+fn adler(b: &[u8]) -> u32 {
+    // Adler-32 by definition, independent of the crate under test.
+    let (mut a, mut s) = (1u32, 0u32);
+    for &x in b {
+        a = (a + x as u32) % 65521;
+        s = (s + a) % 65521;
+    }
+    (s << 16) | a
+}
+
+#[test]
+fn gzip_and_snappy_round_trip() {
+    let t = sample_tree();
+    for c in [Compression::Gzip, Compression::Snappy] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_snapshot_with(dir.path(), &t, SESSIONS, 0x20, c).unwrap();
+        assert!(path.to_str().unwrap().ends_with(&snapshot_file_name(0x20, c)));
+        assert_eq!(find_valid_snapshots(dir.path()), vec![path.clone()]);
+        let back = read_snapshot(&path).unwrap().to_tree(&path).unwrap();
+        assert_eq!(dump(&back), dump(&t), "{c:?}");
+    }
+}
+
+#[test]
+fn large_tree_round_trip_across_buffers() {
+    let mut t = DataTree::new();
+    for i in 0..3000i64 {
+        let txn = Txn::Create {
+            path: format!("/n{i:05}"),
+            data: Some(vec![(i % 251) as u8; (i % 700) as usize]),
+            acl: if i % 3 == 0 { Acl::open_unsafe() } else { vec![Acl::new(perms::READ, Id::new("ip", format!("10.0.0.{}", i % 5)))] },
+            ephemeral: false,
+            parent_cversion: -1,
+        };
+        t.apply(&TxnHeader { client_id: 1, cxid: 0, zxid: i + 1, time_ms: i, txn_type: 1 }, &txn);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for c in [Compression::None, Compression::Snappy] {
+        let path = write_snapshot_with(dir.path(), &t, &[], 3000, c).unwrap();
+        let back = read_snapshot(&path).unwrap().to_tree(&path).unwrap();
+        assert_eq!(dump(&back), dump(&t));
+    }
+}
+
+#[test]
+fn flipped_bit_is_a_checksum_error_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_snapshot(dir.path(), &sample_tree(), SESSIONS, 0x13).unwrap();
+    let mut b = fs::read(&path).unwrap();
+    // Inside the data of some node (well past the header and ACL cache).
+    let off = b.windows(7).position(|w| w == b"updated").unwrap();
+    b[off] ^= 0x04;
+    fs::write(&path, &b).unwrap();
+    let err = read_snapshot(&path).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, StorageError::CorruptSnapshot { .. }), "{msg}");
+    assert!(msg.contains("snapshot.13") && msg.contains("checksum mismatch"), "{msg}");
+    // The quick check still passes (the tail is intact): only the full read catches it.
+    assert_eq!(find_valid_snapshots(dir.path()).len(), 1);
+}
+
+#[test]
+fn truncated_snapshot_is_skipped_by_the_quick_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_snapshot(dir.path(), &sample_tree(), SESSIONS, 0x13).unwrap();
+    let b = fs::read(&path).unwrap();
+    fs::write(&path, &b[..b.len() - 40]).unwrap();
+    assert!(find_valid_snapshots(dir.path()).is_empty());
+    assert!(read_snapshot(&path).is_err());
+}
+
+fn log_txns(dir: &Path, from: i64, to: i64) {
+    let (mut log, _) = TxnLog::open(dir, 64 * 1024).unwrap();
+    for z in from..=to {
+        // An explicit parent cversion, as ZooKeeper logs it, so a replay over a fuzzy snapshot is idempotent.
+        let txn = Txn::Create { path: format!("/log{z}"), data: Some(vec![z as u8]), acl: Acl::open_unsafe(), ephemeral: false, parent_cversion: z as i32 };
+        log.append(&TxnHeader { client_id: 1, cxid: 0, zxid: z, time_ms: z, txn_type: 1 }, &txn).unwrap();
+    }
+    log.sync().unwrap();
+}
+
+#[test]
+fn recovery_uses_newest_valid_snapshot_then_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, logs) = (dir.path().join("data"), dir.path().join("logs"));
+    // Log 1..=30; snapshots at 10 and 20 (tree state at those zxids), a corrupt one at 25.
+    log_txns(&logs, 1, 30);
+    let (_, all) = TxnLog::open(&logs, 64 * 1024).unwrap();
+    let mut t = DataTree::new();
+    for (h, txn) in &all {
+        t.apply(h, txn);
+        if h.zxid == 10 || h.zxid == 20 || h.zxid == 25 {
+            write_snapshot(&data, &t, &[(5, 6000)], h.zxid).unwrap();
+        }
+    }
+    let snap25 = data.join(format!("version-2/{}", snapshot_file_name(25, Compression::None)));
+    let mut b = fs::read(&snap25).unwrap();
+    let off = b.windows(5).position(|w| w == b"/log7").unwrap();
+    b[off + 1] ^= 1;
+    fs::write(&snap25, b).unwrap();
+
+    let r = recover(&data, &logs, 64 * 1024).unwrap();
+    assert_eq!(r.snapshot_zxid, 20);
+    assert_eq!(r.snapshot.as_deref(), Some(data.join("version-2/snapshot.14").as_path()));
+    assert_eq!(r.txns_after_snapshot.iter().map(|(h, _)| h.zxid).collect::<Vec<_>>(), (21..=30).collect::<Vec<_>>());
+    assert_eq!(r.tree.last_processed_zxid(), 30);
+    assert_eq!(dump(&r.tree), dump(&t));
+    assert_eq!(r.sessions, vec![(5, 6000)]);
+    assert_eq!(r.log.last_zxid(), 30);
+}
+
+#[test]
+fn recovery_replays_over_a_fuzzy_snapshot_and_tracks_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, logs) = (dir.path().join("data"), dir.path().join("logs"));
+    log_txns(&logs, 1, 8);
+    let (_, all) = TxnLog::open(&logs, 64 * 1024).unwrap();
+    let mut t = DataTree::new();
+    for (h, txn) in &all {
+        t.apply(h, txn);
+    }
+    // A "fuzzy" snapshot named 5 that already holds txns up to 8: replaying 6..8 must be harmless.
+    write_snapshot(&data, &t, &[], 5).unwrap();
+    {
+        let (mut log, _) = TxnLog::open(&logs, 64 * 1024).unwrap();
+        log.append(&TxnHeader { client_id: 77, cxid: 0, zxid: 9, time_ms: 9, txn_type: -10 }, &Txn::CreateSession { timeout_ms: 9000 }).unwrap();
+        log.sync().unwrap();
+    }
+    let r = recover(&data, &logs, 64 * 1024).unwrap();
+    assert_eq!(r.snapshot_zxid, 5);
+    assert_eq!(r.txns_after_snapshot.len(), 4);
+    r.tree.check_invariants().unwrap();
+    assert_eq!(dump(&r.tree), dump(&t));
+    assert_eq!(r.sessions, vec![(77, 9000)]);
+}
+
+#[test]
+fn recovery_without_snapshot_replays_whole_log_and_fails_when_all_bad() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, logs) = (dir.path().join("data"), dir.path().join("logs"));
+    log_txns(&logs, 1, 5);
+    let r = recover(&data, &logs, 64 * 1024).unwrap();
+    assert!(r.snapshot.is_none());
+    assert_eq!(r.tree.children("/").unwrap(), vec!["log1", "log2", "log3", "log4", "log5", "zookeeper"]);
+    drop(r);
+    let p = write_snapshot(&data, &sample_tree(), &[], 3).unwrap();
+    let mut b = fs::read(&p).unwrap();
+    b[20] ^= 0xff;
+    fs::write(&p, b).unwrap();
+    let err = recover(&data, &logs, 64 * 1024).unwrap_err();
+    assert!(matches!(err, StorageError::NoValidSnapshot { .. }), "{err}");
+    assert!(err.to_string().contains("snapshot.3"), "{err}");
+}
+
+#[test]
+fn purge_keeps_newest_snapshots_and_needed_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let v2 = d.join("version-2");
+    let t = DataTree::new();
+    for z in [0x10, 0x20, 0x30, 0x40, 0x50] {
+        write_snapshot(d, &t, &[], z).unwrap();
+    }
+    // Log files starting at these zxids (content is irrelevant to purge).
+    for z in [0x1, 0x18, 0x25, 0x2f, 0x31, 0x45] {
+        fs::write(v2.join(format!("log.{z:x}")), b"x").unwrap();
+    }
+    fs::write(v2.join("unrelated.txt"), b"x").unwrap();
+    let removed = purge(d, d, 2).unwrap(); // at least 3 are kept
+    let mut removed: Vec<String> = removed.iter().map(|p| p.file_name().unwrap().to_str().unwrap().to_string()).collect();
+    removed.sort();
+    // Oldest kept snapshot: 0x30. Newest log starting at or before it: log.2f.
+    assert_eq!(removed, vec!["log.1", "log.18", "log.25", "snapshot.10", "snapshot.20"]);
+    let mut left: Vec<String> = fs::read_dir(&v2).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    left.sort();
+    assert_eq!(left, vec!["log.2f", "log.31", "log.45", "snapshot.30", "snapshot.40", "snapshot.50", "unrelated.txt"]);
+    // Nothing more to do.
+    assert!(purge(d, d, 3).unwrap().is_empty());
+}
+
+/// A snapshot written by Apache ZooKeeper 3.8.0 (Debian) during the interop script's run:
+/// kazoo wrote /app (with updates), null and empty data, binary data, a sequential node, digest
+/// and ip ACLs, an ephemeral, a container (zkCli create -c) and a TTL node (create -t).
+#[test]
+fn reads_snapshot_written_by_zookeeper() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let path = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("snapshot."))
+        .expect("fixture snapshot");
+    let s = read_snapshot(&path).unwrap();
+    let t = s.to_tree(&path).unwrap();
+    t.check_invariants().unwrap();
+    let node = |p: &str| t.node(p).unwrap_or_else(|| panic!("{p} missing"));
+    assert_eq!(node("/app").data.as_deref(), Some(&b"updated twice"[..]));
+    assert_eq!(node("/app").stat.version, 2);
+    assert_eq!(node("/app/null").data, None);
+    assert_eq!(node("/app/empty").data, Some(vec![]));
+    assert_eq!(node("/app/bin").data, Some(vec![0, 1, 2, 255, 254]));
+    assert!(t.children("/app").unwrap().iter().any(|c| c.starts_with("seq-")));
+    assert_eq!(node("/secret").acl, vec![
+        Acl::new(perms::ALL, Id::new("digest", "user:tpUq/4Pn5A64fVZyQ0gOJ8ZWqkY=")),
+        Acl::new(perms::READ, Id::anyone()),
+    ]);
+    assert_eq!(node("/iponly").acl, vec![Acl::new(perms::READ | perms::WRITE, Id::new("ip", "127.0.0.1"))]);
+    let eph_owner = node("/app/eph").stat.ephemeral_owner;
+    assert!(eph_owner > 0);
+    assert_eq!(t.ephemerals(eph_owner), vec!["/app/eph"]);
+    assert!(s.sessions.iter().any(|(id, _)| *id == eph_owner));
+    assert_eq!(node("/cont").stat.ephemeral_owner, i64::MIN);
+    assert_eq!(node("/ttl").stat.ephemeral_owner >> 56, 0xff);
+    assert_eq!(node("/zookeeper/config").acl, Acl::read_unsafe());
+    // ZooKeeper 3.8 with digests enabled writes a real digest section.
+    let d = s.digest.expect("digest section");
+    assert_eq!(d.version, 2);
+    assert!(d.zxid > 0 && d.zxid <= s.zxid + 10);
+    assert_eq!(s.last_processed_zxid, None);
+}
