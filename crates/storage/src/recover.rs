@@ -97,7 +97,7 @@ fn track_sessions(sessions: &mut Vec<(i64, i32)>, hdr: &TxnHeader, txn: &Txn) {
 pub fn purge(data_dir: &Path, data_log_dir: &Path, keep: usize) -> Result<Vec<PathBuf>, StorageError> {
     let keep = keep.max(3);
     let snaps = find_valid_snapshots(data_dir);
-    let Some(oldest_kept) = snaps.iter().take(keep).last() else { return Ok(Vec::new()) };
+    let Some(oldest_kept) = snaps.get(keep.min(snaps.len()).wrapping_sub(1)) else { return Ok(Vec::new()) };
     let name = oldest_kept.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     let Some(least) = zxid_from_name(name, "snapshot") else { return Ok(Vec::new()) };
 

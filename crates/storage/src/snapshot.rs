@@ -493,7 +493,7 @@ pub fn find_valid_snapshots(data_dir: &Path) -> Vec<PathBuf> {
         .into_iter()
         .filter(|(_, p)| quick_valid(p))
         .collect();
-    files.sort_by(|a, b| b.0.cmp(&a.0));
+    files.sort_by_key(|f| std::cmp::Reverse(f.0));
     files.into_iter().map(|(_, p)| p).collect()
 }
 

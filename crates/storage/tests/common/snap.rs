@@ -14,7 +14,7 @@ fn hdr(zxid: i64, client_id: i64) -> TxnHeader {
 pub fn sample_tree() -> DataTree {
     let mut t = DataTree::new();
     let digest = vec![
-        Acl::new(perms::ALL, Id::new("digest", "user:tpUq/4Pn5A64fVZyQ0gOJ8ZWqkY=")),
+        Acl::new(perms::ALL, Id::new("digest", "user:2Om+GBbT2q/tS6pdvACZbbm7/1A=")),
         Acl::new(perms::READ, Id::anyone()),
     ];
     let ip = vec![Acl::new(perms::READ | perms::WRITE, Id::new("ip", "127.0.0.1"))];
