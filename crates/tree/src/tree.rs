@@ -79,9 +79,11 @@ impl DataTree {
         self.nodes.insert(path.to_string(), Arc::new(node));
     }
 
-    /// The node at `path`.
+    /// The node at `path`. The empty path names the root too, as in ZooKeeper, whose node map holds
+    /// the root under both "" and "/" (reads of "" succeed; writes never get here, path validation
+    /// rejects "").
     pub fn node(&self, path: &str) -> Option<&Znode> {
-        self.nodes.get(path).map(|n| &**n)
+        self.nodes.get(if path.is_empty() { "/" } else { path }).map(|n| &**n)
     }
 
     /// The node at `path` for writing; copies it first if a clone of the tree still shares it.
@@ -91,19 +93,19 @@ impl DataTree {
 
     /// The client-visible Stat of `path`.
     pub fn stat(&self, path: &str) -> Option<Stat> {
-        self.nodes.get(path).map(|n| n.client_stat())
+        self.node(path).map(Znode::client_stat)
     }
 
     /// Child names of `path`, sorted.
     pub fn children(&self, path: &str) -> Option<Vec<String>> {
-        self.nodes.get(path).map(|n| n.children.iter().cloned().collect())
+        self.node(path).map(|n| n.children.iter().cloned().collect())
     }
 
     /// getAllChildrenNumber: all descendants of `path`; for `/`, ZooKeeper's `nodes.size() - 2`
     /// (its map holds the root twice), i.e. every node except the root.
     pub fn all_children_number(&self, path: &str) -> Option<usize> {
-        self.nodes.get(path)?;
-        if path == "/" {
+        self.node(path)?;
+        if path == "/" || path.is_empty() {
             return Some(self.nodes.len() - 1);
         }
         let prefix = format!("{path}/");

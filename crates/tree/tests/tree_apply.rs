@@ -245,3 +245,11 @@ fn quota_stats_follow_the_subtree() {
     assert_eq!(stats(&h), "count=3,bytes=5", "no quota after the limits node is deleted");
     assert_eq!(h.tree.quota_index().paths().count(), 0);
 }
+
+#[test]
+fn the_empty_path_reads_as_the_root() {
+    let tree = warden_tree::DataTree::new();
+    assert_eq!(tree.stat(""), tree.stat("/"));
+    assert_eq!(tree.children(""), tree.children("/"));
+    assert_eq!(tree.all_children_number(""), Some(3));
+}
