@@ -146,17 +146,23 @@ impl Node {
         self.tree.last_processed_zxid()
     }
 
-    /// Rebuilds state from a txn recovered from the log at start-up: applied as committed, with no
-    /// replies or notifications (no connection exists yet). Recovered sessions get a fresh deadline, so a
-    /// client has one session timeout after the restart to reconnect.
-    pub fn replay(&mut self, hdr: &TxnHeader, txn: &Txn) {
-        self.tree.apply(hdr, txn);
-        match txn {
-            Txn::CreateSession { timeout_ms } => self.sessions.add(hdr.client_id, (*timeout_ms).max(0) as u32, self.now.mono_ms),
-            Txn::CloseSession { .. } => self.sessions.remove(hdr.client_id),
-            _ => {}
+    /// Starts from recovered state (snapshot plus log, already applied to `tree`): the zxid counter
+    /// continues from the tree's, and recovered sessions get a fresh deadline, so a client has one
+    /// session timeout after the restart to reconnect.
+    pub fn restore(&mut self, tree: DataTree, sessions: &[(i64, i32)]) {
+        self.last_zxid = tree.last_processed_zxid();
+        self.tree = tree;
+        self.prep = Prep::new();
+        for &(id, timeout_ms) in sessions {
+            self.sessions.add(id, timeout_ms.max(0) as u32, self.now.mono_ms);
         }
-        self.last_zxid = hdr.zxid;
+    }
+
+    /// What a snapshot needs, taken at a zxid boundary: the tree (a cheap structural-sharing clone)
+    /// and the live sessions with their timeouts.
+    pub fn snapshot_state(&self) -> (DataTree, Vec<(i64, i32)>) {
+        let sessions = self.sessions.iter().map(|s| (s.id, s.timeout_ms as i32)).collect();
+        (self.tree.clone(), sessions)
     }
 
     /// Handles one input at time `now`, appending what must be done to `out`.

@@ -153,29 +153,35 @@ fn unknown_opcode_gets_unimplemented_and_a_close() {
 }
 
 #[test]
-fn replayed_log_restores_tree_and_sessions_for_reconnect() {
-    let mut log = Vec::new();
-    // Record what a node persists for a handshake and an ephemeral create.
-    let mut recorder = Harness::new();
-    recorder.node.step(recorder.now, Input::Connect { conn: 1, addr: addr(), req: ConnectRequest { timeout_ms: 1_000, ..Default::default() } }, &mut log);
-    recorder.node.step(recorder.now, Input::Durable { zxid: 1 }, &mut log);
-    recorder.node.step(recorder.now, Input::Request { conn: 1, xid: 1, req: create("/eph", 1) }, &mut log);
-    let txns: Vec<_> = log.into_iter().filter_map(|o| match o { Output::Persist { hdr, txn } => Some((hdr, txn)), _ => None }).collect();
-    assert_eq!(txns.len(), 2);
-    let sid = txns[0].0.client_id;
+fn restored_state_keeps_sessions_for_reconnect_and_continues_zxids() {
+    let mut first = Harness::new();
+    let s = first.connect(1, 0, vec![0; 16]);
+    first.request(1, 1, create("/eph", 1));
+    let (tree, sessions) = first.node.snapshot_state();
+    assert_eq!(sessions, vec![(s.session_id, 1_000)]);
 
     let mut restarted = Harness::new();
-    for (hdr, txn) in &txns {
-        restarted.node.replay(hdr, txn);
-    }
+    restarted.node.restore(tree, &sessions);
     restarted.node.check_invariants();
     assert_eq!(restarted.node.last_processed_zxid(), 2);
-    assert_eq!(restarted.node.tree().stat("/eph").map(|s| s.ephemeral_owner), Some(sid));
-    let resp = restarted.connect(9, sid, session_password(sid).to_vec());
-    assert_eq!(resp.session_id, sid, "the recovered session accepts its reconnect");
-    // A new write continues the zxid sequence.
+    assert_eq!(restarted.node.tree().stat("/eph").map(|st| st.ephemeral_owner), Some(s.session_id));
+    let resp = restarted.connect(9, s.session_id, s.passwd.clone());
+    assert_eq!(resp.session_id, s.session_id, "the recovered session accepts its reconnect");
     let (hdr, _, _) = restarted.request(9, 1, create("/after", 0));
-    assert_eq!(hdr.zxid, 3);
+    assert_eq!(hdr.zxid, 3, "zxids continue after the recovered ones");
+}
+
+#[test]
+fn a_recovered_session_that_never_reconnects_expires_and_loses_its_ephemerals() {
+    let mut first = Harness::new();
+    first.connect(1, 0, vec![0; 16]);
+    first.request(1, 1, create("/eph", 1));
+    let (tree, sessions) = first.node.snapshot_state();
+    let mut restarted = Harness::new();
+    restarted.node.restore(tree, &sessions);
+    restarted.now.mono_ms += 1_200;
+    restarted.step(Input::Tick);
+    assert!(restarted.node.tree().node("/eph").is_none());
 }
 
 #[test]

@@ -44,6 +44,14 @@ pub struct Config {
     pub force_sync: bool,
     /// `preAllocSize` (KiB in zoo.cfg): the transaction log grows in blocks of this many bytes.
     pub pre_alloc_bytes: u64,
+    /// `snapCount`: a snapshot (and a new log file) after a random count of txns in
+    /// [snapCount/2 + 1, snapCount].
+    pub snap_count: u64,
+    /// `autopurge.snapRetainCount` (at least 3): snapshots kept, with the logs they need.
+    pub snap_retain_count: usize,
+    /// Purge old snapshots and logs after each snapshot. On by default, unlike ZooKeeper; turn off
+    /// with `autopurge.enabled=false`.
+    pub purge_enabled: bool,
     /// `key=value` pairs Warden does not act on (yet); kept for `conf` and warnings.
     pub ignored: BTreeMap<String, String>,
 }
@@ -70,6 +78,9 @@ impl Default for Config {
             reconfig_enabled: false,
             force_sync: true,
             pre_alloc_bytes: 64 * 1024 * 1024,
+            snap_count: 100_000,
+            snap_retain_count: 3,
+            purge_enabled: true,
             ignored: BTreeMap::new(),
         }
     }
@@ -143,6 +154,9 @@ impl Config {
                 }
                 "readonlymode.enabled" => cfg.read_only = parse_bool(val),
                 "reconfigEnabled" => cfg.reconfig_enabled = parse_bool(val),
+                "snapCount" | "zookeeper.snapCount" => cfg.snap_count = num(val)?.max(2) as u64,
+                "autopurge.snapRetainCount" => cfg.snap_retain_count = num(val)?.max(3) as usize,
+                "autopurge.enabled" => cfg.purge_enabled = parse_bool(val),
                 "forceSync" | "zookeeper.forceSync" => cfg.force_sync = !val.eq_ignore_ascii_case("no"),
                 "preAllocSize" | "zookeeper.preAllocSize" => cfg.pre_alloc_bytes = (num(val)?.max(1) as u64) * 1024,
                 _ => {

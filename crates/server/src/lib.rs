@@ -6,6 +6,7 @@ pub mod config;
 mod connection;
 mod fourlw;
 mod owner;
+mod snapshot;
 mod storage;
 
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
-use warden_storage::TxnLog;
+use warden_storage::recover;
 
 pub use config::Config;
 
@@ -42,15 +43,31 @@ impl Server {
         for (k, v) in &cfg.ignored {
             tracing::warn!(key = %k, value = %v, "zoo.cfg key not used by Warden; accepted and ignored");
         }
-        let (log, recovered) = TxnLog::open(&cfg.data_log_dir, cfg.pre_alloc_bytes)
-            .with_context(|| format!("recovering the transaction log in {}", cfg.data_log_dir.display()))?;
+        let started = std::time::Instant::now();
+        let recovered = recover(&cfg.data_dir, &cfg.data_log_dir, cfg.pre_alloc_bytes)
+            .with_context(|| format!("recovering {} (logs in {})", cfg.data_dir.display(), cfg.data_log_dir.display()))?;
+        tracing::info!(
+            snapshot = ?recovered.snapshot,
+            txns_replayed = recovered.txns_after_snapshot.len(),
+            zxid = format_args!("{:#x}", recovered.tree.last_processed_zxid()),
+            nodes = recovered.tree.znode_count(),
+            ms = started.elapsed().as_millis() as u64,
+            "recovered data"
+        );
         let cfg = Arc::new(cfg);
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (events_tx, events_rx) = mpsc::channel(owner::EVENT_QUEUE);
         let (batch_tx, batch_rx) = mpsc::channel(storage::STORAGE_QUEUE);
-        let storage_thread = storage::spawn(log, cfg.force_sync, batch_rx, events_tx.clone())?;
-        let owner = owner::Owner::new(cfg.clone(), events_rx, shutdown_rx.clone(), batch_tx, &recovered);
-        drop(recovered);
+        let storage_thread = storage::spawn(recovered.log, cfg.force_sync, batch_rx, events_tx.clone())?;
+        let (snap_tx, snap_rx) = mpsc::channel(1);
+        let dirs = snapshot::SnapshotDirs {
+            data_dir: cfg.data_dir.clone(),
+            data_log_dir: cfg.data_log_dir.clone(),
+            retain: cfg.purge_enabled.then_some(cfg.snap_retain_count),
+        };
+        let snapshot_thread = snapshot::spawn(dirs, snap_rx)?;
+        let mut owner = owner::Owner::new(cfg.clone(), events_rx, shutdown_rx.clone(), batch_tx, snap_tx);
+        owner.restore(recovered.tree, &recovered.sessions, recovered.snapshot_zxid, recovered.snapshot.is_some());
         let owner_task = tokio::spawn(owner.run());
         let accept = connection::accept_loop(listener, cfg, events_tx, shutdown_rx.clone());
         let shutdown = Arc::new(shutdown);
@@ -62,7 +79,11 @@ impl Server {
             let _ = stop.send(true);
             let _ = accept_task.await;
             // The storage thread ends once the owner dropped its sender; wait for its last fsync.
-            let _ = tokio::task::spawn_blocking(move || storage_thread.join()).await;
+            let _ = tokio::task::spawn_blocking(move || {
+                let _ = storage_thread.join();
+                let _ = snapshot_thread.join();
+            })
+            .await;
             result
         });
         tracing::info!(addr = %local_addr, "serving clients");

@@ -11,11 +11,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot, watch};
 use warden_node::{Clock, ConnId, Input, Node, NodeConfig, Output};
 use warden_proto::frame::FourLetterWord;
-use warden_proto::{Txn, TxnHeader};
+use rand::Rng;
+use warden_tree::DataTree;
 
 use crate::config::Config;
 use crate::fourlw;
-use crate::storage::Batch;
+use crate::snapshot::SnapshotJob;
+use crate::storage::{Batch, StorageMsg};
 
 /// Bound of the queue from connection tasks to the owner.
 pub(crate) const EVENT_QUEUE: usize = 4096;
@@ -49,7 +51,12 @@ pub(crate) struct Owner {
     out: Vec<Output>,
     /// Txns persisted while stepping the current batch of events, for the storage thread.
     to_persist: Batch,
-    storage: mpsc::Sender<Batch>,
+    storage: mpsc::Sender<StorageMsg>,
+    snapshots: mpsc::Sender<SnapshotJob>,
+    /// zxid of the last snapshot taken (or recovered from).
+    last_snapshot_zxid: i64,
+    /// Txns between snapshots: random in [snapCount/2 + 1, snapCount], so servers do not snapshot together.
+    snap_threshold: i64,
     fatal: Option<String>,
 }
 
@@ -58,8 +65,8 @@ impl Owner {
         cfg: Arc<Config>,
         events: mpsc::Receiver<Event>,
         shutdown: watch::Receiver<bool>,
-        storage: mpsc::Sender<Batch>,
-        recovered: &[(TxnHeader, Txn)],
+        storage: mpsc::Sender<StorageMsg>,
+        snapshots: mpsc::Sender<SnapshotJob>,
     ) -> Self {
         let wall = wall_ms();
         let node_cfg = NodeConfig {
@@ -75,13 +82,8 @@ impl Owner {
             container_check_interval_ms: cfg.container_check_interval_ms,
         };
         let mono_base_ms = wall.max(0) as u64;
-        let mut node = Node::new(node_cfg, Clock { mono_ms: mono_base_ms, wall_ms: wall });
-        for (hdr, txn) in recovered {
-            node.replay(hdr, txn);
-        }
-        if let Some((hdr, _)) = recovered.last() {
-            tracing::info!(txns = recovered.len(), zxid = format_args!("{:#x}", hdr.zxid), "recovered from the transaction log");
-        }
+        let node = Node::new(node_cfg, Clock { mono_ms: mono_base_ms, wall_ms: wall });
+        let snap_threshold = snap_threshold(cfg.snap_count);
         Self {
             cfg,
             node,
@@ -93,7 +95,39 @@ impl Owner {
             out: Vec::new(),
             to_persist: Vec::new(),
             storage,
+            snapshots,
+            last_snapshot_zxid: 0,
+            snap_threshold,
             fatal: None,
+        }
+    }
+
+    /// Starts from recovered data. Like ZooKeeper, takes a snapshot at start-up unless the newest one
+    /// already holds everything, so the data directory always has a snapshot to start from.
+    pub(crate) fn restore(&mut self, tree: DataTree, sessions: &[(i64, i32)], snapshot_zxid: i64, had_snapshot: bool) {
+        let zxid = tree.last_processed_zxid();
+        self.node.restore(tree, sessions);
+        self.last_snapshot_zxid = snapshot_zxid;
+        if !had_snapshot || zxid != snapshot_zxid {
+            self.take_snapshot();
+        }
+    }
+
+    /// Hands the current state to the snapshot thread and rolls the log; skipped (with a warning) if
+    /// the previous snapshot is still being written, as ZooKeeper does.
+    fn take_snapshot(&mut self) {
+        let (tree, sessions) = self.node.snapshot_state();
+        let zxid = tree.last_processed_zxid();
+        self.last_snapshot_zxid = zxid;
+        self.snap_threshold = snap_threshold(self.cfg.snap_count);
+        match self.snapshots.try_send(SnapshotJob { tree, sessions, zxid }) {
+            Ok(()) => {
+                // Queued behind every batch sent so far; the storage thread is never blocked here.
+                if self.storage.try_send(StorageMsg::Roll).is_err() {
+                    tracing::debug!("storage queue full; the log rolls at the next snapshot");
+                }
+            }
+            Err(_) => tracing::warn!("too busy to snapshot; skipping"),
         }
     }
 
@@ -123,9 +157,12 @@ impl Owner {
             }
             if !self.to_persist.is_empty() {
                 let batch = std::mem::take(&mut self.to_persist);
-                if self.storage.send(batch).await.is_err() {
+                if self.storage.send(StorageMsg::Append(batch)).await.is_err() {
                     self.fatal.get_or_insert_with(|| "storage thread ended".into());
                 }
+            }
+            if self.node.last_processed_zxid() - self.last_snapshot_zxid >= self.snap_threshold {
+                self.take_snapshot();
             }
             if self.fatal.is_some() {
                 break;
@@ -196,6 +233,11 @@ impl Owner {
             self.node.step(now, Input::Disconnected { conn }, &mut self.out);
         }
     }
+}
+
+fn snap_threshold(snap_count: u64) -> i64 {
+    let snap_count = snap_count.max(2);
+    rand::thread_rng().gen_range(snap_count / 2 + 1..=snap_count) as i64
 }
 
 fn wall_ms() -> i64 {

@@ -16,9 +16,17 @@ pub(crate) const STORAGE_QUEUE: usize = 1024;
 
 pub(crate) type Batch = Vec<(TxnHeader, Txn)>;
 
+/// Work for the storage thread, in order.
+pub(crate) enum StorageMsg {
+    /// Append these txns.
+    Append(Batch),
+    /// Start a new log file at the next append (a snapshot was just taken).
+    Roll,
+}
+
 /// Starts the thread. It ends when the batch sender is dropped. A failed append or fsync stops the
 /// server (a hole in the log must never be skipped): the thread reports `Event::Fatal` and ends.
-pub(crate) fn spawn(mut log: TxnLog, force_sync: bool, mut batches: mpsc::Receiver<Batch>, events: mpsc::Sender<Event>) -> std::io::Result<JoinHandle<()>> {
+pub(crate) fn spawn(mut log: TxnLog, force_sync: bool, mut batches: mpsc::Receiver<StorageMsg>, events: mpsc::Sender<Event>) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name("warden-storage".into()).spawn(move || {
         while let Some(first) = batches.blocking_recv() {
             let mut last = None;
@@ -48,7 +56,11 @@ pub(crate) fn spawn(mut log: TxnLog, force_sync: bool, mut batches: mpsc::Receiv
     })
 }
 
-fn append(log: &mut TxnLog, batch: Batch, last: &mut Option<i64>) -> Result<(), String> {
+fn append(log: &mut TxnLog, msg: StorageMsg, last: &mut Option<i64>) -> Result<(), String> {
+    let batch = match msg {
+        StorageMsg::Append(batch) => batch,
+        StorageMsg::Roll => return log.roll().map_err(|e| e.to_string()),
+    };
     for (hdr, txn) in &batch {
         log.append(hdr, txn).map_err(|e| e.to_string())?;
         *last = Some(hdr.zxid);
