@@ -10,7 +10,7 @@ mod snapshot;
 mod txn_log;
 
 pub use error::StorageError;
-pub use log_format::{LOG_FILE_MAGIC, LOG_FILE_VERSION, RECORD_END};
+pub use log_format::{read_log_file, LogFileContents, LOG_FILE_MAGIC, LOG_FILE_VERSION, RECORD_END};
 pub use recover::{purge, recover, Recovered};
 pub use snapshot::{
     decode_snapshot, encode_snapshot, find_valid_snapshots, read_snapshot, snapshot_file_name, write_snapshot,

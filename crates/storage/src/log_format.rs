@@ -64,6 +64,26 @@ pub(crate) fn encode_record(hdr: &TxnHeader, txn: &Txn) -> Vec<u8> {
     w.into_inner()
 }
 
+/// What one log file holds, for tools: its records with their offsets, and the torn tail if any.
+pub struct LogFileContents {
+    /// (offset in the file, header, txn) in file order.
+    pub records: Vec<(u64, TxnHeader, Txn)>,
+    /// A damaged record with nothing valid after it: (offset, reason). Recovery would truncate it
+    /// if this is the newest file.
+    pub torn_tail: Option<(u64, String)>,
+}
+
+/// Reads and checks one log file without changing it. Corruption followed by valid data is an error.
+pub fn read_log_file(path: &Path) -> Result<LogFileContents, StorageError> {
+    let buf = std::fs::read(path).map_err(StorageError::io("read", path))?;
+    let parsed = parse_file(path, &buf)?;
+    let torn_tail = match parsed.end {
+        FileEnd::Clean => None,
+        FileEnd::Torn { offset, reason } => Some((offset, reason)),
+    };
+    Ok(LogFileContents { records: parsed.records.into_iter().map(|r| (r.offset, r.hdr, r.txn)).collect(), torn_tail })
+}
+
 /// Parses a whole file. A damaged record followed by a valid one is `Corrupt`; a damaged record
 /// with nothing valid after it is reported as `FileEnd::Torn` for the caller to judge.
 pub(crate) fn parse_file(file: &Path, buf: &[u8]) -> Result<ParsedFile, StorageError> {

@@ -6,6 +6,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use warden_server::{Config, Server};
 
+mod data_tools;
+
 #[derive(Parser)]
 #[command(name = "warden", version, about = "A ZooKeeper-compatible coordination service")]
 struct Cli {
@@ -17,6 +19,30 @@ struct Cli {
 enum Command {
     /// Serve clients. With no ZOO_CFG: 127.0.0.1:2181, data directory ./warden-data.
     Serve(ServeArgs),
+    /// Read a ZooKeeper-format data directory (Warden's or Apache ZooKeeper's) without a server.
+    #[command(subcommand)]
+    Data(DataCommand),
+}
+
+#[derive(Subcommand)]
+enum DataCommand {
+    /// Print every txn of a transaction log file (`version-2/log.<zxid>`).
+    Log { file: PathBuf },
+    /// Print the nodes and sessions of a snapshot file (`version-2/snapshot.<zxid>`).
+    Snapshot {
+        file: PathBuf,
+        /// Also print each node's data, hex-encoded.
+        #[arg(long)]
+        data: bool,
+    },
+    /// Verify the checksums of every snapshot and log file; exits non-zero if any is damaged.
+    Verify {
+        /// The dataDir (holding `version-2/`).
+        data_dir: PathBuf,
+        /// The dataLogDir, when logs live apart from snapshots.
+        #[arg(long)]
+        log_dir: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -43,6 +69,15 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Command::Serve(args) => serve(args),
+        Command::Data(cmd) => {
+            let text = match cmd {
+                DataCommand::Log { file } => data_tools::print_log(&file)?,
+                DataCommand::Snapshot { file, data } => data_tools::print_snapshot(&file, data)?,
+                DataCommand::Verify { data_dir, log_dir } => data_tools::verify(&data_dir, log_dir.as_deref())?,
+            };
+            print!("{text}");
+            Ok(())
+        }
     }
 }
 
