@@ -1,7 +1,7 @@
 //! Client write requests: which requests are writes, how they become the tree's `WriteOp`, and how an
 //! applied txn's result becomes the reply the client expects for the opcode it used.
 
-use warden_proto::request::{CreateRequest, MultiOp, Request};
+use warden_proto::request::{CreateRequest, CreateTtlRequest, MultiOp, Request};
 use warden_proto::response::{MultiResult, Response};
 use warden_proto::{ErrorCode, OpCode};
 use warden_tree::{CreateKind, TxnResult, WriteOp};
@@ -28,18 +28,16 @@ fn create(r: &CreateRequest, kind: CreateKind) -> WriteOp {
     WriteOp::Create { path: r.path.clone(), data: r.data.clone(), acl: r.acl.clone(), flags: r.flags, kind }
 }
 
+fn create_ttl(r: &CreateTtlRequest) -> WriteOp {
+    WriteOp::Create { path: r.path.clone(), data: r.data.clone(), acl: r.acl.clone(), flags: r.flags, kind: CreateKind::Ttl(r.ttl) }
+}
+
 /// The tree's view of a client write.
 pub(crate) fn to_write_op(req: &Request) -> Result<WriteOp, ErrorCode> {
     Ok(match req {
         Request::Create(r) | Request::Create2(r) => create(r, CreateKind::Regular),
         Request::CreateContainer(r) => create(r, CreateKind::Container),
-        Request::CreateTtl(r) => WriteOp::Create {
-            path: r.path.clone(),
-            data: r.data.clone(),
-            acl: r.acl.clone(),
-            flags: r.flags,
-            kind: CreateKind::Ttl(r.ttl),
-        },
+        Request::CreateTtl(r) => create_ttl(r),
         Request::Delete(r) => WriteOp::Delete { path: r.path.clone(), version: r.version },
         Request::DeleteContainer(r) => WriteOp::DeleteContainer { path: r.path.clone() },
         Request::SetData(r) => WriteOp::SetData { path: r.path.clone(), data: r.data.clone(), version: r.version },
@@ -53,13 +51,7 @@ fn sub_op(op: &MultiOp) -> Result<WriteOp, ErrorCode> {
     Ok(match op {
         MultiOp::Create(r) | MultiOp::Create2(r) => create(r, CreateKind::Regular),
         MultiOp::CreateContainer(r) => create(r, CreateKind::Container),
-        MultiOp::CreateTtl(r) => WriteOp::Create {
-            path: r.path.clone(),
-            data: r.data.clone(),
-            acl: r.acl.clone(),
-            flags: r.flags,
-            kind: CreateKind::Ttl(r.ttl),
-        },
+        MultiOp::CreateTtl(r) => create_ttl(r),
         MultiOp::Delete(r) => WriteOp::Delete { path: r.path.clone(), version: r.version },
         MultiOp::SetData(r) => WriteOp::SetData { path: r.path.clone(), data: r.data.clone(), version: r.version },
         MultiOp::Check(r) => WriteOp::Check { path: r.path.clone(), version: r.version },

@@ -9,17 +9,9 @@ use warden_proto::connect::{ConnectRequest, ConnectResponse};
 use warden_proto::header::ReplyHeader;
 use warden_proto::request::{CreateRequest, PathWatch, Request};
 use warden_proto::{Acl, Record};
-use warden_server::{Config, Server};
 
-async fn start() -> (Server, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = Config::default();
-    cfg.client_port = 0;
-    cfg.data_dir = dir.path().to_owned();
-    cfg.data_log_dir = dir.path().to_owned();
-    cfg.pre_alloc_bytes = 64 * 1024;
-    (Server::start(cfg).await.unwrap(), dir)
-}
+mod common;
+use common::TestServer;
 
 /// Reads one length-prefixed frame; `None` when the server closed the connection.
 async fn read_frame(s: &mut TcpStream) -> Option<Vec<u8>> {
@@ -67,8 +59,8 @@ async fn still_serving(addr: std::net::SocketAddr, path: &str) {
 
 #[tokio::test]
 async fn oversized_and_negative_lengths_close_only_that_connection() {
-    let (server, _dir) = start().await;
-    let addr = server.local_addr;
+    let server = TestServer::start().await;
+    let addr = server.addr;
     let bystander = handshake(addr).await;
     for len in [0x0010_0000i32 + 1, i32::MAX, -5] {
         let mut s = TcpStream::connect(addr).await.unwrap();
@@ -81,13 +73,13 @@ async fn oversized_and_negative_lengths_close_only_that_connection() {
     }
     drop(bystander);
     still_serving(addr, "/after-lengths").await;
-    server.stop().await.unwrap();
+    server.stop().await;
 }
 
 #[tokio::test]
 async fn unknown_opcode_gets_unimplemented_then_close() {
-    let (server, _dir) = start().await;
-    let mut s = handshake(server.local_addr).await;
+    let server = TestServer::start().await;
+    let mut s = handshake(server.addr).await;
     let mut frame = 8i32.to_be_bytes().to_vec();
     frame.extend_from_slice(&7i32.to_be_bytes());
     frame.extend_from_slice(&555i32.to_be_bytes());
@@ -95,14 +87,14 @@ async fn unknown_opcode_gets_unimplemented_then_close() {
     let hdr = ReplyHeader::from_bytes(&read_frame(&mut s).await.expect("an error reply")).unwrap();
     assert_eq!((hdr.xid, hdr.err), (7, -6));
     assert!(closed(&mut s).await);
-    still_serving(server.local_addr, "/after-opcode").await;
-    server.stop().await.unwrap();
+    still_serving(server.addr, "/after-opcode").await;
+    server.stop().await;
 }
 
 #[tokio::test]
 async fn undecodable_body_gets_marshalling_error_then_close() {
-    let (server, _dir) = start().await;
-    let mut s = handshake(server.local_addr).await;
+    let server = TestServer::start().await;
+    let mut s = handshake(server.addr).await;
     // create (1) whose path claims 1000 bytes but the frame ends after 3.
     let mut payload = Vec::new();
     payload.extend_from_slice(&3i32.to_be_bytes());
@@ -115,14 +107,14 @@ async fn undecodable_body_gets_marshalling_error_then_close() {
     let hdr = ReplyHeader::from_bytes(&read_frame(&mut s).await.expect("an error reply")).unwrap();
     assert_eq!((hdr.xid, hdr.err), (3, -5));
     assert!(closed(&mut s).await);
-    still_serving(server.local_addr, "/after-body").await;
-    server.stop().await.unwrap();
+    still_serving(server.addr, "/after-body").await;
+    server.stop().await;
 }
 
 #[tokio::test]
 async fn garbage_and_truncated_frames_cost_nothing_else() {
-    let (server, _dir) = start().await;
-    let addr = server.local_addr;
+    let server = TestServer::start().await;
+    let addr = server.addr;
     // A garbage handshake: a plausible length followed by random bytes.
     let mut s = TcpStream::connect(addr).await.unwrap();
     s.write_all(&[0, 0, 0, 6, 0xde, 0xad, 0xbe, 0xef, 0x01, 0x02]).await.unwrap();
@@ -138,36 +130,29 @@ async fn garbage_and_truncated_frames_cost_nothing_else() {
     let _ = s.write_all(&noise).await;
     assert!(closed(&mut s).await, "noise closes the connection");
     still_serving(addr, "/after-garbage").await;
-    server.stop().await.unwrap();
+    server.stop().await;
 }
 
 #[tokio::test]
 async fn a_silent_connection_without_handshake_does_not_block_others() {
-    let (server, _dir) = start().await;
-    let _silent = TcpStream::connect(server.local_addr).await.unwrap();
-    still_serving(server.local_addr, "/beside-silent").await;
-    server.stop().await.unwrap();
+    let server = TestServer::start().await;
+    let _silent = TcpStream::connect(server.addr).await.unwrap();
+    still_serving(server.addr, "/beside-silent").await;
+    server.stop().await;
 }
 
 #[tokio::test]
 async fn connections_beyond_max_client_cnxns_per_ip_are_closed() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = Config::default();
-    cfg.client_port = 0;
-    cfg.data_dir = dir.path().to_owned();
-    cfg.data_log_dir = dir.path().to_owned();
-    cfg.pre_alloc_bytes = 64 * 1024;
-    cfg.max_client_cnxns = 2;
-    let server = Server::start(cfg).await.unwrap();
-    let a = handshake(server.local_addr).await;
-    let b = handshake(server.local_addr).await;
-    let mut c = TcpStream::connect(server.local_addr).await.unwrap();
+    let server = TestServer::start_with(|cfg| cfg.max_client_cnxns = 2).await;
+    let a = handshake(server.addr).await;
+    let b = handshake(server.addr).await;
+    let mut c = TcpStream::connect(server.addr).await.unwrap();
     assert!(closed(&mut c).await, "a third connection from the same address is refused");
     drop((a, b));
     // Slots are released when connections end.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let mut s = TcpStream::connect(server.local_addr).await.unwrap();
+        let mut s = TcpStream::connect(server.addr).await.unwrap();
         let req = ConnectRequest { timeout_ms: 10_000, passwd: vec![0; 16], ..Default::default() };
         s.write_all(&warden_proto::frame::encode_frame(&req)).await.unwrap();
         if read_frame(&mut s).await.is_some() {
@@ -176,5 +161,5 @@ async fn connections_beyond_max_client_cnxns_per_ip_are_closed() {
         assert!(tokio::time::Instant::now() < deadline, "slots were never released");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    server.stop().await.unwrap();
+    server.stop().await;
 }

@@ -7,20 +7,15 @@ use warden_proto::connect::{ConnectRequest, ConnectResponse};
 use warden_proto::header::ReplyHeader;
 use warden_proto::request::{PathWatch, Request};
 use warden_proto::Record;
-use warden_server::{Config, Server};
+
+mod common;
+use common::TestServer;
 
 #[tokio::test]
 async fn pipelined_requests_beyond_the_outstanding_limit_are_all_answered_in_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = Config::default();
-    cfg.client_port = 0;
-    cfg.data_dir = dir.path().to_owned();
-    cfg.data_log_dir = dir.path().to_owned();
-    cfg.pre_alloc_bytes = 64 * 1024;
-    cfg.max_outstanding_per_connection = 4;
-    let server = Server::start(cfg).await.unwrap();
+    let server = TestServer::start_with(|cfg| cfg.max_outstanding_per_connection = 4).await;
 
-    let s = TcpStream::connect(server.local_addr).await.unwrap();
+    let s = TcpStream::connect(server.addr).await.unwrap();
     let (mut rd, mut wr) = s.into_split();
     let req = ConnectRequest { timeout_ms: 10_000, passwd: vec![0; 16], ..Default::default() };
     wr.write_all(&warden_proto::frame::encode_frame(&req)).await.unwrap();
@@ -50,5 +45,5 @@ async fn pipelined_requests_beyond_the_outstanding_limit_are_all_answered_in_ord
     };
     tokio::time::timeout(std::time::Duration::from_secs(60), reader).await.expect("every request answered");
     drop(writer.await.unwrap());
-    server.stop().await.unwrap();
+    server.stop().await;
 }
