@@ -18,6 +18,56 @@ pub enum ConfigError {
     Invalid(String),
 }
 
+/// A participant votes and can lead; an observer replicates without voting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerRole {
+    Participant,
+    Observer,
+}
+
+/// One `server.N=host:quorumPort:electionPort[:role][;[clientHost:]clientPort]` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerSpec {
+    pub id: u64,
+    pub host: String,
+    pub quorum_port: u16,
+    pub election_port: u16,
+    pub role: PeerRole,
+    /// The client address from the `;` part, if given.
+    pub client: Option<(String, u16)>,
+}
+
+impl PeerSpec {
+    /// Parses the value of a `server.N` line.
+    pub fn parse(id: u64, value: &str) -> Result<PeerSpec, String> {
+        let (server, client) = match value.split_once(';') {
+            Some((s, c)) => (s, Some(c)),
+            None => (value, None),
+        };
+        let parts: Vec<&str> = server.split(':').collect();
+        if parts.len() < 3 || parts.len() > 4 {
+            return Err(format!("expected host:quorumPort:electionPort[:participant|observer], got {server:?}"));
+        }
+        let port = |p: &str| p.trim().parse::<u16>().map_err(|_| format!("bad port {p:?}"));
+        let role = match parts.get(3).map(|r| r.trim()) {
+            None | Some("participant") => PeerRole::Participant,
+            Some("observer") => PeerRole::Observer,
+            Some(other) => return Err(format!("unknown role {other:?}")),
+        };
+        let client = client.map(|c| parse_client_addr(c.split(';').next().unwrap_or(c))).transpose()?;
+        Ok(PeerSpec { id, host: parts[0].trim().to_string(), quorum_port: port(parts[1])?, election_port: port(parts[2])?, role, client })
+    }
+}
+
+fn parse_client_addr(text: &str) -> Result<(String, u16), String> {
+    let text = text.trim();
+    let (host, port) = match text.rsplit_once(':') {
+        Some((h, p)) => (h.to_string(), p),
+        None => ("0.0.0.0".to_string(), text),
+    };
+    Ok((host, port.parse().map_err(|_| format!("bad client port {port:?}"))?))
+}
+
 /// The settings Warden uses, with ZooKeeper's defaults.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -52,6 +102,15 @@ pub struct Config {
     /// Purge old snapshots and logs after each snapshot. On by default, unlike ZooKeeper; turn off
     /// with `autopurge.enabled=false`.
     pub purge_enabled: bool,
+    /// `server.N` lines: the ensemble. Empty or a single entry means standalone.
+    pub servers: std::collections::BTreeMap<u64, PeerSpec>,
+    /// `myid` from the dataDir (absent when standalone).
+    pub my_id: Option<u64>,
+    /// `initLimit` and `syncLimit`, in ticks.
+    pub init_limit: u32,
+    pub sync_limit: u32,
+    /// `peerType`: this server's role.
+    pub peer_type: PeerRole,
     /// `key=value` pairs Warden does not act on (yet); kept for `conf` and warnings.
     pub ignored: BTreeMap<String, String>,
 }
@@ -81,6 +140,11 @@ impl Default for Config {
             snap_count: 100_000,
             snap_retain_count: 3,
             purge_enabled: true,
+            servers: std::collections::BTreeMap::new(),
+            my_id: None,
+            init_limit: 10,
+            sync_limit: 5,
+            peer_type: PeerRole::Participant,
             ignored: BTreeMap::new(),
         }
     }
@@ -106,6 +170,12 @@ impl Config {
         }
         if cfg.data_log_dir.as_os_str().is_empty() {
             cfg.data_log_dir = cfg.data_dir.clone();
+        }
+        let myid_path = cfg.data_dir.join("myid");
+        if let Ok(text) = std::fs::read_to_string(&myid_path) {
+            let first = text.lines().next().unwrap_or_default().trim();
+            let id = first.parse::<u64>().map_err(|_| ConfigError::Invalid(format!("{}: {first:?} is not a server id", myid_path.display())))?;
+            cfg.my_id = Some(id);
         }
         Ok(cfg)
     }
@@ -157,6 +227,20 @@ impl Config {
                 "snapCount" | "zookeeper.snapCount" => cfg.snap_count = num(val)?.max(2) as u64,
                 "autopurge.snapRetainCount" => cfg.snap_retain_count = num(val)?.max(3) as usize,
                 "autopurge.enabled" => cfg.purge_enabled = parse_bool(val),
+                "initLimit" => cfg.init_limit = num(val)?.max(1) as u32,
+                "syncLimit" => cfg.sync_limit = num(val)?.max(1) as u32,
+                "peerType" => {
+                    cfg.peer_type = match val {
+                        "observer" => PeerRole::Observer,
+                        "participant" => PeerRole::Participant,
+                        _ => return Err(err("must be participant or observer")),
+                    }
+                }
+                k if k.starts_with("server.") => {
+                    let id = k["server.".len()..].parse::<u64>().map_err(|_| err("server id must be a number"))?;
+                    let spec = PeerSpec::parse(id, val).map_err(|e| err(&e))?;
+                    cfg.servers.insert(id, spec);
+                }
                 "forceSync" | "zookeeper.forceSync" => cfg.force_sync = !val.eq_ignore_ascii_case("no"),
                 "preAllocSize" | "zookeeper.preAllocSize" => cfg.pre_alloc_bytes = (num(val)?.max(1) as u64) * 1024,
                 _ => {
@@ -205,7 +289,33 @@ mod tests {
         assert_eq!(c.max_session_timeout_ms, 40000);
         assert!(c.four_letter_allowed("stat"));
         assert_eq!(c.ignored.get("admin.serverPort").map(String::as_str), Some("20003"));
-        assert!(c.ignored.contains_key("server.1"));
+        assert_eq!(c.servers[&1], PeerSpec { id: 1, host: "localhost".into(), quorum_port: 20002, election_port: 20001, role: PeerRole::Participant, client: None });
+    }
+
+    #[test]
+    fn ensemble_lines_parse_with_roles_and_client_addresses() {
+        let c = Config::parse("server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888:participant;2182\nserver.3=h3:2888:3888:observer;127.0.0.3:2183\ninitLimit=7\nsyncLimit=3\npeerType=observer\n").unwrap();
+        assert_eq!(c.servers.len(), 3);
+        assert_eq!(c.servers[&2].client, Some(("0.0.0.0".into(), 2182)));
+        assert_eq!(c.servers[&3].role, PeerRole::Observer);
+        assert_eq!(c.servers[&3].client, Some(("127.0.0.3".into(), 2183)));
+        assert_eq!((c.init_limit, c.sync_limit, c.peer_type), (7, 3, PeerRole::Observer));
+        let e = Config::parse("server.x=h:1:2\n").unwrap_err().to_string();
+        assert!(e.contains("line 1"), "{e}");
+        assert!(Config::parse("server.1=h:1\n").is_err());
+        assert!(Config::parse("server.1=h:1:2:voter\n").is_err());
+    }
+
+    #[test]
+    fn myid_is_read_from_the_data_dir() {
+        let dir = std::env::temp_dir().join(format!("warden-myid-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("myid"), "3\n").unwrap();
+        let cfg_path = dir.join("zoo.cfg");
+        std::fs::write(&cfg_path, format!("dataDir={}\n", dir.display())).unwrap();
+        let c = Config::load(&cfg_path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(c.my_id, Some(3));
     }
 
     #[test]

@@ -34,6 +34,10 @@ pub struct Server {
 impl Server {
     /// Binds the client port and starts serving.
     pub async fn start(cfg: Config) -> anyhow::Result<Server> {
+        if cfg.servers.len() > 1 {
+            // Serving alone what was configured as an ensemble would split its data; refuse instead.
+            anyhow::bail!("zoo.cfg lists {} servers, but Warden runs standalone only (replication is not built yet)", cfg.servers.len());
+        }
         std::fs::create_dir_all(&cfg.data_dir).with_context(|| format!("creating dataDir {}", cfg.data_dir.display()))?;
         let listener = TcpListener::bind(cfg.client_addr()).await.with_context(|| format!("binding {}", cfg.client_addr()))?;
         let local_addr = listener.local_addr()?;
