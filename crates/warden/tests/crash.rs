@@ -7,7 +7,9 @@
 //! * the counter node's version is >= every acknowledged setData version (and >= every version a
 //!   read returned), and its data is consistent with its version,
 //! * every acknowledged sequential name exists, and a new sequential create returns a suffix greater
-//!   than every acknowledged one and every existing child (sequence counters never go backwards),
+//!   than every acknowledged one and every existing child (sequence counters never go backwards);
+//!   each round's sequential nodes go under their own parent `/seq/rN` (one parent's child list would
+//!   outgrow jute.maxbuffer in a long soak), and every parent is probed after every restart,
 //! * every node present is one a writer attempted, with exactly the data attempted.
 //!
 //! Unacknowledged writes may or may not be present.
@@ -272,8 +274,9 @@ struct Truth {
     /// Data of every node verified present, by full path (for later sampling).
     present_data: HashMap<String, Vec<u8>>,
     attempted_seq: HashSet<Vec<u8>>,
-    acked_seq: BTreeMap<i64, Vec<u8>>,
-    /// seq children already data-checked.
+    /// round -> suffix -> data of acknowledged sequential creates under /seq/r{round}.
+    acked_seq: BTreeMap<u32, BTreeMap<i64, Vec<u8>>>,
+    /// seq children (full paths) already data-checked.
     seq_checked: HashMap<String, Vec<u8>>,
     /// Highest acknowledged setData version on /counter.
     counter_acked: i32,
@@ -346,7 +349,7 @@ async fn writer_loop(client: zk::Client, round: u32, w: usize, l: usize, seed: u
         } else if pick < 8 {
             let data = format!("seq:{round}:{w}:{l}:{i}").into_bytes();
             ledger.lock().unwrap().attempted_seq.insert(data.clone());
-            match op(client.create("/seq/s-", &data, &sequential())).await {
+            match op(client.create(&format!("/seq/r{round}/s-"), &data, &sequential())).await {
                 Ok((_, seq)) => ledger.lock().unwrap().acked_seq.push((seq.into_i64(), data)),
                 Err(e) => return unknown(&ledger, "sequential create", e),
             }
@@ -501,76 +504,85 @@ async fn verify(c: &zk::Client, truth: &mut Truth, upto_round: u32, rng: &mut St
         }
     }
 
-    // Sequential nodes.
-    let mut seq_max_existing = -1i64;
-    match op(c.get_children("/seq")).await {
-        Ok((names, _)) => {
-            let names: HashSet<String> = names.into_iter().collect();
-            for (&n, _) in &truth.acked_seq {
-                if !names.contains(&seq_name(n)) {
-                    v.push(format!("acknowledged sequential node /seq/{} is missing", seq_name(n)));
-                }
+    // Sequential nodes: one parent per round (a single parent's child list would outgrow
+    // jute.maxbuffer in a long soak). Every parent gets a probe create each verification.
+    let mut new_seq = -1i64;
+    let mut acked_seq_total = 0usize;
+    for r in 0..=upto_round {
+        let parent = format!("/seq/r{r}");
+        let acked = truth.acked_seq.entry(r).or_default();
+        let names: HashSet<String> = match op(c.get_children(&parent)).await {
+            Ok((names, _)) => names.into_iter().collect(),
+            Err(e) => {
+                v.push(format!("get_children {parent}: {e:?}"));
+                continue;
             }
-            let mut fresh = Vec::new();
-            for name in &names {
-                match parse_seq(name) {
-                    Some(n) => seq_max_existing = seq_max_existing.max(n),
-                    None => v.push(format!("/seq/{name}: not a sequential name")),
-                }
-                if !truth.seq_checked.contains_key(name) {
-                    fresh.push(format!("/seq/{name}"));
-                }
+        };
+        for &n in acked.keys() {
+            if !names.contains(&seq_name(n)) {
+                v.push(format!("acknowledged sequential node {parent}/{} is missing", seq_name(n)));
             }
-            for (p, res) in get_many(c, fresh).await {
-                let name = p.rsplit('/').next().unwrap().to_string();
-                match res {
-                    Ok(d) => {
-                        if let Some(want) = parse_seq(&name).and_then(|n| truth.acked_seq.get(&n)) {
-                            if &d != want {
-                                v.push(format!("{p}: data {:?} != acknowledged {:?}", String::from_utf8_lossy(&d), String::from_utf8_lossy(want)));
-                            }
-                        } else if !truth.attempted_seq.contains(&d) {
-                            v.push(format!("{p}: data {:?} was never written", String::from_utf8_lossy(&d)));
+        }
+        let mut max_existing = -1i64;
+        let mut fresh = Vec::new();
+        for name in &names {
+            match parse_seq(name) {
+                Some(n) => max_existing = max_existing.max(n),
+                None => v.push(format!("{parent}/{name}: not a sequential name")),
+            }
+            let p = format!("{parent}/{name}");
+            if !truth.seq_checked.contains_key(&p) {
+                fresh.push(p);
+            }
+        }
+        for (p, res) in get_many(c, fresh).await {
+            let name = p.rsplit('/').next().unwrap().to_string();
+            match res {
+                Ok(d) => {
+                    if let Some(want) = parse_seq(&name).and_then(|n| acked.get(&n)) {
+                        if &d != want {
+                            v.push(format!("{p}: data {:?} != acknowledged {:?}", String::from_utf8_lossy(&d), String::from_utf8_lossy(want)));
                         }
-                        truth.seq_checked.insert(name, d);
+                    } else if !truth.attempted_seq.contains(&d) {
+                        v.push(format!("{p}: data {:?} was never written", String::from_utf8_lossy(&d)));
                     }
-                    Err(e) => v.push(format!("get_data {p} (listed): {e:?}")),
+                    truth.seq_checked.insert(p, d);
                 }
-            }
-            for (name, d) in &truth.seq_checked {
-                if !names.contains(name) {
-                    v.push(format!("/seq/{name} (data {:?}) was present after an earlier restart and is gone", String::from_utf8_lossy(d)));
-                }
+                Err(e) => v.push(format!("get_data {p} (listed): {e:?}")),
             }
         }
-        Err(e) => v.push(format!("get_children /seq: {e:?}")),
+        let prefix = format!("{parent}/");
+        for (p, d) in truth.seq_checked.iter().filter(|(p, _)| p.starts_with(&prefix)) {
+            if !names.contains(&p[prefix.len()..]) {
+                v.push(format!("{p} (data {:?}) was present after an earlier restart and is gone", String::from_utf8_lossy(d)));
+            }
+        }
+        let acked_max = acked.keys().next_back().copied().unwrap_or(-1);
+        let probe = format!("seq:verify:{upto_round}:{r}").into_bytes();
+        truth.attempted_seq.insert(probe.clone());
+        match op(c.create(&format!("{parent}/s-"), &probe, &sequential())).await {
+            Ok((_, seq)) => {
+                let n = seq.into_i64();
+                if n <= acked_max {
+                    v.push(format!("sequence of {parent} went backwards: new suffix {n} <= acknowledged suffix {acked_max}"));
+                }
+                if n <= max_existing {
+                    v.push(format!("sequence of {parent} went backwards: new suffix {n} <= existing child suffix {max_existing}"));
+                }
+                acked.insert(n, probe.clone());
+                truth.seq_checked.insert(format!("{parent}/{}", seq_name(n)), probe);
+                if r == upto_round {
+                    new_seq = n;
+                }
+            }
+            Err(e) => v.push(format!("verification sequential create under {parent}: {e:?}")),
+        }
+        acked_seq_total += acked.len();
     }
-    let acked_seq_max = truth.acked_seq.keys().next_back().copied().unwrap_or(-1);
-    let probe = format!("seq:verify:{upto_round}").into_bytes();
-    truth.attempted_seq.insert(probe.clone());
-    let new_seq = match op(c.create("/seq/s-", &probe, &sequential())).await {
-        Ok((_, seq)) => {
-            let n = seq.into_i64();
-            if n <= acked_seq_max {
-                v.push(format!("sequence went backwards: new suffix {n} <= acknowledged suffix {acked_seq_max}"));
-            }
-            if n <= seq_max_existing {
-                v.push(format!("sequence went backwards: new suffix {n} <= existing child suffix {seq_max_existing}"));
-            }
-            truth.acked_seq.insert(n, probe.clone());
-            truth.seq_checked.insert(seq_name(n), probe);
-            n
-        }
-        Err(e) => {
-            v.push(format!("verification sequential create: {e:?}"));
-            -1
-        }
-    };
 
     let summary = format!(
-        "verified {acked_total} acked nodes in {} rounds, {} acked sequential (new suffix {new_seq}), counter version {counter_version} (acked max {})",
+        "verified {acked_total} acked nodes in {} rounds, {acked_seq_total} acked sequential (new suffix {new_seq}), counter version {counter_version} (acked max {})",
         upto_round + 1,
-        truth.acked_seq.len(),
         truth.counter_acked
     );
     (v, summary)
@@ -619,8 +631,10 @@ async fn crash_restart_keeps_acknowledged_writes() {
         }
 
         let c = connect(h.addr).await.unwrap_or_else(|e| h.fail(&e));
-        if let Err(e) = op(c.create(&format!("/data/r{round}"), b"", &persistent())).await {
-            h.fail(&format!("creating /data/r{round}: {e:?}"));
+        for parent in [format!("/data/r{round}"), format!("/seq/r{round}")] {
+            if let Err(e) = op(c.create(&parent, b"", &persistent())).await {
+                h.fail(&format!("creating {parent}: {e:?}"));
+            }
         }
         drop(c);
 
@@ -660,7 +674,7 @@ async fn crash_restart_keeps_acknowledged_writes() {
         truth.acked_nodes.insert(round, nodes);
         truth.attempted_seq.extend(ledger.attempted_seq.iter().cloned());
         for (n, d) in &ledger.acked_seq {
-            if let Some(old) = truth.acked_seq.insert(*n, d.clone()) {
+            if let Some(old) = truth.acked_seq.entry(round).or_default().insert(*n, d.clone()) {
                 h.fail(&format!("round {round} (seed {seed}): sequential suffix {n} acknowledged twice ({:?} and {:?})", String::from_utf8_lossy(&old), String::from_utf8_lossy(d)));
             }
         }
