@@ -1,13 +1,16 @@
 //! Start-up recovery (newest valid snapshot, then the txn log) and purging of old files, as
 //! ZooKeeper's `FileTxnSnapLog.restore` and `PurgeTxnLog` do.
 
-use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use warden_proto::{Txn, TxnHeader};
 use warden_tree::{DataTree, TxnResult};
 
-use crate::snapshot::{find_valid_snapshots, read_snapshot, snapshot_files, sync_dir, zxid_from_name, SNAPSHOTS_TRIED};
+use crate::fs::{Fs, RealFs};
+use crate::snapshot::{
+    find_valid_snapshots_with_fs, read_snapshot_with_fs, snapshot_files, sync_dir, zxid_from_name, SNAPSHOTS_TRIED,
+};
 use crate::{StorageError, TxnLog};
 
 /// What `recover` rebuilt.
@@ -35,11 +38,21 @@ pub struct Recovered {
 /// fuzzy snapshots: `DataTree::apply` reports them and changes nothing. With no snapshot the
 /// whole log is replayed onto a fresh tree.
 pub fn recover(data_dir: &Path, data_log_dir: &Path, pre_alloc_bytes: u64) -> Result<Recovered, StorageError> {
-    let candidates = find_valid_snapshots(data_dir);
+    recover_with_fs(Arc::new(RealFs), data_dir, data_log_dir, pre_alloc_bytes)
+}
+
+/// As `recover`, on the file system `fs` (the returned log keeps using it).
+pub fn recover_with_fs(
+    fs: Arc<dyn Fs>,
+    data_dir: &Path,
+    data_log_dir: &Path,
+    pre_alloc_bytes: u64,
+) -> Result<Recovered, StorageError> {
+    let candidates = find_valid_snapshots_with_fs(&*fs, data_dir);
     let mut loaded = None;
     let mut failures = Vec::new();
     for path in candidates.iter().take(SNAPSHOTS_TRIED) {
-        match read_snapshot(path).and_then(|s| Ok((s.to_tree(path)?, s))) {
+        match read_snapshot_with_fs(&*fs, path).and_then(|s| Ok((s.to_tree(path)?, s))) {
             Ok((tree, snap)) => {
                 loaded = Some((path.clone(), tree, snap));
                 break;
@@ -60,7 +73,7 @@ pub fn recover(data_dir: &Path, data_log_dir: &Path, pre_alloc_bytes: u64) -> Re
         Some((path, tree, snap)) => (Some(path), tree, snap.sessions, snap.zxid),
         None => (None, DataTree::new(), Vec::new(), 0),
     };
-    let (log, txns) = TxnLog::open(data_log_dir, pre_alloc_bytes)?;
+    let (log, txns) = TxnLog::open_with_fs(fs, data_log_dir, pre_alloc_bytes)?;
     let txns_after_snapshot: Vec<(TxnHeader, Txn)> = txns.into_iter().filter(|(h, _)| h.zxid > snapshot_zxid).collect();
     if let Some((first, _)) = txns_after_snapshot.first() {
         let same_epoch = first.zxid >> 32 == snapshot_zxid >> 32;
@@ -95,14 +108,19 @@ fn track_sessions(sessions: &mut Vec<(i64, i32)>, hdr: &TxnHeader, txn: &Txn) {
 /// snapshot's, and the newest log file starting at or before it (it may hold the txns right
 /// after that snapshot). Returns the removed paths. Does nothing without a valid snapshot.
 pub fn purge(data_dir: &Path, data_log_dir: &Path, keep: usize) -> Result<Vec<PathBuf>, StorageError> {
+    purge_with_fs(&RealFs, data_dir, data_log_dir, keep)
+}
+
+/// As `purge`, on the file system `fs`.
+pub fn purge_with_fs(fs: &dyn Fs, data_dir: &Path, data_log_dir: &Path, keep: usize) -> Result<Vec<PathBuf>, StorageError> {
     let keep = keep.max(3);
-    let snaps = find_valid_snapshots(data_dir);
+    let snaps = find_valid_snapshots_with_fs(fs, data_dir);
     let Some(oldest_kept) = snaps.get(keep.min(snaps.len()).wrapping_sub(1)) else { return Ok(Vec::new()) };
     let name = oldest_kept.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     let Some(least) = zxid_from_name(name, "snapshot") else { return Ok(Vec::new()) };
 
     let log_dir = data_log_dir.join("version-2");
-    let logs = log_files(&log_dir);
+    let logs = log_files(fs, &log_dir);
     // FileTxnLog.getLogFiles: the newest log starting at or before `least` is retained.
     let retained_log = logs.iter().filter(|(z, _)| *z <= least).map(|(z, _)| *z).max();
     let mut doomed: Vec<PathBuf> = logs
@@ -111,24 +129,22 @@ pub fn purge(data_dir: &Path, data_log_dir: &Path, keep: usize) -> Result<Vec<Pa
         .map(|(_, p)| p)
         .collect();
     let snap_dir = data_dir.join("version-2");
-    doomed.extend(snapshot_files(&snap_dir).into_iter().filter(|(z, _)| *z < least).map(|(_, p)| p));
+    doomed.extend(snapshot_files(fs, &snap_dir).into_iter().filter(|(z, _)| *z < least).map(|(_, p)| p));
     for f in &doomed {
         tracing::info!(file = %f.display(), "purging");
-        fs::remove_file(f).map_err(StorageError::io("remove", f))?;
+        fs.remove_file(f).map_err(StorageError::io("remove", f))?;
     }
     if !doomed.is_empty() {
-        sync_dir(&snap_dir)?;
+        sync_dir(fs, &snap_dir)?;
         if log_dir != snap_dir {
-            sync_dir(&log_dir)?;
+            sync_dir(fs, &log_dir)?;
         }
     }
     Ok(doomed)
 }
 
 /// `log.<hex>` files of `dir` with their zxids.
-fn log_files(dir: &Path) -> Vec<(i64, PathBuf)> {
-    let Ok(rd) = fs::read_dir(dir) else { return Vec::new() };
-    rd.filter_map(Result::ok)
-        .filter_map(|e| Some((zxid_from_name(e.file_name().to_str()?, "log")?, e.path())))
-        .collect()
+fn log_files(fs: &dyn Fs, dir: &Path) -> Vec<(i64, PathBuf)> {
+    let Ok(names) = fs.list_dir(dir) else { return Vec::new() };
+    names.into_iter().filter_map(|name| Some((zxid_from_name(&name, "log")?, dir.join(name)))).collect()
 }

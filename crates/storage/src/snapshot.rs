@@ -25,13 +25,13 @@
 //! accepts a snapshot with no digest section (`deserializeZxidDigest` treats EOF as absent).
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use warden_proto::{Acl, Reader, Record, StatPersisted, Writer};
 use warden_tree::{DataTree, Znode};
 
+use crate::fs::{Fs, FsFile, RealFs};
 use crate::StorageError;
 
 /// FileHeader magic of a snapshot: ASCII "ZKSN".
@@ -141,37 +141,52 @@ pub fn write_snapshot_with(
     zxid: i64,
     compression: Compression,
 ) -> Result<PathBuf, StorageError> {
+    write_snapshot_with_fs(&RealFs, data_dir, tree, sessions, zxid, compression)
+}
+
+/// As `write_snapshot_with`, on the file system `fs`.
+pub fn write_snapshot_with_fs(
+    fs: &dyn Fs,
+    data_dir: &Path,
+    tree: &DataTree,
+    sessions: &[(i64, i32)],
+    zxid: i64,
+    compression: Compression,
+) -> Result<PathBuf, StorageError> {
     let dir = data_dir.join("version-2");
-    fs::create_dir_all(&dir).map_err(StorageError::io("create directory", &dir))?;
+    fs.create_dir_all(&dir).map_err(StorageError::io("create directory", &dir))?;
     let name = snapshot_file_name(zxid, compression);
     let path = dir.join(&name);
     // A leading dot keeps ZooKeeper (and `find_valid_snapshots`) from taking it for a snapshot.
     let tmp = dir.join(format!(".{name}.tmp"));
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)
-        .map_err(StorageError::io("create", &tmp))?;
-    let result = (|| {
-        let out = BufWriter::with_capacity(256 * 1024, file);
-        let sink = match compression {
-            Compression::None => Sink::Plain(out),
-            Compression::Gzip => Sink::Gzip(flate2::write::GzEncoder::new(out, flate2::Compression::default())),
-            Compression::Snappy => Sink::Snappy(SnappyJavaWriter::new(out)),
-        };
-        let mut w = Checked { inner: sink, adler: adler2::Adler32::new() };
-        write_body(&mut w, tree, sessions).map_err(StorageError::io("write", &tmp))?;
-        let file = w.inner.finish().map_err(StorageError::io("write", &tmp))?;
-        file.sync_all().map_err(StorageError::io("fsync", &tmp))
-    })();
-    if let Err(e) = result {
-        let _ = fs::remove_file(&tmp);
+    let file = fs.create(&tmp).map_err(StorageError::io("create", &tmp))?;
+    if let Err(e) = write_synced(file, &tmp, tree, sessions, compression) {
+        let _ = fs.remove_file(&tmp);
         return Err(e);
     }
-    fs::rename(&tmp, &path).map_err(StorageError::io("rename", &tmp))?;
-    sync_dir(&dir)?;
+    fs.rename(&tmp, &path).map_err(StorageError::io("rename", &tmp))?;
+    sync_dir(fs, &dir)?;
     Ok(path)
+}
+
+/// Writes the snapshot stream to `file` and fsyncs it.
+fn write_synced(
+    file: Box<dyn FsFile>,
+    tmp: &Path,
+    tree: &DataTree,
+    sessions: &[(i64, i32)],
+    compression: Compression,
+) -> Result<(), StorageError> {
+    let out = BufWriter::with_capacity(256 * 1024, file);
+    let sink = match compression {
+        Compression::None => Sink::Plain(out),
+        Compression::Gzip => Sink::Gzip(flate2::write::GzEncoder::new(out, flate2::Compression::default())),
+        Compression::Snappy => Sink::Snappy(SnappyJavaWriter::new(out)),
+    };
+    let mut w = Checked { inner: sink, adler: adler2::Adler32::new() };
+    write_body(&mut w, tree, sessions).map_err(StorageError::io("write", tmp))?;
+    let mut file = w.inner.finish().map_err(StorageError::io("write", tmp))?;
+    file.sync_all().map_err(StorageError::io("fsync", tmp))
 }
 
 /// The uncompressed snapshot stream for `tree` (what a plain `snapshot.<zxid>` file holds).
@@ -255,10 +270,12 @@ impl<W: Write> Checked<W> {
     }
 }
 
+type FileOut = BufWriter<Box<dyn FsFile>>;
+
 enum Sink {
-    Plain(BufWriter<File>),
-    Gzip(flate2::write::GzEncoder<BufWriter<File>>),
-    Snappy(SnappyJavaWriter<BufWriter<File>>),
+    Plain(FileOut),
+    Gzip(flate2::write::GzEncoder<FileOut>),
+    Snappy(SnappyJavaWriter<FileOut>),
 }
 
 impl Write for Sink {
@@ -280,7 +297,7 @@ impl Write for Sink {
 }
 
 impl Sink {
-    fn finish(self) -> io::Result<File> {
+    fn finish(self) -> io::Result<Box<dyn FsFile>> {
         let buffered = match self {
             Sink::Plain(w) => w,
             Sink::Gzip(w) => w.finish()?,
@@ -366,9 +383,14 @@ fn snappy_java_decode(mut buf: &[u8]) -> Result<Vec<u8>, String> {
 /// Reads and verifies a snapshot file (plain, `.gz` or `.snappy` by extension): header, every
 /// node, and each checksum seal. The zxid comes from the file name, as in ZooKeeper.
 pub fn read_snapshot(path: &Path) -> Result<Snapshot, StorageError> {
+    read_snapshot_with_fs(&RealFs, path)
+}
+
+/// As `read_snapshot`, on the file system `fs`.
+pub fn read_snapshot_with_fs(fs: &dyn Fs, path: &Path) -> Result<Snapshot, StorageError> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     let zxid = zxid_from_name(name, "snapshot").ok_or_else(|| corrupt(path, "file name is not snapshot.<hex zxid>"))?;
-    let raw = fs::read(path).map_err(StorageError::io("read", path))?;
+    let raw = fs.read(path).map_err(StorageError::io("read", path))?;
     let bytes = match Compression::of_file_name(name) {
         Compression::None => raw,
         Compression::Gzip => {
@@ -489,51 +511,38 @@ pub(crate) fn zxid_from_name(name: &str, prefix: &str) -> Option<i64> {
 /// seal's `int 1, '/'`; gzip and snappy files start with their magic). Checksums are verified
 /// only by `read_snapshot`.
 pub fn find_valid_snapshots(data_dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<(i64, PathBuf)> = snapshot_files(&data_dir.join("version-2"))
+    find_valid_snapshots_with_fs(&RealFs, data_dir)
+}
+
+/// As `find_valid_snapshots`, on the file system `fs`.
+pub fn find_valid_snapshots_with_fs(fs: &dyn Fs, data_dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<(i64, PathBuf)> = snapshot_files(fs, &data_dir.join("version-2"))
         .into_iter()
-        .filter(|(_, p)| quick_valid(p))
+        .filter(|(_, p)| quick_valid(fs, p))
         .collect();
     files.sort_by_key(|f| std::cmp::Reverse(f.0));
     files.into_iter().map(|(_, p)| p).collect()
 }
 
 /// Every `snapshot.<hex>[.ext]` in `dir` with its zxid, unsorted.
-pub(crate) fn snapshot_files(dir: &Path) -> Vec<(i64, PathBuf)> {
-    let Ok(rd) = fs::read_dir(dir) else { return Vec::new() };
-    rd.filter_map(Result::ok)
-        .filter_map(|e| {
-            let name = e.file_name();
-            let zxid = zxid_from_name(name.to_str()?, "snapshot")?;
-            Some((zxid, e.path()))
-        })
-        .collect()
+pub(crate) fn snapshot_files(fs: &dyn Fs, dir: &Path) -> Vec<(i64, PathBuf)> {
+    let Ok(names) = fs.list_dir(dir) else { return Vec::new() };
+    names.into_iter().filter_map(|name| Some((zxid_from_name(&name, "snapshot")?, dir.join(name)))).collect()
 }
 
-fn quick_valid(path: &Path) -> bool {
+fn quick_valid(fs: &dyn Fs, path: &Path) -> bool {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    let Ok(mut f) = File::open(path) else { return false };
+    let starts_with = |magic: &[u8]| fs.read_at(path, 0, magic.len()).is_ok_and(|m| m == magic);
     match Compression::of_file_name(name) {
-        Compression::Gzip => {
-            let mut m = [0u8; 2];
-            f.read_exact(&mut m).is_ok() && m == [0x1f, 0x8b]
-        }
-        Compression::Snappy => {
-            let mut m = [0u8; 8];
-            f.read_exact(&mut m).is_ok() && m == SNAPPY_MAGIC
-        }
+        Compression::Gzip => starts_with(&[0x1f, 0x8b]),
+        Compression::Snappy => starts_with(&SNAPPY_MAGIC),
         Compression::None => {
-            use std::io::{Seek, SeekFrom};
-            let Ok(len) = f.metadata().map(|m| m.len()) else { return false };
-            if len < 10 || f.seek(SeekFrom::Start(len - 5)).is_err() {
-                return false;
-            }
-            let mut tail = [0u8; 5];
-            f.read_exact(&mut tail).is_ok() && tail == [0, 0, 0, 1, b'/']
+            let Ok(len) = fs.file_len(path) else { return false };
+            len >= 10 && fs.read_at(path, len - 5, 5).is_ok_and(|t| t == [0, 0, 0, 1, b'/'])
         }
     }
 }
 
-pub(crate) fn sync_dir(dir: &Path) -> Result<(), StorageError> {
-    let d = File::open(dir).map_err(StorageError::io("open directory", dir))?;
-    d.sync_all().map_err(StorageError::io("fsync directory", dir))
+pub(crate) fn sync_dir(fs: &dyn Fs, dir: &Path) -> Result<(), StorageError> {
+    fs.sync_dir(dir).map_err(StorageError::io("fsync directory", dir))
 }

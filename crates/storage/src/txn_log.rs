@@ -1,12 +1,13 @@
 //! The transaction log: `<dataLogDir>/version-2/log.<hex zxid of first txn>`, ZooKeeper's format.
 //! Appends are buffered; `sync` makes everything appended so far durable.
 
-use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use warden_proto::{Txn, TxnHeader};
 
+use crate::fs::{Fs, FsFile, RealFs};
 use crate::log_format::{encode_record, file_header, parse_file, FileEnd, FILE_HEADER_LEN};
 use crate::StorageError;
 
@@ -24,6 +25,7 @@ pub fn log_file_name(zxid: i64) -> String {
 /// An open txn log directory. After `open`, the first `append` starts a new file, as ZooKeeper does.
 #[derive(Debug)]
 pub struct TxnLog {
+    fs: Arc<dyn Fs>,
     dir: PathBuf,
     pre_alloc_bytes: u64,
     current: Option<CurrentFile>,
@@ -36,7 +38,7 @@ pub struct TxnLog {
 #[derive(Debug)]
 struct CurrentFile {
     path: PathBuf,
-    out: BufWriter<File>,
+    out: BufWriter<Box<dyn FsFile>>,
     /// Logical end of the written data, including bytes still in the buffer.
     position: u64,
     /// File length including zero padding.
@@ -51,13 +53,22 @@ impl TxnLog {
         data_log_dir: &Path,
         pre_alloc_bytes: u64,
     ) -> Result<(TxnLog, Vec<(TxnHeader, Txn)>), StorageError> {
+        TxnLog::open_with_fs(Arc::new(RealFs), data_log_dir, pre_alloc_bytes)
+    }
+
+    /// As `open`, on the file system `fs`.
+    pub fn open_with_fs(
+        fs: Arc<dyn Fs>,
+        data_log_dir: &Path,
+        pre_alloc_bytes: u64,
+    ) -> Result<(TxnLog, Vec<(TxnHeader, Txn)>), StorageError> {
         let dir = data_log_dir.join("version-2");
-        fs::create_dir_all(&dir).map_err(StorageError::io("create directory", &dir))?;
-        let files = list_log_files(&dir)?;
+        fs.create_dir_all(&dir).map_err(StorageError::io("create directory", &dir))?;
+        let files = list_log_files(&*fs, &dir)?;
         let mut txns: Vec<(TxnHeader, Txn)> = Vec::new();
         let mut recovered_tail = None;
         for (i, path) in files.iter().enumerate() {
-            let buf = fs::read(path).map_err(StorageError::io("read", path))?;
+            let buf = fs.read(path).map_err(StorageError::io("read", path))?;
             let parsed = parse_file(path, &buf)?;
             for rec in parsed.records {
                 check_order(
@@ -79,11 +90,12 @@ impl TxnLog {
                         reason,
                     });
                 }
-                recovered_tail = Some(repair_tail(&dir, path, offset, &reason)?);
+                recovered_tail = Some(repair_tail(&*fs, &dir, path, offset, &reason)?);
             }
         }
         let last_zxid = txns.last().map_or(0, |(h, _)| h.zxid);
         let log = TxnLog {
+            fs,
             dir,
             pre_alloc_bytes,
             current: None,
@@ -174,7 +186,8 @@ impl TxnLog {
 
     fn write_record(&mut self, zxid: i64, record: &[u8]) -> Result<(), StorageError> {
         if self.current.is_none() {
-            self.current = Some(CurrentFile::create(self.dir.join(log_file_name(zxid)))?);
+            let path = self.dir.join(log_file_name(zxid));
+            self.current = Some(CurrentFile::create(&*self.fs, path)?);
             self.dir_needs_sync = true;
         }
         match self.current.as_mut() {
@@ -189,12 +202,12 @@ impl TxnLog {
                 .flush()
                 .map_err(StorageError::io("write", &cur.path))?;
             cur.out
-                .get_ref()
+                .get_mut()
                 .sync_data()
                 .map_err(StorageError::io("fdatasync", &cur.path))?;
         }
         if self.dir_needs_sync {
-            sync_dir(&self.dir)?;
+            sync_dir(&*self.fs, &self.dir)?;
             self.dir_needs_sync = false;
         }
         Ok(())
@@ -203,13 +216,8 @@ impl TxnLog {
 
 impl CurrentFile {
     /// Creates (or replaces: `open` proved it holds no txn at or after `zxid`) a log file.
-    fn create(path: PathBuf) -> Result<Self, StorageError> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .map_err(StorageError::io("create", &path))?;
+    fn create(fs: &dyn Fs, path: PathBuf) -> Result<Self, StorageError> {
+        let file = fs.create(&path).map_err(StorageError::io("create", &path))?;
         let mut out = BufWriter::with_capacity(WRITE_BUFFER, file);
         out.write_all(&file_header())
             .map_err(StorageError::io("write", &path))?;
@@ -225,7 +233,7 @@ impl CurrentFile {
         let end = self.position + record.len() as u64;
         if let Some(size) = padded_size(end, self.size, pre_alloc) {
             self.out
-                .get_ref()
+                .get_mut()
                 .set_len(size)
                 .map_err(StorageError::io("preallocate", &self.path))?;
             self.size = size;
@@ -252,18 +260,17 @@ fn padded_size(end: u64, size: u64, pre_alloc: u64) -> Option<u64> {
 }
 
 /// `log.<hex>` files of `dir`, sorted by zxid. Other names are left alone.
-fn list_log_files(dir: &Path) -> Result<Vec<PathBuf>, StorageError> {
+fn list_log_files(fs: &dyn Fs, dir: &Path) -> Result<Vec<PathBuf>, StorageError> {
     let mut files = Vec::new();
-    for entry in fs::read_dir(dir).map_err(StorageError::io("list", dir))? {
-        let entry = entry.map_err(StorageError::io("list", dir))?;
-        let name = entry.file_name();
-        let Some(hex) = name.to_str().and_then(|n| n.strip_prefix("log.")) else {
+    for name in fs.list_dir(dir).map_err(StorageError::io("list", dir))? {
+        let Some(hex) = name.strip_prefix("log.") else {
             continue;
         };
+        let path = dir.join(&name);
         match u64::from_str_radix(hex, 16) {
-            Ok(zxid) => files.push((zxid as i64, entry.path())),
+            Ok(zxid) => files.push((zxid as i64, path)),
             Err(_) => {
-                tracing::warn!(file = %entry.path().display(), "ignoring file with a log. name that is not a hex zxid")
+                tracing::warn!(file = %path.display(), "ignoring file with a log. name that is not a hex zxid")
             }
         }
     }
@@ -283,29 +290,24 @@ fn check_order(file: &Path, offset: u64, prev: Option<i64>, zxid: i64) -> Result
 }
 
 /// Cuts a torn tail off the newest file (or removes a file whose header is incomplete).
-fn repair_tail(dir: &Path, path: &Path, offset: u64, reason: &str) -> Result<String, StorageError> {
+fn repair_tail(fs: &dyn Fs, dir: &Path, path: &Path, offset: u64, reason: &str) -> Result<String, StorageError> {
     let msg = format!(
         "truncated torn tail of {} at offset {offset}: {reason}",
         path.display()
     );
     tracing::warn!("{msg}");
     if offset == 0 {
-        fs::remove_file(path).map_err(StorageError::io("remove", path))?;
+        fs.remove_file(path).map_err(StorageError::io("remove", path))?;
     } else {
-        let file = OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(StorageError::io("open", path))?;
+        let mut file = fs.open_write(path).map_err(StorageError::io("open", path))?;
         file.set_len(offset)
             .map_err(StorageError::io("truncate", path))?;
         file.sync_all().map_err(StorageError::io("fsync", path))?;
     }
-    sync_dir(dir)?;
+    sync_dir(fs, dir)?;
     Ok(msg)
 }
 
-fn sync_dir(dir: &Path) -> Result<(), StorageError> {
-    let d = File::open(dir).map_err(StorageError::io("open directory", dir))?;
-    d.sync_all()
-        .map_err(StorageError::io("fsync directory", dir))
+fn sync_dir(fs: &dyn Fs, dir: &Path) -> Result<(), StorageError> {
+    fs.sync_dir(dir).map_err(StorageError::io("fsync directory", dir))
 }
