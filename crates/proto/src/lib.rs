@@ -9,11 +9,13 @@
 
 pub mod connect;
 pub mod data;
+pub mod election;
 pub mod error;
 pub mod frame;
 pub mod header;
 pub mod jute;
 pub mod opcode;
+pub mod quorum;
 pub mod request;
 pub mod response;
 pub mod txn;
