@@ -1,0 +1,391 @@
+//! ZooKeeper's Fast Leader Election (`FastLeaderElection.lookForLeader` and
+//! `Messenger.WorkerReceiver`) as a pure state machine.
+//!
+//! Inputs: [`FastLeaderElection::start`] (become LOOKING), [`FastLeaderElection::receive`] (a
+//! decoded notification from a peer) and [`FastLeaderElection::tick`] (time passed). Outputs:
+//! [`ElectionAction`]s. Time only enters as `now_ms`; the machine owns no timer, it reports its
+//! next deadline through [`FastLeaderElection::next_deadline_ms`].
+//!
+//! Rules, as in ZooKeeper 3.8:
+//! - A new round increments the logical clock and votes for this server: (current epoch, last
+//!   zxid, sid). Observers vote for nobody ([`Candidate::NONE`]).
+//! - Votes are ordered by ([`Candidate::beats`]) epoch, zxid, sid; observers never win.
+//! - A LOOKING notification from a newer round moves the clock forward, clears the round's votes
+//!   and re-decides between the sender's vote and our own initial vote; from an older round it is
+//!   ignored (the sender gets our vote back); in our round a better vote is adopted and
+//!   re-broadcast. Every vote counted is kept per sid (`recvset`).
+//! - Once our vote is held by a quorum of voters we wait `finalizeWait` (200 ms, restarted by
+//!   every notification that is not better) and then decide; a better notification reopens
+//!   the round.
+//! - FOLLOWING / LEADING notifications in our round are counted in `recvset`; from any round in
+//!   `outofelection`. When a quorum agrees on a leader that itself says LEADING, we join it at once
+//!   (this is how a restarted server rejoins an established leader).
+//! - Without notifications we resend ours with a backoff of 200 ms doubling to 60 s.
+//! - A server that is not LOOKING answers each LOOKING voter with its final vote; any server
+//!   answers a non-voter immediately with its vote.
+//!
+//! Deviation: while LOOKING, a reply to a non-voter carries our current proposal; ZooKeeper sends
+//! `QuorumPeer.getCurrentVote()`, which is the previous round's result until the round ends. Both
+//! let observers finish through FOLLOWING/LEADING answers; ours lets them finish in the same round.
+//! Our own notification is counted directly instead of being delivered to ourselves.
+
+use std::collections::BTreeMap;
+
+use warden_proto::election::{Notification, ServerState};
+
+use crate::action::{ElectionAction, Elected};
+use crate::candidate::Candidate;
+use crate::config::QuorumConfig;
+use crate::vote::Vote;
+use crate::Sid;
+
+/// `finalizeWait`: how long a quorum-held vote waits for a better notification.
+pub const FINALIZE_WAIT_MS: u64 = 200;
+/// `minNotificationInterval`: the first resend timeout.
+pub const MIN_NOTIFICATION_INTERVAL_MS: u64 = FINALIZE_WAIT_MS;
+/// `maxNotificationInterval`: the resend backoff ceiling.
+pub const MAX_NOTIFICATION_INTERVAL_MS: u64 = 60_000;
+
+/// Where the machine is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Before the first [`FastLeaderElection::start`]: inputs are ignored.
+    Idle,
+    /// LOOKING; `finalize_at_ms` is set while our vote is held by a quorum.
+    Looking { finalize_at_ms: Option<u64> },
+    /// Left the election with this final vote (its state is ours).
+    Decided(Vote),
+}
+
+/// One server's Fast Leader Election.
+#[derive(Debug, Clone)]
+pub struct FastLeaderElection {
+    my_id: Sid,
+    config: QuorumConfig,
+    config_text: Vec<u8>,
+    logical_clock: i64,
+    phase: Phase,
+    own: Candidate,
+    proposal: Candidate,
+    recvset: BTreeMap<Sid, Vote>,
+    outofelection: BTreeMap<Sid, Vote>,
+    not_timeout_ms: u64,
+    resend_at_ms: u64,
+}
+
+impl FastLeaderElection {
+    /// A machine for server `my_id` in `config`; idle until [`FastLeaderElection::start`].
+    pub fn new(my_id: Sid, config: QuorumConfig) -> Self {
+        Self {
+            my_id,
+            config,
+            config_text: Vec::new(),
+            logical_clock: 0,
+            phase: Phase::Idle,
+            own: Candidate::NONE,
+            proposal: Candidate::NONE,
+            recvset: BTreeMap::new(),
+            outofelection: BTreeMap::new(),
+            not_timeout_ms: MIN_NOTIFICATION_INTERVAL_MS,
+            resend_at_ms: 0,
+        }
+    }
+
+    /// Sets the QuorumVerifier text sent in every notification (ZooKeeper peers parse it; give
+    /// them the dynamic-config form, e.g. `server.1=h:2888:3888:participant\nversion=0`).
+    pub fn set_config_text(&mut self, text: Vec<u8>) {
+        self.config_text = text;
+    }
+
+    /// This server's id.
+    pub fn my_id(&self) -> Sid {
+        self.my_id
+    }
+
+    /// The current round (`logicalclock`).
+    pub fn logical_clock(&self) -> i64 {
+        self.logical_clock
+    }
+
+    /// LOOKING until decided, then LEADING, FOLLOWING or OBSERVING.
+    pub fn state(&self) -> ServerState {
+        match self.phase {
+            Phase::Decided(v) => v.state,
+            _ => ServerState::Looking,
+        }
+    }
+
+    /// Whom we currently vote for (meaningful while LOOKING).
+    pub fn proposal(&self) -> Candidate {
+        self.proposal
+    }
+
+    /// The final vote once decided.
+    pub fn current_vote(&self) -> Option<Vote> {
+        match self.phase {
+            Phase::Decided(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// When [`FastLeaderElection::tick`] next has work: the end of finalizeWait or the resend
+    /// timeout. `None` when not LOOKING.
+    pub fn next_deadline_ms(&self) -> Option<u64> {
+        match self.phase {
+            Phase::Looking { finalize_at_ms: Some(t) } => Some(t),
+            Phase::Looking { finalize_at_ms: None } => Some(self.resend_at_ms),
+            _ => None,
+        }
+    }
+
+    /// `QuorumPeer.updateElectionVote`: after ZAB settles a new epoch, answers carry it.
+    pub fn update_peer_epoch(&mut self, epoch: i64) {
+        if let Phase::Decided(v) = &mut self.phase {
+            v.peer_epoch = epoch;
+        }
+    }
+
+    /// Starts a round (`lookForLeader`): LOOKING, next logical clock, a vote for ourselves with
+    /// our `current_epoch` and `last_zxid` (-1 for a server that must not take part), broadcast.
+    pub fn start(&mut self, now_ms: u64, last_zxid: i64, current_epoch: i64) -> Vec<ElectionAction> {
+        self.logical_clock += 1;
+        self.recvset.clear();
+        self.outofelection.clear();
+        self.own = match self.config.is_voter(self.my_id) {
+            true => Candidate { sid: self.my_id, zxid: last_zxid, epoch: current_epoch },
+            false => Candidate::NONE,
+        };
+        self.proposal = self.own;
+        self.phase = Phase::Looking { finalize_at_ms: None };
+        self.not_timeout_ms = MIN_NOTIFICATION_INTERVAL_MS;
+        self.resend_at_ms = now_ms + self.not_timeout_ms;
+        let mut out = Vec::new();
+        self.broadcast(&mut out);
+        self.check_quorum(now_ms);
+        out
+    }
+
+    /// A notification from peer `from` (`WorkerReceiver` then `lookForLeader`).
+    pub fn receive(&mut self, from: Sid, n: &Notification, now_ms: u64) -> Vec<ElectionAction> {
+        let mut out = Vec::new();
+        match self.phase {
+            Phase::Idle => {}
+            _ if !self.config.is_voter(from) => self.answer_non_voter(from, &mut out),
+            Phase::Decided(vote) => self.answer_looking_voter(from, n, vote, &mut out),
+            Phase::Looking { .. } => {
+                if n.state == ServerState::Looking && n.election_epoch < self.logical_clock {
+                    out.push(self.send(from, Vote::looking(self.proposal, self.logical_clock)));
+                }
+                self.resend_at_ms = now_ms + self.not_timeout_ms;
+                self.process(from, n, now_ms, &mut out);
+            }
+        }
+        out
+    }
+
+    /// Time passed: decide after finalizeWait, or resend our vote and back off.
+    pub fn tick(&mut self, now_ms: u64) -> Vec<ElectionAction> {
+        let mut out = Vec::new();
+        match self.phase {
+            Phase::Looking { finalize_at_ms: Some(t) } if now_ms >= t => self.decide_proposal(&mut out),
+            Phase::Looking { finalize_at_ms: None } if now_ms >= self.resend_at_ms => {
+                self.broadcast(&mut out);
+                self.not_timeout_ms = (self.not_timeout_ms * 2).min(MAX_NOTIFICATION_INTERVAL_MS);
+                self.resend_at_ms = now_ms + self.not_timeout_ms;
+                self.check_quorum(now_ms);
+            }
+            _ => {}
+        }
+        out
+    }
+
+    /// A voter's notification while LOOKING. During finalizeWait only a better vote counts (it
+    /// reopens the round); anything else is dropped and restarts the wait, as ZooKeeper's
+    /// `recvqueue.poll(finalizeWait)` loop does.
+    fn process(&mut self, from: Sid, n: &Notification, now_ms: u64, out: &mut Vec<ElectionAction>) {
+        if let Phase::Looking { finalize_at_ms: Some(_) } = self.phase {
+            if !candidate_of(n).beats(&self.proposal, &self.config) {
+                self.phase = Phase::Looking { finalize_at_ms: Some(now_ms + FINALIZE_WAIT_MS) };
+                return;
+            }
+            self.phase = Phase::Looking { finalize_at_ms: None };
+        }
+        if !self.config.is_voter(n.leader) {
+            return;
+        }
+        match n.state {
+            ServerState::Looking => self.on_looking(from, n, now_ms, out),
+            ServerState::Following | ServerState::Leading => self.on_out_of_election(from, n, out),
+            ServerState::Observing => {}
+        }
+    }
+
+    /// The LOOKING case of `lookForLeader`.
+    fn on_looking(&mut self, from: Sid, n: &Notification, now_ms: u64, out: &mut Vec<ElectionAction>) {
+        if self.own.zxid == -1 || n.zxid == -1 {
+            return;
+        }
+        let theirs = candidate_of(n);
+        if n.election_epoch > self.logical_clock {
+            self.logical_clock = n.election_epoch;
+            self.recvset.clear();
+            self.proposal = if theirs.beats(&self.own, &self.config) { theirs } else { self.own };
+            self.broadcast(out);
+        } else if n.election_epoch < self.logical_clock {
+            return;
+        } else if theirs.beats(&self.proposal, &self.config) {
+            self.proposal = theirs;
+            self.broadcast(out);
+        }
+        self.recvset.insert(from, Vote::looking(theirs, n.election_epoch));
+        self.check_quorum(now_ms);
+    }
+
+    /// `receivedFollowingNotification`: join a leader a quorum agrees on, in our round through
+    /// `recvset`, or from any round through `outofelection` (then adopting that round).
+    fn on_out_of_election(&mut self, from: Sid, n: &Notification, out: &mut Vec<ElectionAction>) {
+        let theirs = Vote::from_notification(n);
+        if n.election_epoch == self.logical_clock {
+            self.recvset.insert(from, Vote { version: 0, ..theirs });
+            if self.quorum_follows(&self.recvset, &theirs) {
+                return self.decide(theirs, out);
+            }
+        }
+        self.outofelection.insert(from, theirs);
+        if self.quorum_follows(&self.outofelection, &theirs) {
+            self.logical_clock = n.election_epoch;
+            self.decide(theirs, out);
+        }
+    }
+
+    /// `getVoteTracker(..).hasAllQuorums() && checkLeader(..)`.
+    fn quorum_follows(&self, votes: &BTreeMap<Sid, Vote>, vote: &Vote) -> bool {
+        let acks = votes.iter().filter(|(_, v)| v.agrees_with(vote)).map(|(sid, _)| sid);
+        self.config.is_quorum(acks) && self.check_leader(votes, vote.leader, vote.election_epoch)
+    }
+
+    /// `checkLeader`: another leader must itself have said LEADING; we may lead only in our round.
+    fn check_leader(&self, votes: &BTreeMap<Sid, Vote>, leader: Sid, election_epoch: i64) -> bool {
+        if leader == self.my_id {
+            return self.logical_clock == election_epoch;
+        }
+        votes.get(&leader).is_some_and(|v| v.state == ServerState::Leading)
+    }
+
+    /// Starts finalizeWait when a quorum of voters holds our proposal in this round.
+    fn check_quorum(&mut self, now_ms: u64) {
+        if self.phase != (Phase::Looking { finalize_at_ms: None }) {
+            return;
+        }
+        let mine = Vote::looking(self.proposal, self.logical_clock);
+        let acks = self.recvset.iter().filter(|(_, v)| v.agrees_with(&mine)).map(|(sid, _)| sid);
+        if self.config.is_quorum(acks) {
+            self.phase = Phase::Looking { finalize_at_ms: Some(now_ms + FINALIZE_WAIT_MS) };
+        }
+    }
+
+    /// Ends the round on our own proposal.
+    fn decide_proposal(&mut self, out: &mut Vec<ElectionAction>) {
+        let vote = Vote::looking(self.proposal, self.logical_clock);
+        self.decide(vote, out);
+    }
+
+    /// Leaves LOOKING with `vote`'s leader.
+    fn decide(&mut self, vote: Vote, out: &mut Vec<ElectionAction>) {
+        let state = if vote.leader == self.my_id { ServerState::Leading } else { self.learning_state() };
+        let final_vote = Vote { state, version: 0, ..vote };
+        self.phase = Phase::Decided(final_vote);
+        out.push(ElectionAction::Elected(Elected {
+            leader: vote.leader,
+            state,
+            epoch: vote.peer_epoch,
+            zxid: vote.zxid,
+            election_epoch: vote.election_epoch,
+        }));
+    }
+
+    /// FOLLOWING for voters, OBSERVING for observers.
+    fn learning_state(&self) -> ServerState {
+        match self.config.is_voter(self.my_id) {
+            true => ServerState::Following,
+            false => ServerState::Observing,
+        }
+    }
+
+    /// Sends our proposal to every other voter, and counts it as our own notification.
+    fn broadcast(&mut self, out: &mut Vec<ElectionAction>) {
+        let mine = Vote::looking(self.proposal, self.logical_clock);
+        for &to in self.config.voters.iter().filter(|&&v| v != self.my_id) {
+            out.push(self.send(to, mine));
+        }
+        if self.config.is_voter(self.my_id) && self.own.zxid != -1 && mine.zxid != -1 {
+            self.recvset.insert(self.my_id, mine);
+        }
+    }
+
+    /// Answers a non-voter (observer or unknown) right away with our vote and state.
+    fn answer_non_voter(&self, to: Sid, out: &mut Vec<ElectionAction>) {
+        let vote = match self.phase {
+            Phase::Decided(v) => v,
+            _ => Vote::looking(self.proposal, self.logical_clock),
+        };
+        out.push(self.send_with_epoch(to, vote, self.logical_clock));
+    }
+
+    /// Out of election: a LOOKING voter learns who leads.
+    fn answer_looking_voter(&self, to: Sid, n: &Notification, vote: Vote, out: &mut Vec<ElectionAction>) {
+        if n.state == ServerState::Looking {
+            out.push(self.send_with_epoch(to, vote, vote.election_epoch));
+        }
+    }
+
+    fn send(&self, to: Sid, vote: Vote) -> ElectionAction {
+        self.send_with_epoch(to, vote, vote.election_epoch)
+    }
+
+    fn send_with_epoch(&self, to: Sid, vote: Vote, election_epoch: i64) -> ElectionAction {
+        let notification = vote.to_notification(self.state(), election_epoch, &self.config_text);
+        ElectionAction::Send { to, notification }
+    }
+
+    /// Asserts the machine's invariants; run after every step in tests and simulation.
+    pub fn check_invariants(&self) {
+        self.config.check_invariants();
+        assert!((MIN_NOTIFICATION_INTERVAL_MS..=MAX_NOTIFICATION_INTERVAL_MS).contains(&self.not_timeout_ms));
+        match self.phase {
+            Phase::Idle => assert_eq!(self.logical_clock, 0, "idle only before the first round"),
+            Phase::Looking { finalize_at_ms } => self.check_looking(finalize_at_ms.is_some()),
+            Phase::Decided(v) => self.check_decided(v),
+        }
+    }
+
+    fn check_looking(&self, finalizing: bool) {
+        assert!(self.logical_clock >= 1);
+        assert!(
+            self.proposal == self.own || self.proposal.beats(&self.own, &self.config),
+            "the proposal is never worse than our own vote"
+        );
+        assert!(self.proposal == Candidate::NONE || self.config.is_voter(self.proposal.sid), "only voters are proposed");
+        for (sid, v) in &self.recvset {
+            assert!(self.config.is_voter(*sid), "only voters are counted");
+            assert_eq!(v.election_epoch, self.logical_clock, "recvset holds only this round");
+        }
+        if finalizing {
+            let mine = Vote::looking(self.proposal, self.logical_clock);
+            let acks = self.recvset.iter().filter(|(_, v)| v.agrees_with(&mine)).map(|(s, _)| s);
+            assert!(self.config.is_quorum(acks), "finalizeWait only with a quorum behind the proposal");
+        }
+    }
+
+    fn check_decided(&self, v: Vote) {
+        assert!(self.config.is_voter(v.leader), "the leader is a voter");
+        let want = if v.leader == self.my_id { ServerState::Leading } else { self.learning_state() };
+        assert_eq!(v.state, want);
+        assert_ne!(v.state, ServerState::Looking);
+    }
+}
+
+/// The candidate a notification proposes.
+fn candidate_of(n: &Notification) -> Candidate {
+    Candidate { sid: n.leader, zxid: n.zxid, epoch: n.peer_epoch }
+}

@@ -1,0 +1,310 @@
+//! Scripted Fast Leader Election scenarios: small ensembles on an instant, lossless network, or one
+//! machine driven message by message, asserting the decisions and the exact answers.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use warden_quorum::{
+    Elected, ElectionAction, FastLeaderElection, Notification, QuorumConfig, ServerState, Sid, FINALIZE_WAIT_MS,
+    MAX_NOTIFICATION_INTERVAL_MS,
+};
+
+/// Servers on an instant network; `down` servers neither send nor receive.
+struct Cluster {
+    nodes: BTreeMap<Sid, FastLeaderElection>,
+    elected: BTreeMap<Sid, Elected>,
+    queue: VecDeque<(Sid, Sid, Notification)>,
+    down: BTreeSet<Sid>,
+    now_ms: u64,
+}
+
+impl Cluster {
+    fn new(config: &QuorumConfig) -> Self {
+        let ids = config.voters.iter().chain(&config.observers);
+        let nodes = ids.map(|&id| (id, FastLeaderElection::new(id, config.clone()))).collect();
+        Self { nodes, elected: BTreeMap::new(), queue: VecDeque::new(), down: BTreeSet::new(), now_ms: 0 }
+    }
+
+    fn start(&mut self, id: Sid, zxid: i64, epoch: i64) {
+        let actions = self.nodes.get_mut(&id).unwrap().start(self.now_ms, zxid, epoch);
+        self.elected.remove(&id);
+        self.apply(id, actions);
+    }
+
+    fn apply(&mut self, from: Sid, actions: Vec<ElectionAction>) {
+        self.nodes[&from].check_invariants();
+        for a in actions {
+            match a {
+                ElectionAction::Send { to, notification } => self.queue.push_back((from, to, notification)),
+                ElectionAction::Elected(e) => assert!(self.elected.insert(from, e).is_none(), "decided twice"),
+            }
+        }
+    }
+
+    /// Delivers until no message is in flight.
+    fn deliver_all(&mut self) {
+        let mut budget = 100_000;
+        while let Some((from, to, n)) = self.queue.pop_front() {
+            budget -= 1;
+            assert!(budget > 0, "message storm");
+            if self.down.contains(&from) || self.down.contains(&to) {
+                continue;
+            }
+            let actions = self.nodes.get_mut(&to).unwrap().receive(from, &n, self.now_ms);
+            self.apply(to, actions);
+        }
+    }
+
+    /// Advances time in 50 ms steps, ticking every machine and delivering everything.
+    fn run_for(&mut self, ms: u64) {
+        self.deliver_all();
+        let end = self.now_ms + ms;
+        while self.now_ms < end {
+            self.now_ms += 50;
+            let ids: Vec<Sid> = self.nodes.keys().copied().filter(|id| !self.down.contains(id)).collect();
+            for id in ids {
+                let actions = self.nodes.get_mut(&id).unwrap().tick(self.now_ms);
+                self.apply(id, actions);
+            }
+            self.deliver_all();
+        }
+    }
+
+    fn role(&self, id: Sid) -> Option<(ServerState, Sid)> {
+        self.elected.get(&id).map(|e| (e.state, e.leader))
+    }
+}
+
+fn three() -> QuorumConfig {
+    QuorumConfig::new([1, 2, 3], [])
+}
+
+fn five_and_observer() -> QuorumConfig {
+    QuorumConfig::new([1, 2, 3, 4, 5], [9])
+}
+
+fn looking(leader: Sid, zxid: i64, election_epoch: i64, peer_epoch: i64) -> Notification {
+    Notification {
+        state: ServerState::Looking,
+        leader,
+        zxid,
+        election_epoch,
+        peer_epoch,
+        version: 2,
+        config: Vec::new(),
+    }
+}
+
+fn sends(actions: &[ElectionAction]) -> Vec<(Sid, Notification)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            ElectionAction::Send { to, notification } => Some((*to, notification.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn equal_zxids_highest_sid_wins() {
+    let mut c = Cluster::new(&three());
+    for id in [1, 2, 3] {
+        c.start(id, 0x1_0000_0005, 1);
+    }
+    c.deliver_all();
+    assert!(c.elected.is_empty(), "nobody decides before finalizeWait");
+    c.run_for(FINALIZE_WAIT_MS);
+    assert_eq!(c.role(3), Some((ServerState::Leading, 3)));
+    assert_eq!(c.role(1), Some((ServerState::Following, 3)));
+    assert_eq!(c.role(2), Some((ServerState::Following, 3)));
+    assert_eq!(c.elected[&1].zxid, 0x1_0000_0005);
+    assert_eq!(c.elected[&1].election_epoch, 1);
+}
+
+#[test]
+fn five_voters_and_an_observer() {
+    let mut c = Cluster::new(&five_and_observer());
+    for id in [1, 2, 3, 4, 5, 9] {
+        c.start(id, if id == 9 { 1000 } else { 7 }, 1);
+    }
+    c.run_for(1_000);
+    for id in [1, 2, 3, 4] {
+        assert_eq!(c.role(id), Some((ServerState::Following, 5)), "{id}");
+    }
+    assert_eq!(c.role(5), Some((ServerState::Leading, 5)));
+    assert_eq!(c.role(9), Some((ServerState::Observing, 5)), "the observer's zxid does not make it win");
+}
+
+#[test]
+fn higher_zxid_beats_higher_sid() {
+    let mut c = Cluster::new(&three());
+    c.start(1, 10, 1);
+    c.start(2, 5, 1);
+    c.start(3, 5, 1);
+    c.run_for(500);
+    assert_eq!(c.role(1), Some((ServerState::Leading, 1)));
+    assert_eq!(c.role(3), Some((ServerState::Following, 1)));
+}
+
+#[test]
+fn higher_epoch_beats_higher_zxid() {
+    let mut c = Cluster::new(&three());
+    c.start(1, 0x2_0000_0009, 2);
+    c.start(2, 0x3_0000_0001, 3);
+    c.start(3, 0x2_0000_00ff, 2);
+    c.run_for(500);
+    assert_eq!(c.role(2), Some((ServerState::Leading, 2)));
+    assert_eq!(c.elected[&1].epoch, 3);
+}
+
+#[test]
+fn a_better_vote_during_finalize_wait_reopens_the_round() {
+    let mut m = FastLeaderElection::new(1, three());
+    m.start(0, 5, 1);
+    let out = m.receive(2, &looking(2, 5, 1, 1), 10);
+    assert_eq!(sends(&out).len(), 2, "adopts 2 and re-broadcasts");
+    assert_eq!(m.next_deadline_ms(), Some(10 + FINALIZE_WAIT_MS), "quorum {{1, 2}} holds 2: finalizeWait");
+    // A worse vote is dropped and restarts the wait.
+    assert!(m.receive(3, &looking(1, 5, 1, 1), 100).is_empty());
+    assert_eq!(m.next_deadline_ms(), Some(100 + FINALIZE_WAIT_MS));
+    let out = m.receive(3, &looking(3, 5, 1, 1), 150);
+    assert_eq!(m.proposal().sid, 3);
+    assert_eq!(sends(&out).iter().map(|(to, n)| (*to, n.leader)).collect::<Vec<_>>(), [(2, 3), (3, 3)]);
+    assert!(m.tick(349).is_empty());
+    let out = m.tick(350);
+    assert_eq!(out.len(), 1);
+    assert_eq!(m.state(), ServerState::Following);
+    assert_eq!(m.current_vote().unwrap().leader, 3);
+    m.check_invariants();
+}
+
+#[test]
+fn a_newer_round_resets_the_clock_and_the_votes() {
+    let mut m = FastLeaderElection::new(3, five_and_observer());
+    m.start(0, 50, 1);
+    m.receive(4, &looking(4, 50, 1, 1), 1);
+    m.receive(5, &looking(5, 50, 1, 1), 2);
+    assert_eq!(m.proposal().sid, 5);
+    // Round 4 proposes 1, which is worse than our own vote: we return to voting for ourselves.
+    let out = m.receive(1, &looking(1, 10, 4, 1), 3);
+    assert_eq!(m.logical_clock(), 4);
+    assert_eq!(m.proposal().sid, 3);
+    let s = sends(&out);
+    assert_eq!(s.len(), 4);
+    assert!(s.iter().all(|(_, n)| n.leader == 3 && n.election_epoch == 4 && n.zxid == 50));
+    // Round-1 votes were cleared: 5's old vote does not count towards a quorum for 5 in round 4.
+    m.receive(4, &looking(5, 50, 4, 1), 4);
+    assert_eq!(m.proposal().sid, 5);
+    assert_eq!(m.next_deadline_ms(), Some(4 + 200), "no finalizeWait: only 3 and 4 hold 5 in round 4");
+    m.receive(2, &looking(5, 50, 4, 1), 5);
+    assert_eq!(m.next_deadline_ms(), Some(5 + FINALIZE_WAIT_MS), "2, 3, 4 hold 5: finalizeWait");
+    m.check_invariants();
+}
+
+#[test]
+fn an_older_round_is_ignored_but_answered() {
+    let mut m = FastLeaderElection::new(1, three());
+    m.start(0, 5, 1);
+    m.start(10, 5, 1);
+    m.start(20, 5, 1);
+    assert_eq!(m.logical_clock(), 3);
+    let out = m.receive(3, &looking(3, 99, 1, 1), 30);
+    assert_eq!(m.proposal().sid, 1, "the better vote of an older round is not adopted");
+    let s = sends(&out);
+    assert_eq!(s, [(3, looking(1, 5, 3, 1))]);
+    // Older FOLLOWING/LEADING notifications are not answered.
+    let mut leading = looking(3, 99, 1, 1);
+    leading.state = ServerState::Leading;
+    assert!(m.receive(3, &leading, 31).is_empty());
+}
+
+#[test]
+fn a_restarted_server_joins_the_established_leader_without_a_new_round() {
+    for rounds_before in [1, 3] {
+        let mut c = Cluster::new(&three());
+        for _ in 0..rounds_before {
+            for id in [1, 2, 3] {
+                c.start(id, 0x1_0000_0010, 1);
+            }
+            c.run_for(500);
+        }
+        assert_eq!(c.role(3), Some((ServerState::Leading, 3)));
+        let clocks: Vec<i64> = [2, 3].iter().map(|id| c.nodes[id].logical_clock()).collect();
+        // Server 1 restarts with an empty process (logical clock 0) and an older history.
+        c.nodes.insert(1, FastLeaderElection::new(1, three()));
+        c.start(1, 0x1_0000_0002, 1);
+        c.deliver_all();
+        assert_eq!(c.role(1), Some((ServerState::Following, 3)), "joins at once, no finalizeWait");
+        assert_eq!(c.nodes[&1].logical_clock(), rounds_before, "adopts the leader's round");
+        let after: Vec<i64> = [2, 3].iter().map(|id| c.nodes[id].logical_clock()).collect();
+        assert_eq!(clocks, after, "no new round");
+        assert_eq!(c.nodes[&3].state(), ServerState::Leading);
+    }
+}
+
+#[test]
+fn a_decided_server_answers_looking_voters_only() {
+    let mut c = Cluster::new(&three());
+    for id in [1, 2, 3] {
+        c.start(id, 8, 1);
+    }
+    c.run_for(500);
+    let m = c.nodes.get_mut(&2).unwrap();
+    let out = m.receive(1, &looking(1, 8, 7, 1), 600);
+    let mut want = looking(3, 8, 1, 1);
+    want.state = ServerState::Following;
+    assert_eq!(sends(&out), [(1, want)]);
+    let mut following = looking(3, 8, 1, 1);
+    following.state = ServerState::Following;
+    assert!(m.receive(1, &following, 601).is_empty());
+    // A non-voter is always answered.
+    assert_eq!(sends(&m.receive(42, &following, 602)).len(), 1);
+}
+
+#[test]
+fn a_minority_never_elects() {
+    let mut c = Cluster::new(&five_and_observer());
+    c.down.extend([3, 4, 5]);
+    for id in [1, 2, 9] {
+        c.start(id, 1, 1);
+    }
+    c.run_for(5 * 60_000);
+    assert!(c.elected.is_empty());
+    // Healing lets the whole ensemble decide.
+    c.down.clear();
+    for id in [3, 4, 5] {
+        c.start(id, 1, 1);
+    }
+    c.run_for(MAX_NOTIFICATION_INTERVAL_MS + 1_000);
+    assert_eq!(c.elected.len(), 6);
+    assert!(c.elected.values().all(|e| e.leader == 5));
+}
+
+#[test]
+fn resends_back_off_from_200_ms_to_60_s() {
+    let mut m = FastLeaderElection::new(1, three());
+    m.start(0, 1, 1);
+    let mut times = Vec::new();
+    let mut now = 0;
+    while now < 400_000 {
+        now += 1;
+        if !m.tick(now).is_empty() {
+            times.push(now);
+        }
+    }
+    assert_eq!(&times[..5], [200, 600, 1_400, 3_000, 6_200]);
+    let gaps: Vec<u64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(*gaps.last().unwrap(), MAX_NOTIFICATION_INTERVAL_MS);
+    assert!(gaps.iter().all(|g| *g <= MAX_NOTIFICATION_INTERVAL_MS));
+}
+
+#[test]
+fn a_server_without_history_does_not_take_part() {
+    let mut c = Cluster::new(&three());
+    c.start(1, -1, 0);
+    c.start(2, 4, 1);
+    c.start(3, 4, 1);
+    c.run_for(500);
+    assert_eq!(c.role(3), Some((ServerState::Leading, 3)));
+    assert_eq!(c.role(2), Some((ServerState::Following, 3)));
+    assert_eq!(c.role(1), Some((ServerState::Following, 3)), "joins through FOLLOWING/LEADING answers");
+}
