@@ -15,6 +15,7 @@ pub mod candidate;
 pub mod config;
 pub mod election;
 pub mod vote;
+pub mod zab;
 
 pub use action::{ElectionAction, Elected};
 pub use candidate::Candidate;

@@ -1,0 +1,780 @@
+//! The leader side of ZAB: one [`Leader`] per leadership attempt (epoch), holding a small
+//! handshake/broadcast state per connected learner, as ZooKeeper's `Leader` plus its
+//! `LearnerHandler`s.
+//!
+//! Phases: discovery (a quorum of FOLLOWERINFO including the leader fixes `newEpoch =
+//! max(acceptedEpoch) + 1`, persisted as `acceptedEpoch` before any LEADERINFO), epoch agreement
+//! (a quorum of ACKEPOCH; a learner more recent than the leader makes it step down), sync (DIFF /
+//! TRUNC / SNAP, the committed txns as PROPOSAL+COMMIT pairs, then NEWLEADER), establishment (a
+//! quorum of NEWLEADER ACKs counting the leader only once its `currentEpoch` is durable; then
+//! UPTODATE), and broadcast.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use warden_proto::quorum::{packet_type as pt, LearnerInfo, QuorumPacket};
+use warden_proto::txn::{Txn, TxnHeader};
+
+use super::codec;
+use super::{counter_of, epoch_of, make_zxid, Action, EpochKind, Sid, TxnEntry, Zxid};
+
+/// Static settings of a leader.
+#[derive(Debug, Clone)]
+pub struct LeaderConfig {
+    pub my_sid: Sid,
+    /// Every voting member, the leader included.
+    pub voters: BTreeSet<Sid>,
+    pub tick_ms: u64,
+    /// Ticks a learner has to finish the handshake, and the leader to establish itself.
+    pub init_limit: u32,
+    /// Ticks a synced follower may stay silent (or leave a proposal unacknowledged).
+    pub sync_limit: u32,
+    /// Committed txns kept in memory for DIFF (ZooKeeper's `commitLogCount`, 500).
+    pub max_committed_log: usize,
+    /// NEWLEADER data: the quorum verifier text ZooKeeper sends (may be empty).
+    pub newleader_data: Vec<u8>,
+}
+
+impl LeaderConfig {
+    pub fn new(my_sid: Sid, voters: impl IntoIterator<Item = Sid>) -> Self {
+        Self {
+            my_sid,
+            voters: voters.into_iter().collect(),
+            tick_ms: 2000,
+            init_limit: 10,
+            sync_limit: 5,
+            max_committed_log: 500,
+            newleader_data: Vec::new(),
+        }
+    }
+}
+
+/// What the leader's storage holds when it starts leading.
+#[derive(Debug, Clone)]
+pub struct LeaderInit {
+    pub accepted_epoch: i64,
+    pub current_epoch: i64,
+    /// Last zxid of the durable log; the tree reflects it.
+    pub last_zxid: Zxid,
+    /// The zxid just before `history` (the state a DIFF can start from).
+    pub history_base: Zxid,
+    /// The tail of the log after `history_base`, in zxid order, ending at `last_zxid`.
+    pub history: Vec<TxnEntry>,
+}
+
+/// Why `propose` refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProposeError {
+    /// No quorum has ACKed NEWLEADER yet.
+    NotEstablished,
+    /// The leader stepped down.
+    Stopped,
+    /// The epoch's 32-bit counter is used up: call `step_down` and elect again (ZOOKEEPER-1277).
+    ZxidExhausted,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Follower,
+    Observer,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum PeerPhase {
+    /// FOLLOWERINFO / OBSERVERINFO received; waiting for the epoch to be fixed.
+    Info,
+    LeaderInfoSent,
+    /// ACKEPOCH received; waiting for the epoch quorum before sync.
+    EpochAcked,
+    NewLeaderSent,
+    NewLeaderAcked,
+    UpToDate,
+}
+
+#[derive(Debug, Clone)]
+struct Peer {
+    role: Role,
+    accepted_epoch: i64,
+    phase: PeerPhase,
+    connected_ms: u64,
+    last_heard_ms: u64,
+    /// From ACKEPOCH.
+    last_zxid: Zxid,
+    /// Highest proposal zxid ACKed (cumulative: a follower logs in order).
+    acked: Zxid,
+    /// Receives later PROPOSAL/COMMIT (followers) or INFORM (observers).
+    forwarding: bool,
+}
+
+impl Peer {
+    fn synced(&self) -> bool {
+        self.phase >= PeerPhase::NewLeaderAcked
+    }
+}
+
+/// The leader's state machine. See the module docs.
+#[derive(Debug)]
+pub struct Leader {
+    cfg: LeaderConfig,
+    accepted_epoch: i64,
+    current_epoch: i64,
+    new_epoch: Option<i64>,
+    accepted_durable: bool,
+    epoch_quorum: bool,
+    current_durable: bool,
+    established: bool,
+    stopped: bool,
+    started_ms: u64,
+    now_ms: u64,
+    epoch_ackers: BTreeSet<Sid>,
+    newleader_ackers: BTreeSet<Sid>,
+    peers: BTreeMap<Sid, Peer>,
+    /// Txns after `history_base`, up to `last_proposed`.
+    history: VecDeque<TxnEntry>,
+    history_base: Zxid,
+    committed: Zxid,
+    last_proposed: Zxid,
+    self_durable: Zxid,
+    /// When each outstanding (uncommitted) proposal was made.
+    proposed_at_ms: BTreeMap<Zxid, u64>,
+    /// Forwarded syncs waiting for a zxid to commit.
+    pending_syncs: VecDeque<(Zxid, Sid)>,
+    out: Vec<Action>,
+}
+
+impl Leader {
+    /// Starts leading. A one-voter ensemble fixes its epoch at once (the returned actions).
+    pub fn new(cfg: LeaderConfig, init: LeaderInit, now_ms: u64) -> Result<(Self, Vec<Action>), String> {
+        if !cfg.voters.contains(&cfg.my_sid) {
+            return Err(format!("leader {} is not a voter", cfg.my_sid));
+        }
+        let mut prev = init.history_base;
+        for e in &init.history {
+            if e.zxid() <= prev {
+                return Err(format!("history is not increasing at {:#x}", e.zxid()));
+            }
+            prev = e.zxid();
+        }
+        if prev != init.last_zxid {
+            return Err(format!("history ends at {prev:#x}, log at {:#x}", init.last_zxid));
+        }
+        let mut leader = Leader {
+            accepted_epoch: init.accepted_epoch,
+            current_epoch: init.current_epoch,
+            new_epoch: None,
+            accepted_durable: false,
+            epoch_quorum: false,
+            current_durable: false,
+            established: false,
+            stopped: false,
+            started_ms: now_ms,
+            now_ms,
+            epoch_ackers: BTreeSet::new(),
+            newleader_ackers: BTreeSet::new(),
+            peers: BTreeMap::new(),
+            history: init.history.into(),
+            history_base: init.history_base,
+            committed: init.last_zxid,
+            last_proposed: init.last_zxid,
+            self_durable: init.last_zxid,
+            proposed_at_ms: BTreeMap::new(),
+            pending_syncs: VecDeque::new(),
+            out: Vec::new(),
+            cfg,
+        };
+        leader.trim_history();
+        leader.check_discovery_quorum();
+        let out = leader.take();
+        Ok((leader, out))
+    }
+
+    // ----- queries -----
+
+    /// The epoch being established or led, once fixed.
+    pub fn epoch(&self) -> Option<i64> {
+        self.new_epoch
+    }
+    pub fn is_established(&self) -> bool {
+        self.established && !self.stopped
+    }
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+    pub fn last_committed(&self) -> Zxid {
+        self.committed
+    }
+    pub fn last_proposed(&self) -> Zxid {
+        self.last_proposed
+    }
+    /// Learners that ACKed NEWLEADER (synced), in sid order.
+    pub fn synced_learners(&self) -> Vec<Sid> {
+        self.peers.iter().filter(|(_, p)| p.synced()).map(|(s, _)| *s).collect()
+    }
+
+    // ----- inputs -----
+
+    /// A packet from learner `from`. The shell keys connections by the sid in the first packet
+    /// (FOLLOWERINFO / OBSERVERINFO: `LearnerInfo.server_id`); a new FOLLOWERINFO from a known sid
+    /// replaces that learner's old connection.
+    pub fn on_packet(&mut self, from: Sid, packet: &QuorumPacket, now_ms: u64) -> Vec<Action> {
+        self.now_ms = self.now_ms.max(now_ms);
+        if self.stopped {
+            return Vec::new();
+        }
+        match packet.packet_type {
+            pt::FOLLOWERINFO => self.on_info(from, packet, Role::Follower),
+            pt::OBSERVERINFO => self.on_info(from, packet, Role::Observer),
+            _ => self.on_peer_packet(from, packet),
+        }
+        self.take()
+    }
+
+    /// Storage reports the leader's own log durable through `zxid`.
+    pub fn on_durable(&mut self, zxid: Zxid) -> Vec<Action> {
+        if !self.stopped {
+            self.self_durable = self.self_durable.max(zxid.min(self.last_proposed));
+            self.try_commit();
+        }
+        self.take()
+    }
+
+    /// Storage reports an epoch file durable.
+    pub fn on_epoch_durable(&mut self, kind: EpochKind, epoch: i64) -> Vec<Action> {
+        if self.stopped || self.new_epoch != Some(epoch) {
+            return Vec::new();
+        }
+        match kind {
+            EpochKind::Accepted if !self.accepted_durable => {
+                self.accepted_durable = true;
+                self.accepted_epoch = epoch;
+                let waiting: Vec<Sid> = self.peers.iter().filter(|(_, p)| p.phase == PeerPhase::Info).map(|(s, _)| *s).collect();
+                for sid in waiting {
+                    self.send_leader_info(sid);
+                }
+                self.check_epoch_quorum();
+            }
+            EpochKind::Current if self.epoch_quorum && !self.current_durable => {
+                self.current_durable = true;
+                self.current_epoch = epoch;
+                self.check_established();
+            }
+            _ => {}
+        }
+        self.take()
+    }
+
+    /// The connection to `sid` closed.
+    pub fn on_disconnect(&mut self, sid: Sid) -> Vec<Action> {
+        self.remove_peer(sid);
+        Vec::new()
+    }
+
+    /// A tick: timeouts, the quorum check and PINGs.
+    pub fn on_tick(&mut self, now_ms: u64) -> Vec<Action> {
+        self.now_ms = self.now_ms.max(now_ms);
+        if self.stopped {
+            return Vec::new();
+        }
+        let now = self.now_ms;
+        let init_ms = self.cfg.tick_ms * u64::from(self.cfg.init_limit);
+        let sync_ms = self.cfg.tick_ms * u64::from(self.cfg.sync_limit);
+        if !self.established && now.saturating_sub(self.started_ms) > init_ms {
+            self.stop("no quorum established within initLimit");
+            return self.take();
+        }
+        let mut drop = Vec::new();
+        for (sid, p) in &self.peers {
+            if !p.synced() {
+                if now.saturating_sub(p.connected_ms) > init_ms {
+                    drop.push((*sid, "handshake not finished within initLimit"));
+                }
+            } else if now.saturating_sub(p.last_heard_ms) > sync_ms {
+                drop.push((*sid, "silent for syncLimit"));
+            } else if p.role == Role::Follower {
+                if let Some((_, at)) = self.proposed_at_ms.range(p.acked + 1..).next() {
+                    if now.saturating_sub(*at) > sync_ms {
+                        drop.push((*sid, "proposal not acknowledged within syncLimit"));
+                    }
+                }
+            }
+        }
+        for (sid, reason) in drop {
+            self.disconnect(sid, reason);
+        }
+        if self.established {
+            let synced = self.peers.iter().filter(|(_, p)| p.role == Role::Follower && p.synced()).map(|(s, _)| *s);
+            if !self.is_quorum(synced.chain([self.cfg.my_sid])) {
+                self.stop("lost quorum of synced followers");
+                return self.take();
+            }
+        }
+        let ping = QuorumPacket::new(pt::PING, self.last_proposed);
+        let targets: Vec<Sid> = self.peers.iter().filter(|(_, p)| p.synced()).map(|(s, _)| *s).collect();
+        for sid in targets {
+            self.send(sid, ping.clone());
+        }
+        self.take()
+    }
+
+    /// Proposes a txn in the established epoch: Persist locally, PROPOSAL to forwarding followers.
+    pub fn propose(&mut self, client_id: i64, cxid: i32, time_ms: i64, txn: Txn) -> Result<(Zxid, Vec<Action>), ProposeError> {
+        if self.stopped {
+            return Err(ProposeError::Stopped);
+        }
+        let epoch = match self.new_epoch {
+            Some(e) if self.established => e,
+            _ => return Err(ProposeError::NotEstablished),
+        };
+        let zxid = if epoch_of(self.last_proposed) == epoch {
+            if counter_of(self.last_proposed) >= 0xffff_ffff {
+                return Err(ProposeError::ZxidExhausted);
+            }
+            self.last_proposed + 1
+        } else {
+            make_zxid(epoch, 1)
+        };
+        let hdr = TxnHeader { client_id, cxid, zxid, time_ms, txn_type: txn.op().code() };
+        let entry = TxnEntry { hdr, txn };
+        self.last_proposed = zxid;
+        self.proposed_at_ms.insert(zxid, self.now_ms);
+        let packet = codec::proposal(&entry);
+        self.history.push_back(entry.clone());
+        self.out.push(Action::Persist(entry));
+        let targets: Vec<Sid> =
+            self.peers.iter().filter(|(_, p)| p.forwarding && p.role == Role::Follower).map(|(s, _)| *s).collect();
+        for sid in targets {
+            self.send(sid, packet.clone());
+        }
+        Ok((zxid, self.take()))
+    }
+
+    /// A learner forwarded a sync: answer SYNC once everything proposed so far is committed.
+    pub fn sync(&mut self, from: Sid) -> Vec<Action> {
+        if self.stopped {
+            return Vec::new();
+        }
+        if self.committed >= self.last_proposed {
+            self.send(from, QuorumPacket::new(pt::SYNC, 0));
+        } else {
+            self.pending_syncs.push_back((self.last_proposed, from));
+        }
+        self.take()
+    }
+
+    /// Gives up leadership (shutdown, or after `ProposeError::ZxidExhausted`).
+    pub fn step_down(&mut self, reason: &str) -> Vec<Action> {
+        if !self.stopped {
+            self.stop(reason);
+        }
+        self.take()
+    }
+
+    // ----- discovery -----
+
+    fn on_info(&mut self, from: Sid, packet: &QuorumPacket, role: Role) {
+        let info = match packet.data.as_deref().map(LearnerInfo::decode_lenient) {
+            Some(Ok(info)) => info,
+            _ => return self.disconnect(from, "malformed LearnerInfo"),
+        };
+        if info.server_id != from {
+            return self.disconnect(from, "LearnerInfo sid differs from the connection's");
+        }
+        if from == self.cfg.my_sid || (role == Role::Follower) != self.cfg.voters.contains(&from) {
+            return self.disconnect(from, "learner type does not match the configuration");
+        }
+        self.remove_peer(from);
+        let peer = Peer {
+            role,
+            accepted_epoch: epoch_of(packet.zxid),
+            phase: PeerPhase::Info,
+            connected_ms: self.now_ms,
+            last_heard_ms: self.now_ms,
+            last_zxid: -1,
+            acked: -1,
+            forwarding: false,
+        };
+        self.peers.insert(from, peer);
+        if self.accepted_durable {
+            self.send_leader_info(from);
+        } else {
+            self.check_discovery_quorum();
+        }
+    }
+
+    fn check_discovery_quorum(&mut self) {
+        if self.new_epoch.is_some() {
+            return;
+        }
+        let connecting: Vec<(Sid, i64)> = self
+            .peers
+            .iter()
+            .filter(|(_, p)| p.role == Role::Follower && p.phase == PeerPhase::Info)
+            .map(|(s, p)| (*s, p.accepted_epoch))
+            .chain([(self.cfg.my_sid, self.accepted_epoch)])
+            .collect();
+        if self.is_quorum(connecting.iter().map(|(s, _)| *s)) {
+            let max = connecting.iter().map(|(_, e)| *e).max().unwrap_or(self.accepted_epoch);
+            let epoch = max.max(self.current_epoch) + 1;
+            self.new_epoch = Some(epoch);
+            self.out.push(Action::PersistEpoch { kind: EpochKind::Accepted, epoch });
+        }
+    }
+
+    fn send_leader_info(&mut self, sid: Sid) {
+        let Some(epoch) = self.new_epoch else { return };
+        if let Some(p) = self.peers.get_mut(&sid) {
+            p.phase = PeerPhase::LeaderInfoSent;
+            self.send(sid, codec::leader_info(epoch));
+        }
+    }
+
+    fn on_ack_epoch(&mut self, from: Sid, packet: &QuorumPacket) {
+        let Ok(current) = codec::decode_int(packet) else {
+            return self.disconnect(from, "malformed ACKEPOCH");
+        };
+        let current = i64::from(current);
+        if current != -1 {
+            let mine = (self.current_epoch, self.last_proposed);
+            if (current, packet.zxid) > mine {
+                return self.stop(&format!(
+                    "learner {from} is more recent (epoch {current}, zxid {:#x}) than the leader (epoch {}, zxid {:#x})",
+                    packet.zxid, mine.0, mine.1
+                ));
+            }
+        }
+        let Some(p) = self.peers.get_mut(&from) else { return };
+        p.phase = PeerPhase::EpochAcked;
+        p.last_zxid = packet.zxid;
+        if current != -1 && p.role == Role::Follower {
+            self.epoch_ackers.insert(from);
+        }
+        if self.epoch_quorum {
+            self.sync_peer(from);
+        } else {
+            self.check_epoch_quorum();
+        }
+    }
+
+    fn check_epoch_quorum(&mut self) {
+        if self.epoch_quorum || !self.accepted_durable {
+            return;
+        }
+        let ackers: Vec<Sid> = self.epoch_ackers.iter().copied().filter(|s| self.peers.contains_key(s)).collect();
+        if !self.is_quorum(ackers.into_iter().chain([self.cfg.my_sid])) {
+            return;
+        }
+        self.epoch_quorum = true;
+        if let Some(epoch) = self.new_epoch {
+            self.out.push(Action::PersistEpoch { kind: EpochKind::Current, epoch });
+        }
+        let waiting: Vec<Sid> = self.peers.iter().filter(|(_, p)| p.phase == PeerPhase::EpochAcked).map(|(s, _)| *s).collect();
+        for sid in waiting {
+            self.sync_peer(sid);
+        }
+    }
+
+    // ----- sync -----
+
+    /// DIFF / TRUNC / SNAP for one learner, the txns it lacks, then NEWLEADER.
+    fn sync_peer(&mut self, sid: Sid) {
+        let Some(epoch) = self.new_epoch else { return };
+        let Some(peer) = self.peers.get(&sid) else { return };
+        let role = peer.role;
+        let upto = if role == Role::Follower { self.last_proposed } else { self.committed };
+        let plan = self.plan_sync(peer.last_zxid, upto);
+        let from = match plan {
+            SyncPlan::Diff { from } => {
+                self.send(sid, QuorumPacket::new(pt::DIFF, self.committed));
+                from
+            }
+            SyncPlan::Trunc { to } => {
+                self.send(sid, QuorumPacket::new(pt::TRUNC, to));
+                to
+            }
+            SyncPlan::Snap => {
+                self.send(sid, QuorumPacket::new(pt::SNAP, self.committed));
+                self.out.push(Action::SendSnapshot { to: sid, zxid: self.committed });
+                self.committed
+            }
+        };
+        let start = self.history.partition_point(|e| e.zxid() <= from);
+        let mut packets = Vec::new();
+        for e in self.history.iter().skip(start).take_while(|e| e.zxid() <= upto) {
+            packets.push(codec::proposal(e));
+            if e.zxid() <= self.committed {
+                packets.push(QuorumPacket::new(pt::COMMIT, e.zxid()));
+            }
+        }
+        for p in packets {
+            self.send(sid, p);
+        }
+        let nl = QuorumPacket::with_data(pt::NEWLEADER, make_zxid(epoch, 0), self.cfg.newleader_data.clone());
+        self.send(sid, nl);
+        if let Some(p) = self.peers.get_mut(&sid) {
+            p.phase = PeerPhase::NewLeaderSent;
+            p.forwarding = true;
+        }
+    }
+
+    /// ZooKeeper's `LearnerHandler.syncFollower` choice, over the in-memory log `(base, upto]`.
+    fn plan_sync(&self, peer_last: Zxid, upto: Zxid) -> SyncPlan {
+        if peer_last == upto {
+            return SyncPlan::Diff { from: peer_last };
+        }
+        let in_log = |z: Zxid| z == self.history_base || self.history.iter().any(|e| e.zxid() == z);
+        if peer_last > upto {
+            // The learner has txns the leader never saw (it may have led): roll it back to the
+            // last committed txn, as ZooKeeper does, then forward the outstanding proposals.
+            return SyncPlan::Trunc { to: self.committed.min(upto) };
+        }
+        if peer_last < self.history_base {
+            return SyncPlan::Snap;
+        }
+        if in_log(peer_last) || (counter_of(peer_last) == 0 && peer_last > self.history_base) {
+            return SyncPlan::Diff { from: peer_last };
+        }
+        // peer_last lies inside the log's range but is not in it: a divergent tail.
+        let prev = self.history.iter().rev().map(TxnEntry::zxid).find(|z| *z < peer_last).unwrap_or(self.history_base);
+        let next = self.history.iter().map(TxnEntry::zxid).find(|z| *z > peer_last);
+        match next {
+            Some(n) if epoch_of(n) == epoch_of(peer_last) => SyncPlan::Trunc { to: prev },
+            // TRUNC must not cross an epoch boundary (the learner may not hold `prev`).
+            _ => SyncPlan::Snap,
+        }
+    }
+
+    // ----- established phases -----
+
+    fn on_peer_packet(&mut self, from: Sid, packet: &QuorumPacket) {
+        let now = self.now_ms;
+        let Some(p) = self.peers.get_mut(&from) else { return };
+        p.last_heard_ms = now;
+        let phase = p.phase;
+        match packet.packet_type {
+            pt::ACKEPOCH if phase == PeerPhase::LeaderInfoSent => self.on_ack_epoch(from, packet),
+            pt::ACK => self.on_ack(from, packet.zxid),
+            pt::PING if phase >= PeerPhase::NewLeaderAcked => match codec::decode_touches(packet.data.as_deref().unwrap_or(&[])) {
+                Ok(touches) if !touches.is_empty() => self.out.push(Action::TouchSessions { from, touches }),
+                Ok(_) => {}
+                Err(_) => self.disconnect(from, "malformed PING"),
+            },
+            pt::REQUEST if phase >= PeerPhase::NewLeaderAcked => match codec::ForwardedRequest::from_packet(packet) {
+                Ok(request) => self.out.push(Action::Forwarded { from, request }),
+                Err(_) => self.disconnect(from, "malformed REQUEST"),
+            },
+            pt::REVALIDATE => match codec::decode_revalidate(packet.data.as_deref().unwrap_or(&[])) {
+                Ok((session_id, timeout_ms)) => self.out.push(Action::Revalidate { from, session_id, timeout_ms }),
+                Err(_) => self.disconnect(from, "malformed REVALIDATE"),
+            },
+            _ => self.disconnect(from, "unexpected packet for the learner's phase"),
+        }
+    }
+
+    fn on_ack(&mut self, from: Sid, zxid: Zxid) {
+        let Some(epoch) = self.new_epoch else { return };
+        let newleader_zxid = make_zxid(epoch, 0);
+        let Some(p) = self.peers.get_mut(&from) else { return };
+        match p.phase {
+            PeerPhase::NewLeaderSent if zxid == newleader_zxid => {
+                p.phase = PeerPhase::NewLeaderAcked;
+                if p.role == Role::Follower {
+                    self.newleader_ackers.insert(from);
+                }
+                if self.established {
+                    self.send_uptodate(from);
+                } else {
+                    self.check_established();
+                }
+            }
+            PeerPhase::NewLeaderAcked | PeerPhase::UpToDate => {
+                if zxid == newleader_zxid {
+                    return; // the UPTODATE ack
+                }
+                if zxid > self.last_proposed || epoch_of(zxid) != epoch {
+                    return self.disconnect(from, "ACK for a zxid never proposed in this epoch");
+                }
+                if p.role == Role::Follower {
+                    p.acked = p.acked.max(zxid);
+                    self.try_commit();
+                }
+            }
+            _ => self.disconnect(from, "ACK before the learner ACKed NEWLEADER"),
+        }
+    }
+
+    fn check_established(&mut self) {
+        if self.established || !self.current_durable {
+            return;
+        }
+        let ackers: Vec<Sid> = self.newleader_ackers.iter().copied().filter(|s| self.peers.contains_key(s)).collect();
+        if !self.is_quorum(ackers.into_iter().chain([self.cfg.my_sid])) {
+            return;
+        }
+        self.established = true;
+        if let Some(epoch) = self.new_epoch {
+            self.out.push(Action::Broadcasting { epoch });
+        }
+        let ready: Vec<Sid> = self.peers.iter().filter(|(_, p)| p.phase == PeerPhase::NewLeaderAcked).map(|(s, _)| *s).collect();
+        for sid in ready {
+            self.send_uptodate(sid);
+        }
+    }
+
+    fn send_uptodate(&mut self, sid: Sid) {
+        if let Some(p) = self.peers.get_mut(&sid) {
+            p.phase = PeerPhase::UpToDate;
+            self.send(sid, QuorumPacket::new(pt::UPTODATE, -1));
+        }
+    }
+
+    /// Commits outstanding proposals in zxid order while each has a quorum of durable ACKs.
+    fn try_commit(&mut self) {
+        if !self.established {
+            return;
+        }
+        loop {
+            let idx = self.history.partition_point(|e| e.zxid() <= self.committed);
+            let Some(entry) = self.history.get(idx) else { break };
+            let z = entry.zxid();
+            let ackers = self
+                .peers
+                .iter()
+                .filter(|(_, p)| p.role == Role::Follower && p.synced() && p.acked >= z)
+                .map(|(s, _)| *s)
+                .chain((self.self_durable >= z).then_some(self.cfg.my_sid));
+            if !self.is_quorum(ackers) {
+                break;
+            }
+            let entry = entry.clone();
+            self.commit(entry);
+        }
+    }
+
+    fn commit(&mut self, entry: TxnEntry) {
+        let z = entry.zxid();
+        self.committed = z;
+        self.proposed_at_ms.remove(&z);
+        let commit = QuorumPacket::new(pt::COMMIT, z);
+        let inform = codec::inform(&entry);
+        let targets: Vec<(Sid, Role)> = self.peers.iter().filter(|(_, p)| p.forwarding).map(|(s, p)| (*s, p.role)).collect();
+        for (sid, role) in targets {
+            let packet = if role == Role::Follower { commit.clone() } else { inform.clone() };
+            self.send(sid, packet);
+        }
+        self.out.push(Action::ApplyCommitted(entry));
+        while self.pending_syncs.front().is_some_and(|(w, _)| *w <= self.committed) {
+            if let Some((_, sid)) = self.pending_syncs.pop_front() {
+                self.send(sid, QuorumPacket::new(pt::SYNC, 0));
+            }
+        }
+        self.trim_history();
+    }
+
+    fn trim_history(&mut self) {
+        while self.history.len() > self.cfg.max_committed_log && self.history.front().is_some_and(|e| e.zxid() <= self.committed) {
+            if let Some(e) = self.history.pop_front() {
+                self.history_base = e.zxid();
+            }
+        }
+    }
+
+    // ----- helpers -----
+
+    fn is_quorum(&self, sids: impl Iterator<Item = Sid>) -> bool {
+        let set: BTreeSet<Sid> = sids.filter(|s| self.cfg.voters.contains(s)).collect();
+        set.len() * 2 > self.cfg.voters.len()
+    }
+
+    fn send(&mut self, to: Sid, packet: QuorumPacket) {
+        self.out.push(Action::Send { to, packet });
+    }
+
+    fn disconnect(&mut self, sid: Sid, reason: &str) {
+        self.remove_peer(sid);
+        self.out.push(Action::Disconnect { sid, reason: reason.to_string() });
+    }
+
+    fn remove_peer(&mut self, sid: Sid) {
+        self.peers.remove(&sid);
+        self.epoch_ackers.remove(&sid);
+        self.newleader_ackers.remove(&sid);
+        self.pending_syncs.retain(|(_, s)| *s != sid);
+    }
+
+    fn stop(&mut self, reason: &str) {
+        self.stopped = true;
+        self.out.push(Action::GoLooking { reason: reason.to_string() });
+    }
+
+    fn take(&mut self) -> Vec<Action> {
+        leader_take(&mut self.out)
+    }
+
+    /// Checks the leader's internal consistency; `Err` names the first broken rule.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut prev = self.history_base;
+        for e in &self.history {
+            if e.zxid() <= prev {
+                return Err(format!("history not increasing at {:#x}", e.zxid()));
+            }
+            if e.zxid() > self.committed && epoch_of(prev) == epoch_of(e.zxid()) && e.zxid() != prev + 1 {
+                return Err(format!("gap before outstanding proposal {:#x}", e.zxid()));
+            }
+            prev = e.zxid();
+        }
+        if prev != self.last_proposed {
+            return Err(format!("history ends at {prev:#x}, last proposed {:#x}", self.last_proposed));
+        }
+        if self.committed > self.last_proposed || self.committed < self.history_base {
+            return Err("committed zxid outside the history".into());
+        }
+        if self.self_durable > self.last_proposed {
+            return Err("own log durable beyond the last proposal".into());
+        }
+        let outstanding: Vec<Zxid> = self.history.iter().map(TxnEntry::zxid).filter(|z| *z > self.committed).collect();
+        if !outstanding.iter().copied().eq(self.proposed_at_ms.keys().copied()) {
+            return Err("outstanding proposals and their timestamps disagree".into());
+        }
+        if !outstanding.is_empty() && (!self.established || outstanding.iter().any(|z| Some(epoch_of(*z)) != self.new_epoch)) {
+            return Err("a proposal outside the established epoch".into());
+        }
+        if self.established && !(self.accepted_durable && self.epoch_quorum && self.current_durable) {
+            return Err("established before the epoch files were durable".into());
+        }
+        if self.current_durable && !self.epoch_quorum {
+            return Err("currentEpoch written without an epoch quorum".into());
+        }
+        if let Some(e) = self.new_epoch {
+            if self.accepted_durable && self.accepted_epoch != e {
+                return Err("acceptedEpoch differs from the epoch being led".into());
+            }
+        }
+        if self.accepted_epoch < self.current_epoch {
+            return Err("acceptedEpoch below currentEpoch".into());
+        }
+        for (sid, p) in &self.peers {
+            if p.acked > self.last_proposed {
+                return Err(format!("learner {sid} acked beyond the last proposal"));
+            }
+            if p.forwarding != (p.phase >= PeerPhase::NewLeaderSent) {
+                return Err(format!("learner {sid} forwarding flag disagrees with its phase"));
+            }
+        }
+        if self.newleader_ackers.iter().chain(&self.epoch_ackers).any(|s| !self.cfg.voters.contains(s)) {
+            return Err("a non-voter counted in a quorum".into());
+        }
+        Ok(())
+    }
+}
+
+fn leader_take(out: &mut Vec<Action>) -> Vec<Action> {
+    std::mem::take(out)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SyncPlan {
+    /// Send every txn after `from`.
+    Diff { from: Zxid },
+    /// Roll the learner back to `to`, then send every txn after it.
+    Trunc { to: Zxid },
+    Snap,
+}

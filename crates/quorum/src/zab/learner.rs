@@ -1,0 +1,487 @@
+//! The learner side of ZAB (ZooKeeper's `Learner`, `Follower`, `Observer`): one [`Learner`] per
+//! connection to a leader. When it emits [`Action::GoLooking`] it is finished; the server goes back
+//! to election and builds a new one for the next leader.
+//!
+//! Ordering (testing reference section 5):
+//! * `acceptedEpoch` durable, then ACKEPOCH;
+//! * every txn received in sync is `Persist`ed as it arrives (or the tree is replaced by
+//!   `InstallSnapshot`); on NEWLEADER the learner waits until all of it is durable, then
+//!   `PersistEpoch{Current}`, waits until that is durable, then ACKs NEWLEADER;
+//! * proposal ACKs are sent only after the NEWLEADER ACK and only for durable txns;
+//! * nothing is applied before UPTODATE, and then only txns both committed and durable.
+
+use std::collections::VecDeque;
+
+use warden_proto::quorum::{packet_type as pt, LearnerInfo, QuorumPacket, LEARNER_PROTOCOL_VERSION};
+use warden_proto::jute::Record;
+
+use super::codec;
+use super::{epoch_of, make_zxid, Action, EpochKind, Sid, TxnEntry, Zxid};
+
+/// Follower (votes, ACKs proposals) or observer (receives INFORM, never counts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LearnerRole {
+    Follower,
+    Observer,
+}
+
+/// Static settings of a learner.
+#[derive(Debug, Clone)]
+pub struct LearnerConfig {
+    pub my_sid: Sid,
+    pub leader_sid: Sid,
+    pub role: LearnerRole,
+    pub tick_ms: u64,
+    /// Ticks the leader may stay silent before UPTODATE.
+    pub init_limit: u32,
+    /// Ticks the leader may stay silent after UPTODATE.
+    pub sync_limit: u32,
+    /// LearnerInfo.configVersion.
+    pub config_version: i64,
+}
+
+impl LearnerConfig {
+    pub fn new(my_sid: Sid, leader_sid: Sid, role: LearnerRole) -> Self {
+        Self { my_sid, leader_sid, role, tick_ms: 2000, init_limit: 10, sync_limit: 5, config_version: 0 }
+    }
+}
+
+/// What this server's storage holds when it connects to a leader. `last_zxid` is durable and the
+/// tree reflects it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalState {
+    pub accepted_epoch: i64,
+    pub current_epoch: i64,
+    pub last_zxid: Zxid,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Stage {
+    AwaitLeaderInfo,
+    /// acceptedEpoch being persisted.
+    AcceptingEpoch,
+    /// ACKEPOCH sent; waiting for DIFF / TRUNC / SNAP.
+    AwaitSyncMode,
+    /// Receiving the sync stream (and, after NEWLEADER, forwarded txns) until UPTODATE.
+    Syncing,
+    Broadcast,
+    Stopped,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct NewLeader {
+    /// Last txn of the history the NEWLEADER ACK vouches for.
+    history_end: Zxid,
+    epoch_requested: bool,
+    epoch_durable: bool,
+    acked: bool,
+}
+
+/// The learner's state machine. See the module docs.
+#[derive(Debug)]
+pub struct Learner {
+    cfg: LearnerConfig,
+    stage: Stage,
+    accepted_epoch: i64,
+    current_epoch: i64,
+    /// The leader's epoch, from LEADERINFO.
+    new_epoch: i64,
+    /// Epoch to report in ACKEPOCH.
+    ack_epoch_current: i32,
+    initial_last_zxid: Zxid,
+    /// Received, not yet applied, in zxid order.
+    entries: VecDeque<TxnEntry>,
+    last_received: Zxid,
+    durable: Zxid,
+    committed: Zxid,
+    applied: Zxid,
+    acked: Zxid,
+    /// InstallSnapshot emitted, its durability not yet reported.
+    snapshot_pending: bool,
+    newleader: Option<NewLeader>,
+    last_heard_ms: u64,
+    out: Vec<Action>,
+}
+
+impl Learner {
+    /// Connects: sends FOLLOWERINFO / OBSERVERINFO.
+    pub fn new(cfg: LearnerConfig, state: LocalState, now_ms: u64) -> (Self, Vec<Action>) {
+        let mut l = Learner {
+            stage: Stage::AwaitLeaderInfo,
+            accepted_epoch: state.accepted_epoch,
+            current_epoch: state.current_epoch,
+            new_epoch: -1,
+            ack_epoch_current: -1,
+            initial_last_zxid: state.last_zxid,
+            entries: VecDeque::new(),
+            last_received: state.last_zxid,
+            durable: state.last_zxid,
+            committed: state.last_zxid,
+            applied: state.last_zxid,
+            acked: state.last_zxid,
+            snapshot_pending: false,
+            newleader: None,
+            last_heard_ms: now_ms,
+            out: Vec::new(),
+            cfg,
+        };
+        let info = LearnerInfo {
+            server_id: l.cfg.my_sid,
+            protocol_version: LEARNER_PROTOCOL_VERSION,
+            config_version: l.cfg.config_version,
+        };
+        let kind = if l.cfg.role == LearnerRole::Follower { pt::FOLLOWERINFO } else { pt::OBSERVERINFO };
+        l.send(QuorumPacket::with_data(kind, make_zxid(state.accepted_epoch, 0), info.to_bytes()));
+        let out = l.take();
+        (l, out)
+    }
+
+    // ----- queries -----
+
+    pub fn is_synced(&self) -> bool {
+        self.stage == Stage::Broadcast
+    }
+    pub fn is_stopped(&self) -> bool {
+        self.stage == Stage::Stopped
+    }
+    pub fn leader(&self) -> Sid {
+        self.cfg.leader_sid
+    }
+    pub fn accepted_epoch(&self) -> i64 {
+        self.accepted_epoch
+    }
+    pub fn current_epoch(&self) -> i64 {
+        self.current_epoch
+    }
+    pub fn last_received(&self) -> Zxid {
+        self.last_received
+    }
+    pub fn last_applied(&self) -> Zxid {
+        self.applied
+    }
+    pub fn durable(&self) -> Zxid {
+        self.durable
+    }
+
+    // ----- inputs -----
+
+    /// A packet from the leader.
+    pub fn on_packet(&mut self, packet: &QuorumPacket, now_ms: u64) -> Vec<Action> {
+        if self.stage == Stage::Stopped {
+            return Vec::new();
+        }
+        self.last_heard_ms = self.last_heard_ms.max(now_ms);
+        if let Err(reason) = self.handle(packet) {
+            self.stop(format!("{reason} ({} zxid {:#x})", pt::name(packet.packet_type).unwrap_or("unknown"), packet.zxid));
+        } else {
+            self.pump();
+        }
+        self.take()
+    }
+
+    /// Storage reports the log durable through `zxid` (or the installed snapshot durable).
+    pub fn on_durable(&mut self, zxid: Zxid) -> Vec<Action> {
+        if self.stage != Stage::Stopped {
+            self.durable = self.durable.max(zxid.min(self.last_received));
+            if self.snapshot_pending && self.durable >= self.applied {
+                self.snapshot_pending = false;
+            }
+            self.pump();
+        }
+        self.take()
+    }
+
+    /// Storage reports an epoch file durable.
+    pub fn on_epoch_durable(&mut self, kind: EpochKind, epoch: i64) -> Vec<Action> {
+        if self.stage == Stage::Stopped || epoch != self.new_epoch {
+            return Vec::new();
+        }
+        match kind {
+            EpochKind::Accepted if self.stage == Stage::AcceptingEpoch => {
+                self.accepted_epoch = epoch;
+                self.send_ack_epoch();
+            }
+            EpochKind::Current => {
+                if let Some(nl) = self.newleader.as_mut().filter(|nl| nl.epoch_requested) {
+                    nl.epoch_durable = true;
+                    self.current_epoch = epoch;
+                    self.pump();
+                }
+            }
+            _ => {}
+        }
+        self.take()
+    }
+
+    /// A tick: the leader must be heard within initLimit (before UPTODATE) or syncLimit ticks.
+    pub fn on_tick(&mut self, now_ms: u64) -> Vec<Action> {
+        if self.stage == Stage::Stopped {
+            return Vec::new();
+        }
+        let limit = if self.stage == Stage::Broadcast { self.cfg.sync_limit } else { self.cfg.init_limit };
+        if now_ms.saturating_sub(self.last_heard_ms) > self.cfg.tick_ms * u64::from(limit) {
+            self.stop(format!("leader {} silent for {limit} ticks", self.cfg.leader_sid));
+        }
+        self.take()
+    }
+
+    /// The connection to the leader closed.
+    pub fn on_disconnect(&mut self) -> Vec<Action> {
+        if self.stage != Stage::Stopped {
+            self.stop("connection to the leader closed".to_string());
+        }
+        self.take()
+    }
+
+    /// Forwards a client request to the leader.
+    pub fn forward(&mut self, request: &codec::ForwardedRequest) -> Vec<Action> {
+        if self.stage != Stage::Stopped {
+            self.send(request.to_packet());
+        }
+        self.take()
+    }
+
+    // ----- packet handling -----
+
+    fn handle(&mut self, p: &QuorumPacket) -> Result<(), String> {
+        match (p.packet_type, self.stage) {
+            (pt::LEADERINFO, Stage::AwaitLeaderInfo) => self.on_leader_info(p),
+            (pt::DIFF, Stage::AwaitSyncMode) => {
+                self.stage = Stage::Syncing;
+                Ok(())
+            }
+            (pt::TRUNC, Stage::AwaitSyncMode) => self.on_trunc(p.zxid),
+            (pt::SNAP, Stage::AwaitSyncMode) => {
+                self.stage = Stage::Syncing;
+                self.entries.clear();
+                self.last_received = p.zxid;
+                self.committed = p.zxid;
+                self.applied = p.zxid;
+                self.acked = p.zxid;
+                // Durable only once storage reports the installed snapshot.
+                self.durable = -1;
+                self.snapshot_pending = true;
+                self.out.push(Action::InstallSnapshot { zxid: p.zxid });
+                Ok(())
+            }
+            (pt::PROPOSAL, Stage::Syncing | Stage::Broadcast) => {
+                if self.cfg.role == LearnerRole::Observer && self.stage == Stage::Broadcast {
+                    return Err("observer got a PROPOSAL".into());
+                }
+                self.on_txn(p)
+            }
+            (pt::INFORM, Stage::Syncing | Stage::Broadcast) if self.cfg.role == LearnerRole::Observer => {
+                if self.newleader.is_none() {
+                    return Err("INFORM before NEWLEADER".into());
+                }
+                self.on_txn(p)?;
+                self.committed = p.zxid;
+                Ok(())
+            }
+            (pt::COMMIT, Stage::Syncing | Stage::Broadcast) => self.on_commit(p.zxid),
+            (pt::NEWLEADER, Stage::Syncing) if self.newleader.is_none() => {
+                if epoch_of(p.zxid) != self.new_epoch {
+                    return Err("NEWLEADER for another epoch".into());
+                }
+                self.newleader = Some(NewLeader { history_end: self.last_received, ..NewLeader::default() });
+                Ok(())
+            }
+            (pt::UPTODATE, Stage::Syncing) => {
+                if !self.newleader.is_some_and(|nl| nl.acked) {
+                    return Err("UPTODATE before our NEWLEADER ACK".into());
+                }
+                self.stage = Stage::Broadcast;
+                self.send(QuorumPacket::new(pt::ACK, make_zxid(self.new_epoch, 0)));
+                self.out.push(Action::Synced { epoch: self.new_epoch });
+                Ok(())
+            }
+            (pt::PING, s) if s >= Stage::AwaitSyncMode => {
+                self.out.push(Action::PingReply { to: self.cfg.leader_sid, zxid: p.zxid });
+                Ok(())
+            }
+            (pt::SYNC, Stage::Broadcast) => {
+                self.out.push(Action::SyncDone);
+                Ok(())
+            }
+            (pt::REVALIDATE, _) => Ok(()), // answered by the node from the packet data
+            _ => Err("unexpected packet".into()),
+        }
+    }
+
+    fn on_leader_info(&mut self, p: &QuorumPacket) -> Result<(), String> {
+        let version = codec::decode_int(p).map_err(|e| format!("malformed LEADERINFO: {e}"))?;
+        if version < LEARNER_PROTOCOL_VERSION {
+            return Err(format!("leader protocol version {version:#x} is too old"));
+        }
+        let epoch = epoch_of(p.zxid);
+        self.new_epoch = epoch;
+        if epoch > self.accepted_epoch {
+            self.ack_epoch_current = i32::try_from(self.current_epoch).map_err(|_| "current epoch exceeds an int")?;
+            self.stage = Stage::AcceptingEpoch;
+            self.out.push(Action::PersistEpoch { kind: EpochKind::Accepted, epoch });
+        } else if epoch == self.accepted_epoch {
+            // Already accepted this epoch: ZAB forbids acking it twice, so report -1.
+            self.ack_epoch_current = -1;
+            self.send_ack_epoch();
+        } else {
+            return Err(format!("leader's epoch {epoch} is below our accepted epoch {}", self.accepted_epoch));
+        }
+        Ok(())
+    }
+
+    fn send_ack_epoch(&mut self) {
+        self.stage = Stage::AwaitSyncMode;
+        let data = codec::int_data(self.ack_epoch_current);
+        self.send(QuorumPacket::with_data(pt::ACKEPOCH, self.initial_last_zxid, data));
+    }
+
+    fn on_trunc(&mut self, zxid: Zxid) -> Result<(), String> {
+        if zxid > self.last_received {
+            return Err("TRUNC beyond our log".into());
+        }
+        self.stage = Stage::Syncing;
+        self.last_received = zxid;
+        self.durable = self.durable.min(zxid);
+        self.committed = zxid;
+        self.applied = self.applied.min(zxid);
+        self.acked = self.acked.min(zxid);
+        self.out.push(Action::Truncate { zxid });
+        Ok(())
+    }
+
+    /// A PROPOSAL (or INFORM): must extend the history without a gap in the leader's epoch.
+    fn on_txn(&mut self, p: &QuorumPacket) -> Result<(), String> {
+        let entry = codec::decode_entry(p).map_err(|e| format!("malformed txn: {e}"))?;
+        let z = entry.zxid();
+        if z <= self.last_received {
+            return Err(format!("txn does not follow {:#x}", self.last_received));
+        }
+        if epoch_of(z) > self.new_epoch {
+            return Err("txn from a later epoch".into());
+        }
+        if epoch_of(z) == self.new_epoch && epoch_of(self.last_received) == self.new_epoch && z != self.last_received + 1 {
+            return Err(format!("gap after {:#x}", self.last_received));
+        }
+        if self.newleader.is_some() && epoch_of(z) != self.new_epoch {
+            return Err("old-epoch txn after NEWLEADER".into());
+        }
+        self.last_received = z;
+        self.entries.push_back(entry.clone());
+        self.out.push(Action::Persist(entry));
+        Ok(())
+    }
+
+    fn on_commit(&mut self, zxid: Zxid) -> Result<(), String> {
+        if zxid <= self.applied {
+            return Ok(()); // already in the tree (our own log before this connection)
+        }
+        if zxid <= self.committed || !self.entries.iter().any(|e| e.zxid() == zxid) {
+            return Err("COMMIT for a txn we do not hold".into());
+        }
+        self.committed = zxid;
+        Ok(())
+    }
+
+    /// Emits whatever the current facts allow, in the required order.
+    fn pump(&mut self) {
+        if let Some(mut nl) = self.newleader {
+            if !nl.epoch_requested && self.durable >= nl.history_end {
+                nl.epoch_requested = true;
+                if self.current_epoch == self.new_epoch {
+                    nl.epoch_durable = true;
+                } else {
+                    self.out.push(Action::PersistEpoch { kind: EpochKind::Current, epoch: self.new_epoch });
+                }
+            }
+            if nl.epoch_durable && !nl.acked {
+                nl.acked = true;
+                self.send(QuorumPacket::new(pt::ACK, make_zxid(self.new_epoch, 0)));
+            }
+            self.newleader = Some(nl);
+            if nl.acked && self.cfg.role == LearnerRole::Follower {
+                self.ack_durable();
+            }
+        }
+        if self.stage == Stage::Broadcast {
+            while let Some(e) = self.entries.front() {
+                if e.zxid() > self.committed || e.zxid() > self.durable {
+                    break;
+                }
+                if let Some(e) = self.entries.pop_front() {
+                    self.applied = e.zxid();
+                    self.out.push(Action::ApplyCommitted(e));
+                }
+            }
+        }
+    }
+
+    /// One ACK per durable, uncommitted txn of the leader's epoch (ZooKeeper's leader counts ACKs
+    /// per zxid).
+    fn ack_durable(&mut self) {
+        let upto = self.durable;
+        let zxids: Vec<Zxid> = self
+            .entries
+            .iter()
+            .map(TxnEntry::zxid)
+            .filter(|z| *z > self.acked && *z <= upto && *z > self.committed && epoch_of(*z) == self.new_epoch)
+            .collect();
+        for z in zxids {
+            self.send(QuorumPacket::new(pt::ACK, z));
+        }
+        self.acked = self.acked.max(upto);
+    }
+
+    fn send(&mut self, packet: QuorumPacket) {
+        self.out.push(Action::Send { to: self.cfg.leader_sid, packet });
+    }
+
+    fn stop(&mut self, reason: String) {
+        self.stage = Stage::Stopped;
+        self.out.push(Action::GoLooking { reason });
+    }
+
+    fn take(&mut self) -> Vec<Action> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// Checks the learner's internal consistency; `Err` names the first broken rule.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut prev = self.applied;
+        for e in &self.entries {
+            if e.zxid() <= prev {
+                return Err(format!("pending txns not increasing at {:#x}", e.zxid()));
+            }
+            prev = e.zxid();
+        }
+        if prev != self.last_received {
+            return Err("pending txns do not end at the last received zxid".into());
+        }
+        if self.applied > self.committed {
+            return Err("applied beyond the committed zxid".into());
+        }
+        if self.applied > self.durable && !self.snapshot_pending {
+            return Err("applied a txn that is not durable".into());
+        }
+        if self.durable > self.last_received {
+            return Err("durable beyond the last received txn".into());
+        }
+        if self.stage == Stage::Broadcast && !self.newleader.is_some_and(|nl| nl.acked) {
+            return Err("broadcasting without a NEWLEADER ACK".into());
+        }
+        if self.stage < Stage::Broadcast && self.entries.iter().any(|e| e.zxid() <= self.applied) {
+            return Err("applied a txn during sync".into());
+        }
+        if let Some(nl) = self.newleader {
+            if nl.acked && !(nl.epoch_durable && self.current_epoch == self.new_epoch) {
+                return Err("NEWLEADER ACKed before currentEpoch was durable".into());
+            }
+            if nl.epoch_requested && self.durable < nl.history_end {
+                return Err("currentEpoch requested before the synced history was durable".into());
+            }
+        }
+        if self.accepted_epoch < self.current_epoch {
+            return Err("acceptedEpoch below currentEpoch".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,121 @@
+//! ZAB (ZooKeeper Atomic Broadcast) as pure state machines: discovery, synchronisation and
+//! broadcast between one [`Leader`] and its [`Learner`]s (followers and observers).
+//!
+//! Nothing here touches a socket, a file, a thread or the clock. Each machine takes inputs
+//! (a decoded [`QuorumPacket`] from a peer, "the log is durable through zxid", "this epoch file is
+//! durable", a tick with the current time) and returns [`Action`]s as data, in the order they must
+//! be carried out. The shell executes them in that order; durability facts come back only from the
+//! storage layer as `on_durable` / `on_epoch_durable` inputs, so an ACK can never precede the fsync
+//! it depends on.
+//!
+//! Wire facts follow ZooKeeper's `Leader`, `LearnerHandler`, `Learner`, `Follower` and `Observer`
+//! (reference section 18.1). The ordering rules from ZooKeeper's sync-phase bugs (testing
+//! reference section 5) are structural here:
+//!
+//! * a learner persists the synced history (fsync), then writes `currentEpoch`, then ACKs
+//!   NEWLEADER (ZOOKEEPER-3023, -4643, -4646);
+//! * nothing received during sync is applied before UPTODATE, and nothing is applied before it is
+//!   both committed and durable locally (ZOOKEEPER-3911);
+//! * `acceptedEpoch` is durable before ACKEPOCH; the leader's own ACK counts only once its log is
+//!   durable; a follower's proposal ACK counts only after it ACKed NEWLEADER (its `currentEpoch`
+//!   is durable), so a stale leader or a half-synced follower can never complete a quorum.
+//!
+//! Contracts the shell keeps (each action's doc repeats its part):
+//! * the tree reflects the whole durable log at construction (as ZooKeeper loads it); the
+//!   `last_zxid` given to a machine is durable;
+//! * actions are carried out in the order returned; `Truncate` is durable before the next action,
+//!   `InstallSnapshot` before any later `Persist`;
+//! * `on_durable(z)` means every `Persist` up to and including zxid `z` is fsynced.
+
+pub mod codec;
+pub mod leader;
+pub mod learner;
+
+pub use leader::{Leader, LeaderConfig, LeaderInit, ProposeError};
+pub use learner::{Learner, LearnerConfig, LearnerRole, LocalState};
+
+use warden_proto::quorum::QuorumPacket;
+use warden_proto::txn::{Txn, TxnHeader};
+
+pub use crate::Sid;
+/// `(epoch << 32) | counter`.
+pub type Zxid = i64;
+
+/// `ZxidUtils.makeZxid`.
+pub const fn make_zxid(epoch: i64, counter: i64) -> Zxid {
+    (epoch << 32) | (counter & 0xffff_ffff)
+}
+
+/// `ZxidUtils.getEpochFromZxid`.
+pub const fn epoch_of(zxid: Zxid) -> i64 {
+    zxid >> 32
+}
+
+/// `ZxidUtils.getCounterFromZxid`.
+pub const fn counter_of(zxid: Zxid) -> i64 {
+    zxid & 0xffff_ffff
+}
+
+/// One transaction as the log stores it and a PROPOSAL / INFORM carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnEntry {
+    pub hdr: TxnHeader,
+    pub txn: Txn,
+}
+
+impl TxnEntry {
+    pub fn zxid(&self) -> Zxid {
+        self.hdr.zxid
+    }
+}
+
+/// Which epoch file (`version-2/acceptedEpoch` or `version-2/currentEpoch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EpochKind {
+    Accepted,
+    Current,
+}
+
+/// Work for the shell, in the order it must be done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Write `packet` on the quorum connection of `to`.
+    Send { to: Sid, packet: QuorumPacket },
+    /// Leader: right after the SNAP packet just sent to `to`, write the snapshot stream of the tree
+    /// as it stands once every earlier `ApplyCommitted` is applied (its last zxid is `zxid`).
+    SendSnapshot { to: Sid, zxid: Zxid },
+    /// Leader: close the connection of learner `sid` (protocol error or timeout).
+    Disconnect { sid: Sid, reason: String },
+    /// Append to the txn log. Durability comes back as `on_durable`.
+    Persist(TxnEntry),
+    /// Write the epoch file durably (temp, fsync, rename); then report `on_epoch_durable`.
+    PersistEpoch { kind: EpochKind, epoch: i64 },
+    /// Learner: drop every log record above `zxid` and rebuild the tree at `zxid` if it has
+    /// applied beyond it. Synchronous: durable before the next action is carried out.
+    Truncate { zxid: Zxid },
+    /// Learner: the snapshot stream that followed the SNAP packet replaces the tree (its last
+    /// zxid is `zxid`). Write it durably, keep no log record above `zxid`, then report
+    /// `on_durable(zxid)`.
+    InstallSnapshot { zxid: Zxid },
+    /// Apply a committed txn to the tree. Emitted in strictly increasing zxid order, only once
+    /// the txn is committed and durable on this server.
+    ApplyCommitted(TxnEntry),
+    /// Learner: UPTODATE received; the learner may serve clients in `epoch`.
+    Synced { epoch: i64 },
+    /// Leader: a quorum ACKed NEWLEADER; the leader may propose in `epoch`.
+    Broadcasting { epoch: i64 },
+    /// Learner: answer the leader's PING with a PING carrying the session touch table
+    /// (`codec::encode_touches`) and this zxid.
+    PingReply { to: Sid, zxid: Zxid },
+    /// Leader: a learner reported sessions it touched (PING data).
+    TouchSessions { from: Sid, touches: Vec<codec::SessionTouch> },
+    /// Leader: a learner forwarded a client request.
+    Forwarded { from: Sid, request: codec::ForwardedRequest },
+    /// Leader: a learner asks whether a session is still valid.
+    Revalidate { from: Sid, session_id: i64, timeout_ms: i32 },
+    /// Learner: the leader answered a forwarded sync (everything it committed before is applied
+    /// here once the preceding ApplyCommitted actions are done).
+    SyncDone,
+    /// Leave this role and go back to leader election (LOOKING). The machine ignores further input.
+    GoLooking { reason: String },
+}
