@@ -266,7 +266,7 @@ impl State {
 
 /// The durable content overwritten by a random prefix of the changes made since.
 fn torn(durable: &[u8], volatile: &[u8], rng: &mut SplitMix) -> Vec<u8> {
-    let common = durable.iter().zip(volatile).take_while(|(a, b)| a == b).count();
+    let common = common_prefix(durable, volatile);
     let keep = common + rng.below(volatile.len() - common + 1);
     let mut out = volatile[..keep].to_vec();
     // An un-synced truncation may be lost; otherwise the file keeps its durable length.
@@ -275,6 +275,17 @@ fn torn(durable: &[u8], volatile: &[u8], rng: &mut SplitMix) -> Vec<u8> {
         out.extend_from_slice(&durable[keep..]);
     }
     out
+}
+
+/// The length of the common prefix (chunk-wise: fast even in debug builds).
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    const CHUNK: usize = 4096;
+    let n = a.len().min(b.len());
+    let mut at = 0;
+    while at + CHUNK <= n && a[at..at + CHUNK] == b[at..at + CHUNK] {
+        at += CHUNK;
+    }
+    at + a[at..n].iter().zip(&b[at..n]).take_while(|(x, y)| x == y).count()
 }
 
 /// A tiny deterministic generator (SplitMix64), so crashes replay from their seed.

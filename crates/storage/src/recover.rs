@@ -63,11 +63,16 @@ pub fn recover_with_fs(
             }
         }
     }
-    if loaded.is_none() && !candidates.is_empty() {
-        return Err(StorageError::NoValidSnapshot {
-            dir: data_dir.join("version-2"),
-            reason: failures.join("; "),
-        });
+    let snap_dir = data_dir.join("version-2");
+    if loaded.is_none() {
+        // Also when every snapshot failed the quick check: replaying the log onto an empty tree
+        // would silently drop what the snapshot held (purge may have removed those logs).
+        let all = snapshot_files(&*fs, &snap_dir);
+        if !all.is_empty() {
+            let names = all.iter().map(|(_, p)| p.display().to_string()).collect::<Vec<_>>().join(", ");
+            failures.push(format!("none of [{names}] is a complete snapshot"));
+            return Err(StorageError::NoValidSnapshot { dir: snap_dir, reason: failures.join("; ") });
+        }
     }
     let (snapshot, mut tree, mut sessions, snapshot_zxid) = match loaded {
         Some((path, tree, snap)) => (Some(path), tree, snap.sessions, snap.zxid),
@@ -75,12 +80,7 @@ pub fn recover_with_fs(
     };
     let (log, txns) = TxnLog::open_with_fs(fs, data_log_dir, pre_alloc_bytes)?;
     let txns_after_snapshot: Vec<(TxnHeader, Txn)> = txns.into_iter().filter(|(h, _)| h.zxid > snapshot_zxid).collect();
-    if let Some((first, _)) = txns_after_snapshot.first() {
-        let same_epoch = first.zxid >> 32 == snapshot_zxid >> 32;
-        if snapshot.is_some() && same_epoch && first.zxid != snapshot_zxid + 1 {
-            tracing::warn!(snapshot_zxid, first_log_zxid = first.zxid, "gap between the snapshot and the txn log");
-        }
-    }
+    check_no_gap(log.dir(), snapshot_zxid, &txns_after_snapshot)?;
     for (hdr, txn) in &txns_after_snapshot {
         let out = tree.apply(hdr, txn);
         if let TxnResult::Error(code) = out.result {
@@ -89,6 +89,29 @@ pub fn recover_with_fs(
         track_sessions(&mut sessions, hdr, txn);
     }
     Ok(Recovered { tree, sessions, snapshot, snapshot_zxid, txns_after_snapshot, log })
+}
+
+/// Within an epoch zxids are consecutive: every zxid is logged (failed requests as error txns).
+/// A jump after the snapshot (or after zxid 0 without one) means txns are missing, for example a
+/// lost or purged log file: replaying past it would silently build the wrong tree.
+fn check_no_gap(log_dir: &Path, snapshot_zxid: i64, txns: &[(TxnHeader, Txn)]) -> Result<(), StorageError> {
+    let mut prev = snapshot_zxid;
+    for (h, _) in txns {
+        if h.zxid >> 32 == prev >> 32 && h.zxid != prev + 1 {
+            return Err(StorageError::Corrupt {
+                file: log_dir.to_path_buf(),
+                offset: 0,
+                reason: format!(
+                    "txns {:#x}..{:#x} are missing: the log jumps from {prev:#x} (snapshot at {snapshot_zxid:#x}) to {:#x}",
+                    prev + 1,
+                    h.zxid - 1,
+                    h.zxid
+                ),
+            });
+        }
+        prev = h.zxid;
+    }
+    Ok(())
 }
 
 /// `FileTxnSnapLog.processTransaction`'s session bookkeeping.

@@ -277,3 +277,55 @@ fn reads_snapshot_written_by_zookeeper() {
     assert!(d.zxid > 0 && d.zxid <= s.zxid + 10);
     assert_eq!(s.last_processed_zxid, None);
 }
+
+/// Found by the conformance suite: with one snapshot, purge removes the logs before it; if that
+/// snapshot then fails the quick validity check (damaged last bytes), recovery used to replay the
+/// remaining log onto an empty tree, silently losing everything the snapshot held.
+#[test]
+fn recovery_fails_when_the_only_snapshot_is_damaged_instead_of_starting_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, logs) = (dir.path().join("data"), dir.path().join("logs"));
+    log_txns(&logs, 1, 5); // log.1
+    log_txns(&logs, 6, 10); // log.6
+    let (_, all) = TxnLog::open(&logs, 64 * 1024).unwrap();
+    let mut t = DataTree::new();
+    for (h, txn) in &all {
+        t.apply(h, txn);
+    }
+    let p = write_snapshot(&data, &t, &[], 10).unwrap();
+    {
+        let (mut log, _) = TxnLog::open(&logs, 64 * 1024).unwrap();
+        let txn = Txn::Create { path: "/log11".into(), data: None, acl: Acl::open_unsafe(), ephemeral: false, parent_cversion: 11 };
+        log.append(&TxnHeader { client_id: 1, cxid: 0, zxid: 11, time_ms: 11, txn_type: 1 }, &txn).unwrap();
+        log.sync().unwrap();
+    }
+    assert_eq!(purge(&data, &logs, 3).unwrap().len(), 1, "log.1 is purged");
+    let mut b = fs::read(&p).unwrap();
+    let last = b.len() - 1;
+    b[last] ^= 1;
+    fs::write(&p, b).unwrap();
+    let err = recover(&data, &logs, 64 * 1024).unwrap_err();
+    assert!(matches!(err, StorageError::NoValidSnapshot { .. }), "{err}");
+    assert!(err.to_string().contains("snapshot.a"), "{err}");
+}
+
+/// A log that jumps within an epoch (a lost log file) is an error, not a silently shorter tree.
+#[test]
+fn recovery_fails_on_a_gap_in_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, logs) = (dir.path().join("data"), dir.path().join("logs"));
+    log_txns(&logs, 1, 5);
+    {
+        let (mut log, _) = TxnLog::open(&logs, 64 * 1024).unwrap();
+        log.roll().unwrap();
+    }
+    log_txns(&logs, 6, 9);
+    let first = fs::read_dir(logs.join("version-2")).unwrap().map(|e| e.unwrap().path()).min().unwrap();
+    assert!(first.ends_with("log.1"));
+    write_snapshot(&data, &DataTree::new(), &[], 0).unwrap();
+    recover(&data, &logs, 64 * 1024).unwrap();
+    fs::remove_file(&first).unwrap();
+    let err = recover(&data, &logs, 64 * 1024).unwrap_err();
+    assert!(matches!(err, StorageError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("missing"), "{err}");
+}
