@@ -48,6 +48,7 @@ pub fn recover_with_fs(
     data_log_dir: &Path,
     pre_alloc_bytes: u64,
 ) -> Result<Recovered, StorageError> {
+    remove_unfinished_snapshots(&*fs, &data_dir.join("version-2"));
     let candidates = find_valid_snapshots_with_fs(&*fs, data_dir);
     let mut loaded = None;
     let mut failures = Vec::new();
@@ -170,4 +171,19 @@ pub fn purge_with_fs(fs: &dyn Fs, data_dir: &Path, data_log_dir: &Path, keep: us
 fn log_files(fs: &dyn Fs, dir: &Path) -> Vec<(i64, PathBuf)> {
     let Ok(names) = fs.list_dir(dir) else { return Vec::new() };
     names.into_iter().filter_map(|name| Some((zxid_from_name(&name, "log")?, dir.join(name)))).collect()
+}
+
+/// Deletes `.snapshot.<zxid>.tmp` files left by a crash during a snapshot: they were never renamed, so
+/// nothing refers to them, and they would pile up with every such crash.
+fn remove_unfinished_snapshots(fs: &dyn Fs, dir: &Path) {
+    let Ok(names) = fs.list_dir(dir) else { return };
+    for name in names {
+        if name.starts_with(".snapshot.") && name.ends_with(".tmp") {
+            let path = dir.join(&name);
+            match fs.remove_file(&path) {
+                Ok(()) => tracing::info!(file = %path.display(), "removed an unfinished snapshot"),
+                Err(e) => tracing::warn!(file = %path.display(), error = %e, "cannot remove an unfinished snapshot"),
+            }
+        }
+    }
 }

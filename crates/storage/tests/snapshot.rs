@@ -329,3 +329,15 @@ fn recovery_fails_on_a_gap_in_the_log() {
     assert!(matches!(err, StorageError::Corrupt { .. }), "{err}");
     assert!(err.to_string().contains("missing"), "{err}");
 }
+
+#[test]
+fn recovery_removes_snapshots_a_crash_left_unfinished() {
+    let dir = tempfile::tempdir().unwrap();
+    let v2 = dir.path().join("version-2");
+    std::fs::create_dir_all(&v2).unwrap();
+    std::fs::write(v2.join(".snapshot.2a.tmp"), b"half a snapshot").unwrap();
+    std::fs::write(v2.join("keep.me"), b"not ours").unwrap();
+    warden_storage::recover(dir.path(), dir.path(), 64 * 1024).unwrap();
+    assert!(!v2.join(".snapshot.2a.tmp").exists());
+    assert!(v2.join("keep.me").exists());
+}
