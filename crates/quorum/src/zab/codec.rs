@@ -74,7 +74,7 @@ pub fn encode_touches(touches: &[SessionTouch]) -> Vec<u8> {
 
 /// Decodes a PING touch table; a trailing partial entry is an error.
 pub fn decode_touches(data: &[u8]) -> Result<Vec<SessionTouch>, DecodeError> {
-    if data.len() % 12 != 0 {
+    if !data.len().is_multiple_of(12) {
         return Err(DecodeError::Invalid("PING touch table is not a whole number of entries"));
     }
     let mut r = Reader::new(data);

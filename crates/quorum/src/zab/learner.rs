@@ -359,8 +359,13 @@ impl Learner {
         if epoch_of(z) > self.new_epoch {
             return Err("txn from a later epoch".into());
         }
-        if epoch_of(z) == self.new_epoch && epoch_of(self.last_received) == self.new_epoch && z != self.last_received + 1 {
-            return Err(format!("gap after {:#x}", self.last_received));
+        // The leader's proposals in its epoch run 1, 2, 3...; a learner holds a gap-free prefix of
+        // them (the leader's cumulative ACK counting relies on it).
+        if epoch_of(z) == self.new_epoch {
+            let expected = if epoch_of(self.last_received) == self.new_epoch { self.last_received + 1 } else { make_zxid(self.new_epoch, 1) };
+            if z != expected {
+                return Err(format!("gap: expected {expected:#x}"));
+            }
         }
         if self.newleader.is_some() && epoch_of(z) != self.new_epoch {
             return Err("old-epoch txn after NEWLEADER".into());

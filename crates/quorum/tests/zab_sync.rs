@@ -1,0 +1,258 @@
+//! Scripted ZAB handshakes: DIFF / TRUNC / SNAP choices and the learner's durability order.
+
+use warden_proto::quorum::{packet_type as pt, QuorumPacket};
+use warden_proto::txn::{Txn, TxnHeader};
+use warden_quorum::zab::*;
+
+fn entry(zxid: Zxid) -> TxnEntry {
+    let txn = Txn::SetData { path: "/x".into(), data: Some(zxid.to_be_bytes().to_vec()), version: -1 };
+    TxnEntry { hdr: TxnHeader { client_id: 1, cxid: 1, zxid, time_ms: 0, txn_type: txn.op().code() }, txn }
+}
+
+fn z(e: i64, c: i64) -> Zxid {
+    make_zxid(e, c)
+}
+
+fn sends(actions: &[Action], to: Sid) -> Vec<QuorumPacket> {
+    actions.iter().filter_map(|a| match a { Action::Send { to: t, packet } if *t == to => Some(packet.clone()), _ => None }).collect()
+}
+
+fn types(packets: &[QuorumPacket]) -> Vec<i32> {
+    packets.iter().map(|p| p.packet_type).collect()
+}
+
+fn leader_with(history: &[Zxid], base: Zxid, epoch: i64) -> Leader {
+    let last = history.last().copied().unwrap_or(base);
+    let init = LeaderInit {
+        accepted_epoch: epoch,
+        current_epoch: epoch,
+        last_zxid: last,
+        history_base: base,
+        history: history.iter().map(|z| entry(*z)).collect(),
+    };
+    let (l, out) = Leader::new(LeaderConfig::new(1, [1, 2, 3]), init, 0).unwrap();
+    assert!(out.is_empty(), "one of three voters cannot fix an epoch alone");
+    l
+}
+
+/// Runs discovery between `leader` and a fresh follower 2 whose log ends at `last`; returns the
+/// learner, every learner action so far, and the leader's sync packets to 2.
+fn handshake(leader: &mut Leader, last: Zxid, epoch: i64) -> (Learner, Vec<Action>, Vec<QuorumPacket>) {
+    handshake_from(leader, last, epoch, epoch)
+}
+
+fn handshake_from(leader: &mut Leader, last: Zxid, epoch: i64, current: i64) -> (Learner, Vec<Action>, Vec<QuorumPacket>) {
+    let state = LocalState { accepted_epoch: epoch, current_epoch: current, last_zxid: last };
+    let (mut learner, mut log) = Learner::new(LearnerConfig::new(2, 1, LearnerRole::Follower), state, 0);
+    let info = sends(&log, 1);
+    assert_eq!(types(&info), [pt::FOLLOWERINFO]);
+    assert_eq!(info[0].zxid, z(epoch, 0));
+    let out = leader.on_packet(2, &info[0], 0);
+    assert_eq!(out, [Action::PersistEpoch { kind: EpochKind::Accepted, epoch: epoch + 1 }]);
+    let out = leader.on_epoch_durable(EpochKind::Accepted, epoch + 1);
+    let li = sends(&out, 2);
+    assert_eq!(types(&li), [pt::LEADERINFO]);
+    assert_eq!(li[0].zxid, z(epoch + 1, 0));
+    let out = learner.on_packet(&li[0], 0);
+    // acceptedEpoch must be durable before ACKEPOCH.
+    assert_eq!(out, [Action::PersistEpoch { kind: EpochKind::Accepted, epoch: epoch + 1 }]);
+    log.extend(out);
+    let out = learner.on_epoch_durable(EpochKind::Accepted, epoch + 1);
+    let ack = sends(&out, 1);
+    assert_eq!(types(&ack), [pt::ACKEPOCH]);
+    assert_eq!(ack[0].zxid, last);
+    assert_eq!(ack[0].data.as_deref(), Some(&(current as i32).to_be_bytes()[..]));
+    log.extend(out);
+    let out = leader.on_packet(2, &ack[0], 0);
+    assert!(out.contains(&Action::PersistEpoch { kind: EpochKind::Current, epoch: epoch + 1 }));
+    let sync = sends(&out, 2);
+    assert_eq!(sync.last().map(|p| p.packet_type), Some(pt::NEWLEADER));
+    learner.check_invariants().unwrap();
+    leader.check_invariants().unwrap();
+    (learner, log, sync)
+}
+
+fn feed(learner: &mut Learner, packets: &[QuorumPacket], log: &mut Vec<Action>) {
+    for p in packets {
+        let out = learner.on_packet(p, 0);
+        assert!(!out.iter().any(|a| matches!(a, Action::GoLooking { .. })), "{out:?}");
+        log.extend(out);
+        learner.check_invariants().unwrap();
+    }
+}
+
+fn position(log: &[Action], f: impl Fn(&Action) -> bool) -> usize {
+    log.iter().position(f).unwrap_or_else(|| panic!("action missing in {log:#?}"))
+}
+
+#[test]
+fn diff_then_persist_history_then_current_epoch_then_ack_newleader() {
+    let mut leader = leader_with(&[z(1, 1), z(1, 2), z(1, 3)], 0, 1);
+    let (mut learner, mut log, sync) = handshake(&mut leader, z(1, 1), 1);
+    assert_eq!(types(&sync), [pt::DIFF, pt::PROPOSAL, pt::COMMIT, pt::PROPOSAL, pt::COMMIT, pt::NEWLEADER]);
+    assert_eq!(sync[1].zxid, z(1, 2));
+    assert_eq!(sync[5].zxid, z(2, 0));
+    feed(&mut learner, &sync, &mut log);
+    // Nothing is ACKed, epoch-written or applied until the synced history is durable.
+    assert!(sends(&log, 1).iter().all(|p| p.packet_type != pt::ACK));
+    assert!(!log.iter().any(|a| matches!(a, Action::PersistEpoch { kind: EpochKind::Current, .. })));
+    let out = learner.on_durable(z(1, 2));
+    assert!(out.is_empty(), "only part of the history is durable: {out:?}");
+    log.extend(learner.on_durable(z(1, 3)));
+    assert!(sends(&log, 1).iter().all(|p| p.packet_type != pt::ACK), "ACK before currentEpoch is durable");
+    log.extend(learner.on_epoch_durable(EpochKind::Current, 2));
+    learner.check_invariants().unwrap();
+    let persisted = position(&log, |a| matches!(a, Action::Persist(e) if e.zxid() == z(1, 3)));
+    let epoch = position(&log, |a| matches!(a, Action::PersistEpoch { kind: EpochKind::Current, epoch: 2 }));
+    let ack = position(&log, |a| matches!(a, Action::Send { packet, .. } if packet.packet_type == pt::ACK && packet.zxid == z(2, 0)));
+    assert!(persisted < epoch && epoch < ack, "{log:#?}");
+    assert!(!log.iter().any(|a| matches!(a, Action::ApplyCommitted(_))), "applied during sync (ZOOKEEPER-3911)");
+
+    // The leader establishes only with its own currentEpoch durable too.
+    let nl_ack = QuorumPacket::new(pt::ACK, z(2, 0));
+    assert!(leader.on_packet(2, &nl_ack, 0).is_empty());
+    let out = leader.on_epoch_durable(EpochKind::Current, 2);
+    assert_eq!(out[0], Action::Broadcasting { epoch: 2 });
+    assert_eq!(types(&sends(&out, 2)), [pt::UPTODATE]);
+    leader.check_invariants().unwrap();
+
+    let out = learner.on_packet(&QuorumPacket::new(pt::UPTODATE, -1), 0);
+    assert_eq!(types(&sends(&out, 1)), [pt::ACK]);
+    let synced = position(&out, |a| matches!(a, Action::Synced { epoch: 2 }));
+    let applied: Vec<Zxid> = out.iter().filter_map(|a| match a { Action::ApplyCommitted(e) => Some(e.zxid()), _ => None }).collect();
+    assert_eq!(applied, [z(1, 2), z(1, 3)]);
+    assert!(synced < position(&out, |a| matches!(a, Action::ApplyCommitted(_))));
+    assert!(learner.is_synced());
+    learner.check_invariants().unwrap();
+}
+
+#[test]
+fn equal_zxid_gets_an_empty_diff() {
+    let mut leader = leader_with(&[z(1, 1), z(1, 2)], 0, 1);
+    let (_, _, sync) = handshake(&mut leader, z(1, 2), 1);
+    assert_eq!(types(&sync), [pt::DIFF, pt::NEWLEADER]);
+}
+
+#[test]
+fn diff_from_the_history_base() {
+    let mut leader = leader_with(&[z(1, 6), z(1, 7)], z(1, 5), 1);
+    let (_, _, sync) = handshake(&mut leader, z(1, 5), 1);
+    assert_eq!(types(&sync), [pt::DIFF, pt::PROPOSAL, pt::COMMIT, pt::PROPOSAL, pt::COMMIT, pt::NEWLEADER]);
+}
+
+#[test]
+fn learner_ahead_of_the_leader_is_truncated() {
+    // The learner led epoch 1 and logged (1,3), (1,4) that no quorum saw; the leader acked a later
+    // NEWLEADER (current epoch 2), so FLE preferred it.
+    let mut leader = leader_with(&[z(1, 1), z(1, 2)], 0, 2);
+    let (mut learner, mut log, sync) = handshake_from(&mut leader, z(1, 4), 2, 1);
+    assert_eq!(types(&sync), [pt::TRUNC, pt::NEWLEADER]);
+    assert_eq!(sync[0].zxid, z(1, 2));
+    feed(&mut learner, &sync, &mut log);
+    let trunc = position(&log, |a| *a == Action::Truncate { zxid: z(1, 2) });
+    let epoch = position(&log, |a| matches!(a, Action::PersistEpoch { kind: EpochKind::Current, .. }));
+    assert!(trunc < epoch);
+    assert_eq!(learner.last_received(), z(1, 2));
+}
+
+#[test]
+fn divergent_tail_in_the_same_epoch_is_truncated_then_diffed() {
+    // The learner's (1,3) never reached the leader, whose next txn in epoch 1 is (1,5).
+    let mut leader = leader_with(&[z(1, 1), z(1, 2), z(1, 5)], 0, 1);
+    let (mut learner, mut log, sync) = handshake(&mut leader, z(1, 3), 1);
+    assert_eq!(types(&sync), [pt::TRUNC, pt::PROPOSAL, pt::COMMIT, pt::NEWLEADER]);
+    assert_eq!((sync[0].zxid, sync[1].zxid), (z(1, 2), z(1, 5)));
+    feed(&mut learner, &sync, &mut log);
+}
+
+#[test]
+fn divergent_tail_across_an_epoch_gets_a_snapshot() {
+    // TRUNC may not cross an epoch boundary: the learner's (2,4) was never seen by the leader,
+    // whose next txn is (3,1).
+    let mut leader = leader_with(&[z(1, 1), z(3, 1)], 0, 3);
+    let (_, _, sync) = handshake(&mut leader, z(2, 4), 3);
+    assert_eq!(types(&sync), [pt::SNAP, pt::NEWLEADER]);
+}
+
+#[test]
+fn far_behind_learner_gets_a_snapshot_installed_durably_before_the_ack() {
+    let mut leader = leader_with(&[z(1, 51), z(1, 52), z(1, 53)], z(1, 50), 1);
+    let state = LocalState { accepted_epoch: 1, current_epoch: 1, last_zxid: z(1, 10) };
+    let (mut learner, mut log) = Learner::new(LearnerConfig::new(2, 1, LearnerRole::Follower), state, 0);
+    let mut to_leader = sends(&log, 1);
+    let mut actions_of_leader = Vec::new();
+    // Drive discovery generically this time.
+    for _ in 0..4 {
+        for p in std::mem::take(&mut to_leader) {
+            actions_of_leader.extend(leader.on_packet(2, &p, 0));
+        }
+        actions_of_leader.extend(leader.on_epoch_durable(EpochKind::Accepted, 2));
+        for p in sends(&std::mem::take(&mut actions_of_leader), 2) {
+            let out = learner.on_packet(&p, 0);
+            to_leader.extend(sends(&out, 1));
+            log.extend(out);
+        }
+        let out = learner.on_epoch_durable(EpochKind::Accepted, 2);
+        to_leader.extend(sends(&out, 1));
+        log.extend(out);
+    }
+    assert!(log.contains(&Action::InstallSnapshot { zxid: z(1, 53) }), "{log:#?}");
+    assert!(!log.iter().any(|a| matches!(a, Action::PersistEpoch { kind: EpochKind::Current, .. })));
+    log.extend(learner.on_durable(z(1, 53)));
+    log.extend(learner.on_epoch_durable(EpochKind::Current, 2));
+    let install = position(&log, |a| matches!(a, Action::InstallSnapshot { .. }));
+    let epoch = position(&log, |a| matches!(a, Action::PersistEpoch { kind: EpochKind::Current, .. }));
+    let ack = position(&log, |a| matches!(a, Action::Send { packet, .. } if packet.packet_type == pt::ACK));
+    assert!(install < epoch && epoch < ack);
+    learner.check_invariants().unwrap();
+}
+
+#[test]
+fn leader_snapshot_action_follows_the_snap_packet() {
+    let mut leader = leader_with(&[z(1, 51)], z(1, 50), 1);
+    let state = LocalState { accepted_epoch: 1, current_epoch: 1, last_zxid: z(1, 3) };
+    let (_, out) = Learner::new(LearnerConfig::new(2, 1, LearnerRole::Follower), state, 0);
+    leader.on_packet(2, &sends(&out, 1)[0], 0);
+    leader.on_epoch_durable(EpochKind::Accepted, 2);
+    let ack = QuorumPacket::with_data(pt::ACKEPOCH, z(1, 3), 1i32.to_be_bytes().to_vec());
+    let out = leader.on_packet(2, &ack, 0);
+    let snap = position(&out, |a| matches!(a, Action::Send { packet, .. } if packet.packet_type == pt::SNAP));
+    assert_eq!(out[snap + 1], Action::SendSnapshot { to: 2, zxid: z(1, 51) });
+}
+
+#[test]
+fn learner_more_recent_than_the_leader_makes_it_step_down() {
+    let mut leader = leader_with(&[z(1, 1)], 0, 1);
+    let state = LocalState { accepted_epoch: 1, current_epoch: 1, last_zxid: z(1, 9) };
+    let (_, out) = Learner::new(LearnerConfig::new(2, 1, LearnerRole::Follower), state, 0);
+    leader.on_packet(2, &sends(&out, 1)[0], 0);
+    leader.on_epoch_durable(EpochKind::Accepted, 2);
+    // Same current epoch, higher zxid: ZooKeeper's StateSummary.isMoreRecentThan.
+    let ack = QuorumPacket::with_data(pt::ACKEPOCH, z(1, 9), 1i32.to_be_bytes().to_vec());
+    let out = leader.on_packet(2, &ack, 0);
+    assert!(matches!(out.last(), Some(Action::GoLooking { .. })), "{out:?}");
+    assert!(leader.is_stopped());
+}
+
+#[test]
+fn learner_rejects_an_older_epoch_and_acks_an_already_accepted_one_with_minus_one() {
+    let state = LocalState { accepted_epoch: 5, current_epoch: 4, last_zxid: z(4, 2) };
+    let (mut l, _) = Learner::new(LearnerConfig::new(2, 1, LearnerRole::Follower), state, 0);
+    let out = l.on_packet(&warden_quorum::zab::codec::leader_info(4), 0);
+    assert!(matches!(out.as_slice(), [Action::GoLooking { .. }]));
+    let (mut l, _) = Learner::new(LearnerConfig::new(2, 1, LearnerRole::Follower), state, 0);
+    let out = l.on_packet(&warden_quorum::zab::codec::leader_info(5), 0);
+    let ack = sends(&out, 1);
+    assert_eq!(types(&ack), [pt::ACKEPOCH]);
+    assert_eq!(ack[0].data.as_deref(), Some(&(-1i32).to_be_bytes()[..]));
+}
+
+#[test]
+fn learner_rejects_a_gap_and_a_commit_it_cannot_match() {
+    let mut leader = leader_with(&[z(1, 1), z(1, 2)], 0, 1);
+    let (mut learner, _, sync) = handshake(&mut leader, z(1, 2), 1);
+    let mut log = Vec::new();
+    feed(&mut learner, &sync, &mut log);
+    let out = learner.on_packet(&QuorumPacket::new(pt::COMMIT, z(2, 7)), 0);
+    assert!(matches!(out.as_slice(), [Action::GoLooking { .. }]), "{out:?}");
+}
