@@ -49,6 +49,7 @@
 //!    Creates whose 3.8.0 Stat is present (e.g. containers) are compared as usual.
 //! 6. Order of the ephemerals deleted by closeSession: ZooKeeper takes it from a Java hash set
 //!    (unspecified order). The recursive watch stream of a CloseSession step is compared as a multiset.
+//!
 //! Any other difference is a Warden bug.
 
 #[path = "differential/support.rs"]
@@ -960,14 +961,16 @@ async fn run_seed(seed: u64, ops: usize, classpath: &str, tally: &mut Tally) -> 
         println!("zookeeper srvr: {:?}", support::four_letter(zk_proc.addr, "srvr").unwrap_or_default().lines().next());
     }
     let dir = tempfile::tempdir()?;
-    let mut cfg = warden_server::Config::default();
-    cfg.client_port = 0;
-    cfg.client_port_address = "127.0.0.1".parse().unwrap();
-    cfg.data_dir = dir.path().to_path_buf();
-    cfg.data_log_dir = dir.path().to_path_buf();
-    cfg.extended_types_enabled = true;
-    cfg.four_letter_whitelist = vec!["*".into()];
-    cfg.container_check_interval_ms = 3_600_000;
+    let cfg = warden_server::Config {
+        client_port: 0,
+        client_port_address: "127.0.0.1".parse().unwrap(),
+        data_dir: dir.path().to_path_buf(),
+        data_log_dir: dir.path().to_path_buf(),
+        extended_types_enabled: true,
+        four_letter_whitelist: vec!["*".into()],
+        container_check_interval_ms: 3_600_000,
+        ..warden_server::Config::default()
+    };
     let server = warden_server::Server::start(cfg).await?;
 
     let mut b = [Backend::new("zookeeper", false, zk_proc.addr), Backend::new("warden", true, server.local_addr)];

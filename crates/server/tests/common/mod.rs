@@ -36,18 +36,19 @@ pub struct TestServer {
 /// The configuration the tests use unless they say otherwise: fast ticks, all four-letter words,
 /// TTL nodes on, fast container checks.
 pub fn test_config(dir: &std::path::Path) -> Config {
-    let mut cfg = Config::default();
-    cfg.client_port = 0;
-    cfg.client_port_address = "127.0.0.1".parse().unwrap();
-    cfg.data_dir = dir.to_path_buf();
-    cfg.data_log_dir = dir.to_path_buf();
-    cfg.tick_time_ms = 200;
-    cfg.min_session_timeout_ms = 400;
-    cfg.max_session_timeout_ms = 20_000;
-    cfg.four_letter_whitelist = vec!["*".into()];
-    cfg.extended_types_enabled = true;
-    cfg.container_check_interval_ms = 200;
-    cfg
+    Config {
+        client_port: 0,
+        client_port_address: "127.0.0.1".parse().unwrap(),
+        data_dir: dir.to_path_buf(),
+        data_log_dir: dir.to_path_buf(),
+        tick_time_ms: 200,
+        min_session_timeout_ms: 400,
+        max_session_timeout_ms: 20_000,
+        four_letter_whitelist: vec!["*".into()],
+        extended_types_enabled: true,
+        container_check_interval_ms: 200,
+        ..Config::default()
+    }
 }
 
 impl TestServer {
