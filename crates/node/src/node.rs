@@ -190,12 +190,14 @@ impl Node {
             out.push(Output::Close { conn });
             return;
         }
-        let timeout = (req.timeout_ms.max(0) as u32).clamp(self.cfg.min_session_timeout_ms, self.cfg.max_session_timeout_ms);
+        let timeout =
+            (req.timeout_ms.max(0) as u32).clamp(self.cfg.min_session_timeout_ms, self.cfg.max_session_timeout_ms);
         c.timeout_ms = timeout;
         if req.session_id == 0 {
             let id = self.sessions.next_session_id();
             self.conns.insert(conn, c);
-            let zxid = self.propose(id, 0, Txn::CreateSession { timeout_ms: timeout as i32 }, Origin::Connect { conn }, out);
+            let zxid =
+                self.propose(id, 0, Txn::CreateSession { timeout_ms: timeout as i32 }, Origin::Connect { conn }, out);
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.queue.push_back(Pending::Write { zxid, arrived_ms: self.now.mono_ms });
             }
@@ -278,7 +280,15 @@ impl Node {
         }
     }
 
-    fn on_write(&mut self, conn: ConnId, xid: i32, session_id: i64, req: &Request, ops: Vec<i32>, out: &mut Vec<Output>) {
+    fn on_write(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        session_id: i64,
+        req: &Request,
+        ops: Vec<i32>,
+        out: &mut Vec<Output>,
+    ) {
         let zxid = self.last_zxid + 1;
         let txn = if matches!(req, Request::CloseSession) {
             self.sessions.set_closing(session_id);
@@ -346,7 +356,11 @@ impl Node {
                     // 3.9.2+: a watcher that may not read the node is not told about it (ZOOKEEPER-4799).
                     continue;
                 }
-                let ev = WatcherEvent { event_type: fired.event_type.code(), state: keeper_state::SYNC_CONNECTED, path: fired.path };
+                let ev = WatcherEvent {
+                    event_type: fired.event_type.code(),
+                    state: keeper_state::SYNC_CONNECTED,
+                    path: fired.path,
+                };
                 self.notify(fired.conn, hdr.zxid, ev, out);
             }
         }
@@ -466,7 +480,8 @@ impl Node {
     fn on_auth(&mut self, conn: ConnId, xid: i32, scheme: String, auth: Vec<u8>, out: &mut Vec<Output>) {
         let ids = crate::reads::authenticate(&scheme, &auth, self.cfg.super_digest.as_deref());
         let ok = !ids.is_empty();
-        let frame = encode_reply(&ReplyHeader { xid, zxid: 0, err: if ok { 0 } else { ErrorCode::AuthFailed.code() } }, None);
+        let frame =
+            encode_reply(&ReplyHeader { xid, zxid: 0, err: if ok { 0 } else { ErrorCode::AuthFailed.code() } }, None);
         if let Some(c) = self.conns.get_mut(&conn) {
             for id in ids {
                 if !c.auth.contains(&id) {
@@ -499,7 +514,12 @@ impl Node {
         let ctx_ids = vec![warden_proto::Id::new("super", "")];
         for (path, _) in self.tree.containers_and_ttls_to_reap(self.now.wall_ms) {
             let zxid = self.last_zxid + 1;
-            let ctx = warden_tree::PrepContext { session_id: 0, auth_ids: &ctx_ids, ttl_enabled: true, is_ephemeral_allowed: false };
+            let ctx = warden_tree::PrepContext {
+                session_id: 0,
+                auth_ids: &ctx_ids,
+                ttl_enabled: true,
+                is_ephemeral_allowed: false,
+            };
             let op = warden_tree::WriteOp::DeleteContainer { path };
             if let Ok(txn) = self.prep.prep(&self.tree, &ctx, zxid, &op) {
                 self.propose(0, 0, txn, Origin::Internal, out);

@@ -14,7 +14,14 @@ type ReadResult = Result<Response, ErrorCode>;
 impl Node {
     /// Answers one read that reached the head of its connection's queue. Returns true when the
     /// connection must be closed after the reply.
-    pub(crate) fn run_read(&mut self, conn: ConnId, xid: i32, req: Request, arrived_ms: u64, out: &mut Vec<Output>) -> bool {
+    pub(crate) fn run_read(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        req: Request,
+        arrived_ms: u64,
+        out: &mut Vec<Output>,
+    ) -> bool {
         let (result, close) = match req {
             Request::Sasl(_) => (Err(ErrorCode::AuthFailed), true),
             Request::Reconfig(_) => {
@@ -61,7 +68,9 @@ impl Node {
             Request::Exists(r) => self.exists(conn, r),
             Request::GetData(r) => self.get_data(conn, &r),
             Request::GetChildren(r) => self.get_children(conn, &r).map(|(children, _)| Response::Children { children }),
-            Request::GetChildren2(r) => self.get_children(conn, &r).map(|(children, stat)| Response::Children2 { children, stat }),
+            Request::GetChildren2(r) => {
+                self.get_children(conn, &r).map(|(children, stat)| Response::Children2 { children, stat })
+            }
             Request::GetAcl(r) => self.get_acl(conn, &r.path),
             Request::GetAllChildrenNumber(r) => {
                 self.readable(conn, &r.path)?;
@@ -76,13 +85,23 @@ impl Node {
             }
             Request::CheckWatches(r) => {
                 let t = WatcherType::from_code(r.watcher_type).ok_or(ErrorCode::BadArguments)?;
-                if self.watches.check(conn, &r.path, t) { Ok(Response::Empty) } else { Err(ErrorCode::NoWatcher) }
+                if self.watches.check(conn, &r.path, t) {
+                    Ok(Response::Empty)
+                } else {
+                    Err(ErrorCode::NoWatcher)
+                }
             }
             Request::RemoveWatches(r) => {
                 let t = WatcherType::from_code(r.watcher_type).ok_or(ErrorCode::BadArguments)?;
-                if self.watches.remove(conn, &r.path, t) { Ok(Response::Empty) } else { Err(ErrorCode::NoWatcher) }
+                if self.watches.remove(conn, &r.path, t) {
+                    Ok(Response::Empty)
+                } else {
+                    Err(ErrorCode::NoWatcher)
+                }
             }
-            Request::MultiRead(ops) => Ok(Response::Multi(ops.into_iter().map(|op| self.multi_read(conn, op)).collect())),
+            Request::MultiRead(ops) => {
+                Ok(Response::Multi(ops.into_iter().map(|op| self.multi_read(conn, op)).collect()))
+            }
             _ => Err(ErrorCode::Unimplemented),
         }
     }
@@ -155,9 +174,9 @@ impl Node {
     fn multi_read(&mut self, conn: ConnId, op: MultiOp) -> MultiResult {
         let r = match &op {
             MultiOp::GetData(r) => self.get_data(conn, &PathWatch { path: r.path.clone(), watch: false }),
-            MultiOp::GetChildren(r) => {
-                self.get_children(conn, &PathWatch { path: r.path.clone(), watch: false }).map(|(children, _)| Response::Children { children })
-            }
+            MultiOp::GetChildren(r) => self
+                .get_children(conn, &PathWatch { path: r.path.clone(), watch: false })
+                .map(|(children, _)| Response::Children { children }),
             _ => Err(ErrorCode::BadArguments),
         };
         match r {
@@ -171,9 +190,19 @@ impl Node {
     /// Re-arms watches after a reconnect; changes the client missed are sent at once (zxid -1).
     fn set_watches(&mut self, conn: ConnId, relative_zxid: i64, lists: [Vec<String>; 5], out: &mut Vec<Output>) {
         let [data, exist, child, persistent, recursive] = lists;
-        let lists = SetWatchesLists { data: &data, exist: &exist, child: &child, persistent: &persistent, recursive: &recursive };
+        let lists = SetWatchesLists {
+            data: &data,
+            exist: &exist,
+            child: &child,
+            persistent: &persistent,
+            recursive: &recursive,
+        };
         for fired in self.watches.set_watches(&self.tree, conn, relative_zxid, lists) {
-            let ev = WatcherEvent { event_type: fired.event_type.code(), state: keeper_state::SYNC_CONNECTED, path: fired.path };
+            let ev = WatcherEvent {
+                event_type: fired.event_type.code(),
+                state: keeper_state::SYNC_CONNECTED,
+                path: fired.path,
+            };
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.sent += 1;
             }

@@ -30,11 +30,19 @@ impl Latency {
     }
 
     pub fn min(&self) -> u64 {
-        if self.count == 0 { 0 } else { self.min_ms }
+        if self.count == 0 {
+            0
+        } else {
+            self.min_ms
+        }
     }
 
     pub fn avg(&self) -> f64 {
-        if self.count == 0 { 0.0 } else { self.total_ms as f64 / self.count as f64 }
+        if self.count == 0 {
+            0.0
+        } else {
+            self.total_ms as f64 / self.count as f64
+        }
     }
 }
 

@@ -23,7 +23,12 @@ fn addr() -> SocketAddr {
 
 impl Harness {
     fn new() -> Self {
-        let cfg = NodeConfig { tick_time_ms: 100, min_session_timeout_ms: 200, max_session_timeout_ms: 10_000, ..NodeConfig::default() };
+        let cfg = NodeConfig {
+            tick_time_ms: 100,
+            min_session_timeout_ms: 200,
+            max_session_timeout_ms: 10_000,
+            ..NodeConfig::default()
+        };
         let now = Clock { mono_ms: 1_000, wall_ms: 1_700_000_000_000 };
         Self { node: Node::new(cfg, now), now, out: Vec::new() }
     }
@@ -36,7 +41,13 @@ impl Harness {
         let mut all = Vec::new();
         while !self.out.is_empty() {
             let batch = std::mem::take(&mut self.out);
-            let durable = batch.iter().filter_map(|o| match o { Output::Persist { hdr, .. } => Some(hdr.zxid), _ => None }).max();
+            let durable = batch
+                .iter()
+                .filter_map(|o| match o {
+                    Output::Persist { hdr, .. } => Some(hdr.zxid),
+                    _ => None,
+                })
+                .max();
             all.extend(batch.into_iter().filter(|o| !matches!(o, Output::Persist { .. })));
             if let Some(zxid) = durable {
                 self.node.step(self.now, Input::Durable { zxid }, &mut self.out);
@@ -47,7 +58,8 @@ impl Harness {
     }
 
     fn connect(&mut self, conn: u64, session_id: i64, passwd: Vec<u8>) -> ConnectResponse {
-        let req = ConnectRequest { timeout_ms: 1_000, session_id, passwd, read_only: Some(false), ..Default::default() };
+        let req =
+            ConnectRequest { timeout_ms: 1_000, session_id, passwd, read_only: Some(false), ..Default::default() };
         let out = self.step(Input::Connect { conn, addr: addr(), req });
         let Some(Output::Send { frame, .. }) = out.first() else { panic!("no handshake reply: {out:?}") };
         ConnectResponse::from_bytes(&frame[4..]).unwrap()
@@ -103,7 +115,13 @@ fn data_watch_fires_before_the_reply_that_changed_the_node() {
     h.request(1, 1, create("/w", 0));
     h.request(1, 2, Request::GetData(PathWatch { path: "/w".into(), watch: true }));
     let (_, _, out) = h.request(1, 3, Request::Delete(PathVersion { path: "/w".into(), version: -1 }));
-    let frames: Vec<&Vec<u8>> = out.iter().filter_map(|o| match o { Output::Send { frame, .. } => Some(frame), _ => None }).collect();
+    let frames: Vec<&Vec<u8>> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Send { frame, .. } => Some(frame),
+            _ => None,
+        })
+        .collect();
     assert_eq!(frames.len(), 2, "{out:?}");
     let (nh, ev) = decode_notification(&frames[0][4..]).unwrap();
     assert_eq!((nh.xid, ev.event_type, ev.path.as_str()), (-1, 2, "/w"));
@@ -121,7 +139,10 @@ fn expired_session_loses_its_ephemerals_and_its_connection() {
     let out = h.step(Input::Tick);
     assert!(out.contains(&Output::Close { conn: 1 }), "{out:?}");
     assert!(h.node.tree().node("/e").is_none());
-    assert!(out.iter().any(|o| matches!(o, Output::Send { conn: 2, completes_request: false, .. })), "watcher notified: {out:?}");
+    assert!(
+        out.iter().any(|o| matches!(o, Output::Send { conn: 2, completes_request: false, .. })),
+        "watcher notified: {out:?}"
+    );
     // Reconnecting to the expired session is refused with timeout 0.
     let resp = h.connect(3, s.session_id, s.passwd.clone());
     assert_eq!((resp.timeout_ms, resp.session_id), (0, 0));
@@ -133,10 +154,18 @@ fn reconnect_with_a_wrong_password_is_refused_and_a_right_one_moves_the_session(
     let s = h.connect(1, 0, vec![0; 16]);
     let bad = h.connect(2, s.session_id, vec![1; 16]);
     assert_eq!(bad.timeout_ms, 0);
-    let req = ConnectRequest { timeout_ms: 1_000, session_id: s.session_id, passwd: s.passwd.clone(), read_only: None, ..Default::default() };
+    let req = ConnectRequest {
+        timeout_ms: 1_000,
+        session_id: s.session_id,
+        passwd: s.passwd.clone(),
+        read_only: None,
+        ..Default::default()
+    };
     let out = h.step(Input::Connect { conn: 3, addr: addr(), req });
     assert!(out.contains(&Output::Close { conn: 1 }), "the old connection is closed: {out:?}");
-    let Some(Output::Send { frame, .. }) = out.iter().find(|o| matches!(o, Output::Send { conn: 3, .. })) else { panic!() };
+    let Some(Output::Send { frame, .. }) = out.iter().find(|o| matches!(o, Output::Send { conn: 3, .. })) else {
+        panic!()
+    };
     let resp = ConnectResponse::from_bytes(&frame[4..]).unwrap();
     assert_eq!((resp.session_id, resp.read_only), (s.session_id, None));
 }
@@ -193,9 +222,18 @@ fn requests_behind_the_connect_request_wait_for_the_session() {
     let auth = warden_proto::request::AuthPacket { auth_type: 0, scheme: "digest".into(), auth: b"u:p".to_vec() };
     h.node.step(h.now, Input::Request { conn: 1, xid: -4, req: Request::Auth(auth) }, &mut out);
     h.node.step(h.now, Input::Request { conn: 1, xid: 1, req: create("/early", 1) }, &mut out);
-    assert!(out.iter().all(|o| matches!(o, Output::Persist { .. })), "nothing is sent before the session exists: {out:?}");
+    assert!(
+        out.iter().all(|o| matches!(o, Output::Persist { .. })),
+        "nothing is sent before the session exists: {out:?}"
+    );
     let all = h.step(Input::Durable { zxid: 1 });
-    let sends: Vec<&Vec<u8>> = all.iter().filter_map(|o| match o { Output::Send { frame, .. } => Some(frame), _ => None }).collect();
+    let sends: Vec<&Vec<u8>> = all
+        .iter()
+        .filter_map(|o| match o {
+            Output::Send { frame, .. } => Some(frame),
+            _ => None,
+        })
+        .collect();
     let resp = ConnectResponse::from_bytes(&sends[0][4..]).unwrap();
     assert_eq!(ReplyHeader::from_bytes(&sends[1][4..]).unwrap().xid, -4, "auth answered after the handshake");
     assert_eq!(h.node.tree().stat("/early").map(|s| s.ephemeral_owner), Some(resp.session_id));

@@ -29,7 +29,13 @@ fn create(r: &CreateRequest, kind: CreateKind) -> WriteOp {
 }
 
 fn create_ttl(r: &CreateTtlRequest) -> WriteOp {
-    WriteOp::Create { path: r.path.clone(), data: r.data.clone(), acl: r.acl.clone(), flags: r.flags, kind: CreateKind::Ttl(r.ttl) }
+    WriteOp::Create {
+        path: r.path.clone(),
+        data: r.data.clone(),
+        acl: r.acl.clone(),
+        flags: r.flags,
+        kind: CreateKind::Ttl(r.ttl),
+    }
 }
 
 /// The tree's view of a client write.

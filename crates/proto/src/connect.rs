@@ -153,7 +153,8 @@ mod tests {
             passwd: (1..=16).collect(),
             read_only: Some(false),
         };
-        let mut golden = vec![0, 0, 0, 37, 0, 0, 0, 0, 0, 0, 0x75, 0x30, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef];
+        let mut golden =
+            vec![0, 0, 0, 37, 0, 0, 0, 0, 0, 0, 0x75, 0x30, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef];
         golden.extend_from_slice(&[0, 0, 0, 16]);
         golden.extend(1..=16u8);
         golden.push(0);

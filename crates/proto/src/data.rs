@@ -172,8 +172,19 @@ mod tests {
 
     #[test]
     fn stat_is_68_bytes_and_round_trips() {
-        let s = Stat { czxid: 1, mzxid: 2, ctime: 3, mtime: 4, version: 5, cversion: -6, aversion: 7,
-            ephemeral_owner: i64::MIN, data_length: 9, num_children: 10, pzxid: 11 };
+        let s = Stat {
+            czxid: 1,
+            mzxid: 2,
+            ctime: 3,
+            mtime: 4,
+            version: 5,
+            cversion: -6,
+            aversion: 7,
+            ephemeral_owner: i64::MIN,
+            data_length: 9,
+            num_children: 10,
+            pzxid: 11,
+        };
         let b = s.to_bytes();
         assert_eq!(b.len(), 68);
         assert_eq!(Stat::from_bytes(&b).unwrap(), s);

@@ -31,10 +31,9 @@ pub use jute::{DecodeError, Reader, Record, Writer, DEFAULT_MAX_BUFFER};
 pub use opcode::{xid, OpCode};
 pub use request::{
     AddWatchRequest, AuthPacket, CheckVersionRequest, CheckWatchesRequest, CreateRequest, CreateTtlRequest,
-    DeleteContainerRequest, DeleteRequest, GetAclRequest, GetAllChildrenNumberRequest, GetEphemeralsRequest,
-    MultiKind, MultiOp, PathRequest, PathVersion, PathWatch, ReconfigRequest, RemoveWatchesRequest, Request,
-    RequestDecodeError, SaslRequest, SetAclRequest, SetDataRequest, SetWatches, SetWatches2, SyncRequest,
-    WatchesRequest,
+    DeleteContainerRequest, DeleteRequest, GetAclRequest, GetAllChildrenNumberRequest, GetEphemeralsRequest, MultiKind,
+    MultiOp, PathRequest, PathVersion, PathWatch, ReconfigRequest, RemoveWatchesRequest, Request, RequestDecodeError,
+    SaslRequest, SetAclRequest, SetDataRequest, SetWatches, SetWatches2, SyncRequest, WatchesRequest,
 };
 pub use response::{
     decode_notification, decode_reply, encode_notification, encode_reply, ClientInfo, MultiResult, Response,

@@ -196,13 +196,9 @@ mod tests {
     #[test]
     fn packet_golden_bytes() {
         let bytes = ping().to_bytes();
-        let want: Vec<u8> = [
-            &5i32.to_be_bytes()[..],
-            &0x1_0000_0002i64.to_be_bytes(),
-            &(-1i32).to_be_bytes(),
-            &0i32.to_be_bytes(),
-        ]
-        .concat();
+        let want: Vec<u8> =
+            [&5i32.to_be_bytes()[..], &0x1_0000_0002i64.to_be_bytes(), &(-1i32).to_be_bytes(), &0i32.to_be_bytes()]
+                .concat();
         assert_eq!(bytes, want);
         let req = request().to_bytes();
         let want: Vec<u8> = [
@@ -265,7 +261,8 @@ mod tests {
 
     #[test]
     fn learner_info_golden_and_lenient_forms() {
-        let li = LearnerInfo { server_id: 3, protocol_version: LEARNER_PROTOCOL_VERSION, config_version: 0x1_0000_0000 };
+        let li =
+            LearnerInfo { server_id: 3, protocol_version: LEARNER_PROTOCOL_VERSION, config_version: 0x1_0000_0000 };
         let bytes = li.to_bytes();
         assert_eq!(bytes, [0, 0, 0, 0, 0, 0, 0, 3, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]);
         assert_eq!(LearnerInfo::from_bytes(&bytes).unwrap(), li);

@@ -659,11 +659,22 @@ pub(crate) mod tests {
     }
 
     fn create() -> impl Strategy<Value = CreateRequest> {
-        (path(), data(), acl(), any::<i32>()).prop_map(|(path, data, acl, flags)| CreateRequest { path, data, acl, flags })
+        (path(), data(), acl(), any::<i32>()).prop_map(|(path, data, acl, flags)| CreateRequest {
+            path,
+            data,
+            acl,
+            flags,
+        })
     }
 
     fn create_ttl() -> impl Strategy<Value = CreateTtlRequest> {
-        (create(), any::<i64>()).prop_map(|(c, ttl)| CreateTtlRequest { path: c.path, data: c.data, acl: c.acl, flags: c.flags, ttl })
+        (create(), any::<i64>()).prop_map(|(c, ttl)| CreateTtlRequest {
+            path: c.path,
+            data: c.data,
+            acl: c.acl,
+            flags: c.flags,
+            ttl,
+        })
     }
 
     fn path_version() -> impl Strategy<Value = PathVersion> {
@@ -715,8 +726,11 @@ pub(crate) mod tests {
 
     fn misc_request() -> impl Strategy<Value = Request> {
         prop_oneof![
-            (any::<i32>(), "[a-z]{0,8}", bytes())
-                .prop_map(|(t, s, a)| Request::Auth(AuthPacket { auth_type: t, scheme: s, auth: a })),
+            (any::<i32>(), "[a-z]{0,8}", bytes()).prop_map(|(t, s, a)| Request::Auth(AuthPacket {
+                auth_type: t,
+                scheme: s,
+                auth: a
+            })),
             watches().prop_map(|w| Request::SetWatches(SetWatches {
                 relative_zxid: w.relative_zxid,
                 data: w.data,
@@ -728,14 +742,13 @@ pub(crate) mod tests {
             path().prop_map(|prefix| Request::GetEphemerals(GetEphemeralsRequest { prefix })),
             path_req().prop_map(Request::GetAllChildrenNumber),
             (path(), any::<i32>()).prop_map(|(path, mode)| Request::AddWatch(AddWatchRequest { path, mode })),
-            (path(), any::<i32>()).prop_map(|(path, t)| Request::CheckWatches(WatchesRequest { path, watcher_type: t })),
-            (path(), any::<i32>()).prop_map(|(path, t)| Request::RemoveWatches(WatchesRequest { path, watcher_type: t })),
-            (opt_str(), opt_str(), opt_str(), any::<i64>()).prop_map(|(j, l, n, c)| Request::Reconfig(ReconfigRequest {
-                joining: j,
-                leaving: l,
-                new_members: n,
-                cur_config_id: c
-            })),
+            (path(), any::<i32>())
+                .prop_map(|(path, t)| Request::CheckWatches(WatchesRequest { path, watcher_type: t })),
+            (path(), any::<i32>())
+                .prop_map(|(path, t)| Request::RemoveWatches(WatchesRequest { path, watcher_type: t })),
+            (opt_str(), opt_str(), opt_str(), any::<i64>()).prop_map(|(j, l, n, c)| Request::Reconfig(
+                ReconfigRequest { joining: j, leaving: l, new_members: n, cur_config_id: c }
+            )),
             Just(Request::Ping),
             Just(Request::WhoAmI),
             Just(Request::CloseSession),
@@ -756,7 +769,11 @@ pub(crate) mod tests {
             path_watch().prop_map(Request::GetChildren2),
             set_data().prop_map(Request::SetData),
             path_req().prop_map(Request::GetAcl),
-            (path(), acl(), any::<i32>()).prop_map(|(path, acl, version)| Request::SetAcl(SetAclRequest { path, acl, version })),
+            (path(), acl(), any::<i32>()).prop_map(|(path, acl, version)| Request::SetAcl(SetAclRequest {
+                path,
+                acl,
+                version
+            })),
             path_req().prop_map(Request::Sync),
             proptest::collection::vec(write_op(), 0..4).prop_map(Request::Multi),
             proptest::collection::vec(read_op(), 0..4).prop_map(Request::MultiRead),
@@ -843,7 +860,10 @@ pub(crate) mod tests {
             MultiHeader { op_type: t, done: false, err: -1 }.encode(&mut w);
             PathVersion { path: "/a".into(), version: 0 }.encode(&mut w);
             MultiHeader::END.encode(&mut w);
-            assert!(matches!(Request::decode(14, w.as_slice()), Err(RequestDecodeError::Malformed(DecodeError::Invalid(_)))));
+            assert!(matches!(
+                Request::decode(14, w.as_slice()),
+                Err(RequestDecodeError::Malformed(DecodeError::Invalid(_)))
+            ));
         }
     }
 
@@ -851,7 +871,12 @@ pub(crate) mod tests {
     #[test]
     fn multi_request_golden() {
         let req = Request::Multi(vec![
-            MultiOp::Create(CreateRequest { path: "/a".into(), data: Some(b"x".to_vec()), acl: Acl::open_unsafe(), flags: 0 }),
+            MultiOp::Create(CreateRequest {
+                path: "/a".into(),
+                data: Some(b"x".to_vec()),
+                acl: Acl::open_unsafe(),
+                flags: 0,
+            }),
             MultiOp::Check(PathVersion { path: "/a".into(), version: 0 }),
         ]);
         #[rustfmt::skip]
@@ -874,9 +899,14 @@ pub(crate) mod tests {
 
     #[test]
     fn ping_golden() {
-        assert_eq!(Request::Ping.encode_frame(crate::opcode::xid::PING), [0, 0, 0, 8, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 0x0b]);
-        assert_eq!(Request::decode_payload(&[0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 0x0b]),
-            Ok((RequestHeader { xid: -2, op_type: 11 }, Request::Ping)));
+        assert_eq!(
+            Request::Ping.encode_frame(crate::opcode::xid::PING),
+            [0, 0, 0, 8, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 0x0b]
+        );
+        assert_eq!(
+            Request::decode_payload(&[0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 0x0b]),
+            Ok((RequestHeader { xid: -2, op_type: 11 }, Request::Ping))
+        );
     }
 
     #[test]
@@ -884,14 +914,23 @@ pub(crate) mod tests {
         let mut body = i32::MAX.to_be_bytes().to_vec();
         body.push(1);
         assert_eq!(Request::decode(4, &body), Err(RequestDecodeError::Malformed(DecodeError::BadLength(i32::MAX))));
-        assert_eq!(Request::decode(4, &(-5i32).to_be_bytes()), Err(RequestDecodeError::Malformed(DecodeError::BadLength(-5))));
+        assert_eq!(
+            Request::decode(4, &(-5i32).to_be_bytes()),
+            Err(RequestDecodeError::Malformed(DecodeError::BadLength(-5)))
+        );
         // A huge vector count with few bytes behind it is incomplete, without allocating for the count.
         let mut body = vec![0u8; 8];
         body.extend_from_slice(&1_000_000i32.to_be_bytes());
-        assert!(matches!(Request::decode(101, &body), Err(RequestDecodeError::Malformed(DecodeError::Incomplete { .. }))));
+        assert!(matches!(
+            Request::decode(101, &body),
+            Err(RequestDecodeError::Malformed(DecodeError::Incomplete { .. }))
+        ));
         // A count beyond any possible frame is rejected outright.
         body[8..12].copy_from_slice(&0x00ff_ffffi32.to_be_bytes());
-        assert_eq!(Request::decode(101, &body), Err(RequestDecodeError::Malformed(DecodeError::BadLength(0x00ff_ffff))));
+        assert_eq!(
+            Request::decode(101, &body),
+            Err(RequestDecodeError::Malformed(DecodeError::BadLength(0x00ff_ffff)))
+        );
         // A null path reads as empty (as the Java server does); a null ACL vector as empty.
         let mut body = (-1i32).to_be_bytes().to_vec();
         body.push(1);

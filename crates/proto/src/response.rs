@@ -353,9 +353,11 @@ mod tests {
         let node = prop_oneof![
             Just((2, Response::Empty)),
             name().prop_map(|path| (1, Response::Create { path })),
-            (name(), stat(), prop_oneof![Just(15), Just(19), Just(21)]).prop_map(|(path, stat, op)| (op, Response::Create2 { path, stat })),
+            (name(), stat(), prop_oneof![Just(15), Just(19), Just(21)])
+                .prop_map(|(path, stat, op)| (op, Response::Create2 { path, stat })),
             (stat(), prop_oneof![Just(3), Just(5), Just(7)]).prop_map(|(s, op)| (op, Response::Stat(s))),
-            (data(), stat(), prop_oneof![Just(4), Just(16)]).prop_map(|(data, stat, op)| (op, Response::GetData { data, stat })),
+            (data(), stat(), prop_oneof![Just(4), Just(16)])
+                .prop_map(|(data, stat, op)| (op, Response::GetData { data, stat })),
             (acl(), stat()).prop_map(|(acl, stat)| (6, Response::GetAcl { acl, stat })),
             names().prop_map(|children| (8, Response::Children { children })),
             (names(), stat()).prop_map(|(children, stat)| (12, Response::Children2 { children, stat })),
@@ -365,8 +367,10 @@ mod tests {
             any::<i32>().prop_map(|n| (104, Response::AllChildrenNumber(n))),
             names().prop_map(|e| (103, Response::Ephemerals(e))),
             Just((106, Response::AddWatch)),
-            proptest::collection::vec((name(), name()), 0..3).prop_map(|v| (107, Response::WhoAmI(
-                v.into_iter().map(|(auth_scheme, user)| ClientInfo { auth_scheme, user }).collect()))),
+            proptest::collection::vec((name(), name()), 0..3).prop_map(|v| (
+                107,
+                Response::WhoAmI(v.into_iter().map(|(auth_scheme, user)| ClientInfo { auth_scheme, user }).collect())
+            )),
             data().prop_map(|token| (102, Response::Sasl { token })),
             (proptest::collection::vec(multi_result(), 0..5), prop_oneof![Just(14), Just(22)])
                 .prop_map(|(r, op)| (op, Response::Multi(r))),

@@ -38,19 +38,57 @@ impl Record for TxnHeader {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Txn {
     /// CreateTxn: `ephemeral` is true for ephemeral nodes (owner = the header's client id).
-    Create { path: String, data: Option<Vec<u8>>, acl: Vec<Acl>, ephemeral: bool, parent_cversion: i32 },
-    CreateContainer { path: String, data: Option<Vec<u8>>, acl: Vec<Acl>, parent_cversion: i32 },
-    CreateTtl { path: String, data: Option<Vec<u8>>, acl: Vec<Acl>, parent_cversion: i32, ttl_ms: i64 },
+    Create {
+        path: String,
+        data: Option<Vec<u8>>,
+        acl: Vec<Acl>,
+        ephemeral: bool,
+        parent_cversion: i32,
+    },
+    CreateContainer {
+        path: String,
+        data: Option<Vec<u8>>,
+        acl: Vec<Acl>,
+        parent_cversion: i32,
+    },
+    CreateTtl {
+        path: String,
+        data: Option<Vec<u8>>,
+        acl: Vec<Acl>,
+        parent_cversion: i32,
+        ttl_ms: i64,
+    },
     /// Also used for deleteContainer (type 20) with the same body.
-    Delete { path: String },
-    DeleteContainer { path: String },
-    SetData { path: String, data: Option<Vec<u8>>, version: i32 },
-    SetAcl { path: String, acl: Vec<Acl>, version: i32 },
-    Check { path: String, version: i32 },
-    CreateSession { timeout_ms: i32 },
+    Delete {
+        path: String,
+    },
+    DeleteContainer {
+        path: String,
+    },
+    SetData {
+        path: String,
+        data: Option<Vec<u8>>,
+        version: i32,
+    },
+    SetAcl {
+        path: String,
+        acl: Vec<Acl>,
+        version: i32,
+    },
+    Check {
+        path: String,
+        version: i32,
+    },
+    CreateSession {
+        timeout_ms: i32,
+    },
     /// CloseSessionTxn: the ephemeral paths to delete.
-    CloseSession { paths_to_delete: Vec<String> },
-    Error { err: i32 },
+    CloseSession {
+        paths_to_delete: Vec<String>,
+    },
+    Error {
+        err: i32,
+    },
     Multi(Vec<Txn>),
 }
 

@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 
 use warden_proto::election::{Notification, ServerState};
 
-use crate::action::{ElectionAction, Elected};
+use crate::action::{Elected, ElectionAction};
 use crate::candidate::Candidate;
 use crate::config::QuorumConfig;
 use crate::vote::Vote;
@@ -365,7 +365,10 @@ impl FastLeaderElection {
             self.proposal == self.own || self.proposal.beats(&self.own, &self.config),
             "the proposal is never worse than our own vote"
         );
-        assert!(self.proposal == Candidate::NONE || self.config.is_voter(self.proposal.sid), "only voters are proposed");
+        assert!(
+            self.proposal == Candidate::NONE || self.config.is_voter(self.proposal.sid),
+            "only voters are proposed"
+        );
         for (sid, v) in &self.recvset {
             assert!(self.config.is_voter(*sid), "only voters are counted");
             assert_eq!(v.election_epoch, self.logical_clock, "recvset holds only this round");

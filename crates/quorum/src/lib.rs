@@ -17,7 +17,7 @@ pub mod election;
 pub mod vote;
 pub mod zab;
 
-pub use action::{ElectionAction, Elected};
+pub use action::{Elected, ElectionAction};
 pub use candidate::Candidate;
 pub use config::QuorumConfig;
 pub use election::{FastLeaderElection, FINALIZE_WAIT_MS, MAX_NOTIFICATION_INTERVAL_MS, MIN_NOTIFICATION_INTERVAL_MS};

@@ -13,8 +13,8 @@
 //! decide on a leader that the late, better server then displaces). After healing: everyone agrees on one leader within `AGREE_BOUND_MS`.
 //! A failing seed is replayed with `SIM_SEED=<seed> cargo test -p warden-quorum --test election_sim`.
 
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use warden_quorum::{ElectionAction, FastLeaderElection, Notification, QuorumConfig, ServerState, Sid};
 
@@ -181,7 +181,10 @@ impl Sim {
             }
             let now = self.now_ms;
             if std::env::var("SIM_TRACE").is_ok() {
-                eprintln!("{now} ms: {from} -> {to} {:?} {} {} ee{} pe{}", n.state, n.leader, n.zxid, n.election_epoch, n.peer_epoch);
+                eprintln!(
+                    "{now} ms: {from} -> {to} {:?} {} {} ee{} pe{}",
+                    n.state, n.leader, n.zxid, n.election_epoch, n.peer_epoch
+                );
             }
             let actions = self.nodes.get_mut(&to).unwrap().fle.receive(from, &n, now);
             self.apply(to, actions);

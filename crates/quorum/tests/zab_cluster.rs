@@ -33,7 +33,12 @@ fn run(seed: u64, steps: usize, faults: Faults) -> Cluster {
             eprintln!("{}", tail.join("\n"));
         }
         assert_eq!(a, b, "seed {seed}: node {sid}");
-        assert_eq!(node.tree, committed, "seed {seed}: node {sid} tree differs from the committed sequence\n{}", c.trace.join("\n"));
+        assert_eq!(
+            node.tree,
+            committed,
+            "seed {seed}: node {sid} tree differs from the committed sequence\n{}",
+            c.trace.join("\n")
+        );
     }
     c
 }

@@ -14,7 +14,13 @@ fn z(e: i64, c: i64) -> Zxid {
 }
 
 fn sends(actions: &[Action], to: Sid) -> Vec<QuorumPacket> {
-    actions.iter().filter_map(|a| match a { Action::Send { to: t, packet } if *t == to => Some(packet.clone()), _ => None }).collect()
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send { to: t, packet } if *t == to => Some(packet.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 fn types(packets: &[QuorumPacket]) -> Vec<i32> {
@@ -41,7 +47,12 @@ fn handshake(leader: &mut Leader, last: Zxid, epoch: i64) -> (Learner, Vec<Actio
     handshake_from(leader, last, epoch, epoch)
 }
 
-fn handshake_from(leader: &mut Leader, last: Zxid, epoch: i64, current: i64) -> (Learner, Vec<Action>, Vec<QuorumPacket>) {
+fn handshake_from(
+    leader: &mut Leader,
+    last: Zxid,
+    epoch: i64,
+    current: i64,
+) -> (Learner, Vec<Action>, Vec<QuorumPacket>) {
     let state = LocalState { accepted_epoch: epoch, current_epoch: current, last_zxid: last };
     let (mut learner, mut log) = Learner::new(LearnerConfig::new(2, 1, LearnerRole::Follower), state, 0);
     let info = sends(&log, 1);
@@ -104,7 +115,10 @@ fn diff_then_persist_history_then_current_epoch_then_ack_newleader() {
     learner.check_invariants().unwrap();
     let persisted = position(&log, |a| matches!(a, Action::Persist(e) if e.zxid() == z(1, 3)));
     let epoch = position(&log, |a| matches!(a, Action::PersistEpoch { kind: EpochKind::Current, epoch: 2 }));
-    let ack = position(&log, |a| matches!(a, Action::Send { packet, .. } if packet.packet_type == pt::ACK && packet.zxid == z(2, 0)));
+    let ack = position(
+        &log,
+        |a| matches!(a, Action::Send { packet, .. } if packet.packet_type == pt::ACK && packet.zxid == z(2, 0)),
+    );
     assert!(persisted < epoch && epoch < ack, "{log:#?}");
     assert!(!log.iter().any(|a| matches!(a, Action::ApplyCommitted(_))), "applied during sync (ZOOKEEPER-3911)");
 
@@ -119,7 +133,13 @@ fn diff_then_persist_history_then_current_epoch_then_ack_newleader() {
     let out = learner.on_packet(&QuorumPacket::new(pt::UPTODATE, -1), 0);
     assert_eq!(types(&sends(&out, 1)), [pt::ACK]);
     let synced = position(&out, |a| matches!(a, Action::Synced { epoch: 2 }));
-    let applied: Vec<Zxid> = out.iter().filter_map(|a| match a { Action::ApplyCommitted(e) => Some(e.zxid()), _ => None }).collect();
+    let applied: Vec<Zxid> = out
+        .iter()
+        .filter_map(|a| match a {
+            Action::ApplyCommitted(e) => Some(e.zxid()),
+            _ => None,
+        })
+        .collect();
     assert_eq!(applied, [z(1, 2), z(1, 3)]);
     assert!(synced < position(&out, |a| matches!(a, Action::ApplyCommitted(_))));
     assert!(learner.is_synced());

@@ -55,7 +55,14 @@ impl PeerSpec {
             Some(other) => return Err(format!("unknown role {other:?}")),
         };
         let client = client.map(|c| parse_client_addr(c.split(';').next().unwrap_or(c))).transpose()?;
-        Ok(PeerSpec { id, host: parts[0].trim().to_string(), quorum_port: port(parts[1])?, election_port: port(parts[2])?, role, client })
+        Ok(PeerSpec {
+            id,
+            host: parts[0].trim().to_string(),
+            quorum_port: port(parts[1])?,
+            election_port: port(parts[2])?,
+            role,
+            client,
+        })
     }
 }
 
@@ -161,8 +168,8 @@ impl Config {
     }
 
     pub fn load(path: &std::path::Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
         let mut cfg = Self::parse(&text)?;
         // Relative dataDir values are relative to the working directory, as in ZooKeeper.
         if cfg.data_dir.as_os_str().is_empty() {
@@ -174,7 +181,9 @@ impl Config {
         let myid_path = cfg.data_dir.join("myid");
         if let Ok(text) = std::fs::read_to_string(&myid_path) {
             let first = text.lines().next().unwrap_or_default().trim();
-            let id = first.parse::<u64>().map_err(|_| ConfigError::Invalid(format!("{}: {first:?} is not a server id", myid_path.display())))?;
+            let id = first
+                .parse::<u64>()
+                .map_err(|_| ConfigError::Invalid(format!("{}: {first:?} is not a server id", myid_path.display())))?;
             cfg.my_id = Some(id);
         }
         Ok(cfg)
@@ -182,7 +191,12 @@ impl Config {
 
     /// Parses properties text. Returns the config; unknown keys land in `ignored`.
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
-        let mut cfg = Config { data_dir: PathBuf::new(), data_log_dir: PathBuf::new(), client_port_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED), ..Config::default() };
+        let mut cfg = Config {
+            data_dir: PathBuf::new(),
+            data_log_dir: PathBuf::new(),
+            client_port_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            ..Config::default()
+        };
         let mut min_timeout: Option<i64> = None;
         let mut max_timeout: Option<i64> = None;
         for (idx, raw) in text.lines().enumerate() {
@@ -195,7 +209,8 @@ impl Config {
                 continue;
             };
             let (key, val) = (k.trim(), v.trim());
-            let err = |reason: &str| ConfigError::Value { line: idx + 1, key: key.to_string(), reason: reason.to_string() };
+            let err =
+                |reason: &str| ConfigError::Value { line: idx + 1, key: key.to_string(), reason: reason.to_string() };
             let num = |v: &str| v.parse::<i64>().map_err(|_| err("not a number"));
             match key {
                 "tickTime" => {
@@ -208,14 +223,19 @@ impl Config {
                 "dataDir" => cfg.data_dir = PathBuf::from(val),
                 "dataLogDir" => cfg.data_log_dir = PathBuf::from(val),
                 "clientPort" => cfg.client_port = val.parse().map_err(|_| err("not a port"))?,
-                "clientPortAddress" => cfg.client_port_address = parse_host(val).ok_or_else(|| err("not an address"))?,
+                "clientPortAddress" => {
+                    cfg.client_port_address = parse_host(val).ok_or_else(|| err("not an address"))?
+                }
                 "maxClientCnxns" => cfg.max_client_cnxns = num(val)?.max(0) as u32,
                 "minSessionTimeout" => min_timeout = Some(num(val)?),
                 "maxSessionTimeout" => max_timeout = Some(num(val)?),
                 "4lw.commands.whitelist" => {
-                    cfg.four_letter_whitelist = val.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+                    cfg.four_letter_whitelist =
+                        val.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
                 }
-                "extendedTypesEnabled" | "zookeeper.extendedTypesEnabled" => cfg.extended_types_enabled = parse_bool(val),
+                "extendedTypesEnabled" | "zookeeper.extendedTypesEnabled" => {
+                    cfg.extended_types_enabled = parse_bool(val)
+                }
                 "jute.maxbuffer" => cfg.jute_max_buffer = num(val)?.max(1024) as usize,
                 "skipACL" | "zookeeper.skipACL" => cfg.skip_acl = val.eq_ignore_ascii_case("yes"),
                 "znode.container.checkIntervalMs" => cfg.container_check_interval_ms = num(val)?.max(1) as u64,
@@ -252,7 +272,9 @@ impl Config {
         let min = min_timeout.filter(|v| *v >= 0).unwrap_or(2 * tick);
         let max = max_timeout.filter(|v| *v >= 0).unwrap_or(20 * tick);
         if min > max {
-            return Err(ConfigError::Invalid(format!("minSessionTimeout {min} must not be larger than maxSessionTimeout {max}")));
+            return Err(ConfigError::Invalid(format!(
+                "minSessionTimeout {min} must not be larger than maxSessionTimeout {max}"
+            )));
         }
         cfg.min_session_timeout_ms = min as u32;
         cfg.max_session_timeout_ms = max as u32;
@@ -289,7 +311,17 @@ mod tests {
         assert_eq!(c.max_session_timeout_ms, 40000);
         assert!(c.four_letter_allowed("stat"));
         assert_eq!(c.ignored.get("admin.serverPort").map(String::as_str), Some("20003"));
-        assert_eq!(c.servers[&1], PeerSpec { id: 1, host: "localhost".into(), quorum_port: 20002, election_port: 20001, role: PeerRole::Participant, client: None });
+        assert_eq!(
+            c.servers[&1],
+            PeerSpec {
+                id: 1,
+                host: "localhost".into(),
+                quorum_port: 20002,
+                election_port: 20001,
+                role: PeerRole::Participant,
+                client: None
+            }
+        );
     }
 
     #[test]

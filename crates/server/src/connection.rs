@@ -29,7 +29,12 @@ const SESSIONLESS_TIMEOUT: Duration = Duration::from_secs(10);
 type PerIp = Arc<Mutex<HashMap<IpAddr, u32>>>;
 
 /// Accepts clients until shutdown, then ends every connection task.
-pub(crate) async fn accept_loop(listener: TcpListener, cfg: Arc<Config>, events: mpsc::Sender<Event>, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn accept_loop(
+    listener: TcpListener,
+    cfg: Arc<Config>,
+    events: mpsc::Sender<Event>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let per_ip: PerIp = Arc::default();
     let mut tasks = JoinSet::new();
     let mut next_conn: ConnId = 1;
@@ -89,7 +94,14 @@ impl Drop for IpSlot {
     }
 }
 
-async fn serve(stream: TcpStream, peer: SocketAddr, conn: ConnId, cfg: Arc<Config>, events: mpsc::Sender<Event>, _slot: IpSlot) {
+async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    conn: ConnId,
+    cfg: Arc<Config>,
+    events: mpsc::Sender<Event>,
+    _slot: IpSlot,
+) {
     let _ = stream.set_nodelay(true);
     let (mut rd, wr) = stream.into_split();
     let mut buf = BytesMut::with_capacity(4096);
@@ -124,7 +136,12 @@ async fn read_at_least(rd: &mut (impl AsyncReadExt + Unpin), buf: &mut BytesMut,
     Ok(true)
 }
 
-async fn four_letter(cmd: warden_proto::frame::FourLetterWord, mut wr: OwnedWriteHalf, cfg: &Config, events: &mpsc::Sender<Event>) {
+async fn four_letter(
+    cmd: warden_proto::frame::FourLetterWord,
+    mut wr: OwnedWriteHalf,
+    cfg: &Config,
+    events: &mpsc::Sender<Event>,
+) {
     let text = if cfg.four_letter_allowed(cmd.name()) {
         let (reply, rx) = oneshot::channel();
         if events.send(Event::FourLetter { cmd, reply }).await.is_err() {
@@ -204,7 +221,12 @@ fn decode_request(conn: ConnId, frame: &[u8]) -> Result<Input, String> {
     })
 }
 
-async fn write_loop(wr: OwnedWriteHalf, mut rx: mpsc::Receiver<ConnMsg>, permits: Arc<Semaphore>, closed: oneshot::Sender<()>) {
+async fn write_loop(
+    wr: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<ConnMsg>,
+    permits: Arc<Semaphore>,
+    closed: oneshot::Sender<()>,
+) {
     let mut w = BufWriter::with_capacity(64 * 1024, wr);
     'outer: while let Some(mut msg) = rx.recv().await {
         loop {

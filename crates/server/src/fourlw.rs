@@ -52,7 +52,8 @@ fn server_stats(node: &Node, with_clients: bool) -> String {
         }
         o.push('\n');
     }
-    let _ = writeln!(o, "Latency min/avg/max: {}/{}/{}", s.latency.min(), java_double(s.latency.avg()), s.latency.max_ms);
+    let _ =
+        writeln!(o, "Latency min/avg/max: {}/{}/{}", s.latency.min(), java_double(s.latency.avg()), s.latency.max_ms);
     let _ = writeln!(o, "Received: {}", s.received);
     let _ = writeln!(o, "Sent: {}", s.sent);
     let _ = writeln!(o, "Connections: {}", s.connections);
@@ -149,7 +150,10 @@ fn java_double(v: f64) -> String {
 
 fn watch_summary(node: &Node) -> String {
     let s = node.stats();
-    format!("{} connections watching {} paths\nTotal watches:{}\n", s.watching_connections, s.watched_paths, s.data_watches)
+    format!(
+        "{} connections watching {} paths\nTotal watches:{}\n",
+        s.watching_connections, s.watched_paths, s.data_watches
+    )
 }
 
 fn watches_by_session(node: &Node) -> String {

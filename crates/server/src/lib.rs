@@ -36,10 +36,15 @@ impl Server {
     pub async fn start(cfg: Config) -> anyhow::Result<Server> {
         if cfg.servers.len() > 1 {
             // Serving alone what was configured as an ensemble would split its data; refuse instead.
-            anyhow::bail!("zoo.cfg lists {} servers, but Warden runs standalone only (replication is not built yet)", cfg.servers.len());
+            anyhow::bail!(
+                "zoo.cfg lists {} servers, but Warden runs standalone only (replication is not built yet)",
+                cfg.servers.len()
+            );
         }
-        std::fs::create_dir_all(&cfg.data_dir).with_context(|| format!("creating dataDir {}", cfg.data_dir.display()))?;
-        let listener = TcpListener::bind(cfg.client_addr()).await.with_context(|| format!("binding {}", cfg.client_addr()))?;
+        std::fs::create_dir_all(&cfg.data_dir)
+            .with_context(|| format!("creating dataDir {}", cfg.data_dir.display()))?;
+        let listener =
+            TcpListener::bind(cfg.client_addr()).await.with_context(|| format!("binding {}", cfg.client_addr()))?;
         let local_addr = listener.local_addr()?;
         let mut cfg = cfg;
         // `conf` reports the port actually bound (zoo.cfg may say 0).
@@ -48,8 +53,9 @@ impl Server {
             tracing::warn!(key = %k, value = %v, "zoo.cfg key not used by Warden; accepted and ignored");
         }
         let started = std::time::Instant::now();
-        let recovered = recover(&cfg.data_dir, &cfg.data_log_dir, cfg.pre_alloc_bytes)
-            .with_context(|| format!("recovering {} (logs in {})", cfg.data_dir.display(), cfg.data_log_dir.display()))?;
+        let recovered = recover(&cfg.data_dir, &cfg.data_log_dir, cfg.pre_alloc_bytes).with_context(|| {
+            format!("recovering {} (logs in {})", cfg.data_dir.display(), cfg.data_log_dir.display())
+        })?;
         tracing::info!(
             snapshot = ?recovered.snapshot,
             txns_replayed = recovered.txns_after_snapshot.len(),

@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use rand::Rng;
 use tokio::sync::{mpsc, oneshot, watch};
 use warden_node::{Clock, ConnId, Input, Node, NodeConfig, Output};
 use warden_proto::frame::FourLetterWord;
-use rand::Rng;
 use warden_tree::DataTree;
 
 use crate::config::Config;
@@ -29,9 +29,15 @@ const BATCH: usize = 256;
 pub(crate) enum Event {
     /// Storage failed; the server must stop rather than go on with a hole in its log.
     Fatal(String),
-    Register { conn: ConnId, tx: mpsc::Sender<ConnMsg> },
+    Register {
+        conn: ConnId,
+        tx: mpsc::Sender<ConnMsg>,
+    },
     Node(Input),
-    FourLetter { cmd: FourLetterWord, reply: oneshot::Sender<String> },
+    FourLetter {
+        cmd: FourLetterWord,
+        reply: oneshot::Sender<String>,
+    },
 }
 
 #[derive(Debug)]
@@ -210,7 +216,9 @@ impl Owner {
         let out = std::mem::take(&mut self.out);
         for o in out {
             match o {
-                Output::Send { conn, frame, completes_request } => self.send(conn, ConnMsg::Frame { frame, completes_request }),
+                Output::Send { conn, frame, completes_request } => {
+                    self.send(conn, ConnMsg::Frame { frame, completes_request })
+                }
                 Output::Close { conn } => {
                     if let Some(tx) = self.conns.remove(&conn) {
                         let _ = tx.try_send(ConnMsg::Close);

@@ -26,7 +26,12 @@ pub(crate) enum StorageMsg {
 
 /// Starts the thread. It ends when the batch sender is dropped. A failed append or fsync stops the
 /// server (a hole in the log must never be skipped): the thread reports `Event::Fatal` and ends.
-pub(crate) fn spawn(mut log: TxnLog, force_sync: bool, mut batches: mpsc::Receiver<StorageMsg>, events: mpsc::Sender<Event>) -> std::io::Result<JoinHandle<()>> {
+pub(crate) fn spawn(
+    mut log: TxnLog,
+    force_sync: bool,
+    mut batches: mpsc::Receiver<StorageMsg>,
+    events: mpsc::Sender<Event>,
+) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name("warden-storage".into()).spawn(move || {
         while let Some(first) = batches.blocking_recv() {
             let mut last = None;

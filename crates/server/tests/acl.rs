@@ -7,8 +7,8 @@ mod common;
 
 use common::*;
 use warden_proto::{add_watch_mode, AuthPacket, ErrorCode, EventType as Ev, Request};
-use zookeeper_client as zk;
 use zk::{Acl, Acls, AuthId, CreateMode, Error, Permission};
+use zookeeper_client as zk;
 
 fn persistent() -> zk::CreateOptions<'static> {
     CreateMode::Persistent.with_acls(Acls::anyone_all())
@@ -36,9 +36,16 @@ async fn digest_acl_denies_others_until_they_authenticate() {
     assert_eq!(other.check_stat("/sec").await.unwrap_err(), Error::NoAuth, "exists checks READ since 3.9.2");
     assert_eq!(other.create("/sec/new", b"", &persistent()).await.unwrap_err(), Error::NoAuth, "create under it");
     assert_eq!(other.delete("/sec/kid", None).await.unwrap_err(), Error::NoAuth, "delete needs DELETE on the parent");
-    assert_eq!(other.set_acl("/sec", &[Acl::new(Permission::ALL, AuthId::anyone())], None).await.unwrap_err(), Error::NoAuth);
+    assert_eq!(
+        other.set_acl("/sec", &[Acl::new(Permission::ALL, AuthId::anyone())], None).await.unwrap_err(),
+        Error::NoAuth
+    );
     assert_eq!(other.get_acl("/sec").await.unwrap_err(), Error::NoAuth, "getACL needs READ or ADMIN");
-    assert_eq!(other.count_descendants_number("/sec").await.unwrap_err(), Error::NoAuth, "getAllChildrenNumber checks READ");
+    assert_eq!(
+        other.count_descendants_number("/sec").await.unwrap_err(),
+        Error::NoAuth,
+        "getAllChildrenNumber checks READ"
+    );
     // The unreadable node's children remain readable on their own ACL.
     assert_eq!(other.get_data("/sec/kid").await.unwrap().0, b"");
 
@@ -114,7 +121,11 @@ async fn super_digest_bypasses_acls() {
     who.sort_by(|a, b| (a.scheme(), a.user()).cmp(&(b.scheme(), b.user())));
     assert_eq!(
         who,
-        vec![zk::AuthUser::new("digest", "super"), zk::AuthUser::new("ip", "127.0.0.1"), zk::AuthUser::new("super", "")],
+        vec![
+            zk::AuthUser::new("digest", "super"),
+            zk::AuthUser::new("ip", "127.0.0.1"),
+            zk::AuthUser::new("super", "")
+        ],
         "the super digest adds super:\"\" next to the digest id"
     );
     assert_eq!(root.get_data("/locked").await.unwrap().0, b"l");
@@ -136,7 +147,10 @@ async fn world_read_only_node() {
     assert!(other.check_stat("/ro").await.unwrap().is_some());
     assert_eq!(other.set_data("/ro", b"x", None).await.unwrap_err(), Error::NoAuth);
     assert_eq!(other.create("/ro/kid", b"", &persistent()).await.unwrap_err(), Error::NoAuth);
-    assert_eq!(other.set_acl("/ro", &[Acl::new(Permission::ALL, AuthId::anyone())], None).await.unwrap_err(), Error::NoAuth);
+    assert_eq!(
+        other.set_acl("/ro", &[Acl::new(Permission::ALL, AuthId::anyone())], None).await.unwrap_err(),
+        Error::NoAuth
+    );
     let (acl, _) = other.get_acl("/ro").await.unwrap();
     assert_eq!(acl, vec![Acl::new(Permission::READ, AuthId::anyone())], "READ suffices for getACL");
     // Deleting needs DELETE on the parent ("/", open), not on the node itself.
@@ -282,7 +296,11 @@ async fn multi_ops_check_acls() {
     let other = srv.client().await;
     let mut w = other.new_multi_writer();
     w.add_check_version("/ma", 0).unwrap();
-    assert_eq!(w.commit().await.unwrap_err(), zk::MultiWriteError::OperationFailed { index: 0, source: Error::NoAuth }, "check needs READ");
+    assert_eq!(
+        w.commit().await.unwrap_err(),
+        zk::MultiWriteError::OperationFailed { index: 0, source: Error::NoAuth },
+        "check needs READ"
+    );
     let mut w = other.new_multi_writer();
     w.add_create("/free", b"", &persistent()).unwrap();
     w.add_set_data("/ma", b"x", None).unwrap();
@@ -305,7 +323,12 @@ async fn watch_events_are_filtered_by_read_permission_raw() {
     alice.auth("digest", b"alice:secret").await.unwrap();
     let secret = [digest_acl(Permission::ALL, "alice", "secret")];
     let mut r = RawClient::new_session(srv.addr, 10_000).await;
-    let (h, _) = r.call(&Request::AddWatch(warden_proto::AddWatchRequest { path: "/f".into(), mode: add_watch_mode::PERSISTENT_RECURSIVE })).await;
+    let (h, _) = r
+        .call(&Request::AddWatch(warden_proto::AddWatchRequest {
+            path: "/f".into(),
+            mode: add_watch_mode::PERSISTENT_RECURSIVE,
+        }))
+        .await;
     assert_eq!(h.err, 0);
     alice.create("/f", b"", &persistent()).await.unwrap();
     alice.create("/f/secret", b"", &CreateMode::Persistent.with_acls(Acls::new(&secret))).await.unwrap();
@@ -349,7 +372,14 @@ async fn auth_pipelined_behind_connect_request_raw() {
     use tokio::io::AsyncWriteExt;
     let srv = TestServer::start().await;
     let mut s = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
-    let req = warden_proto::ConnectRequest { protocol_version: 0, last_zxid_seen: 0, timeout_ms: 5_000, session_id: 0, passwd: vec![0; 16], read_only: Some(false) };
+    let req = warden_proto::ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        timeout_ms: 5_000,
+        session_id: 0,
+        passwd: vec![0; 16],
+        read_only: Some(false),
+    };
     let mut bytes = warden_proto::encode_frame(&req);
     let auth = AuthPacket { auth_type: 0, scheme: "digest".into(), auth: b"u:p".to_vec() };
     bytes.extend(Request::Auth(auth).encode_frame(warden_proto::xid::AUTH));
@@ -357,7 +387,8 @@ async fn auth_pipelined_behind_connect_request_raw() {
     let mut frames = read_frames(&mut s, 2).await;
     let first = frames.remove(0);
     assert_eq!(first.len(), 37, "first frame must be the 37-byte ConnectResponse, got {first:?}");
-    let resp = <warden_proto::ConnectResponse as warden_proto::Record>::decode(&mut warden_proto::Reader::new(&first)).unwrap();
+    let resp = <warden_proto::ConnectResponse as warden_proto::Record>::decode(&mut warden_proto::Reader::new(&first))
+        .unwrap();
     assert!(resp.timeout_ms > 0 && resp.session_id != 0, "{resp:?}");
     let (h, _) = warden_proto::decode_reply(100, &frames[0]).unwrap();
     assert_eq!((h.xid, h.err), (warden_proto::xid::AUTH, 0));

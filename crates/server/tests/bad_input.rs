@@ -16,7 +16,10 @@ use common::TestServer;
 /// Reads one length-prefixed frame; `None` when the server closed the connection.
 async fn read_frame(s: &mut TcpStream) -> Option<Vec<u8>> {
     let mut len = [0u8; 4];
-    tokio::time::timeout(Duration::from_secs(10), s.read_exact(&mut len)).await.expect("server answered in time").ok()?;
+    tokio::time::timeout(Duration::from_secs(10), s.read_exact(&mut len))
+        .await
+        .expect("server answered in time")
+        .ok()?;
     let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
     s.read_exact(&mut body).await.ok()?;
     Some(body)
@@ -47,7 +50,12 @@ async fn handshake(addr: std::net::SocketAddr) -> TcpStream {
 /// A healthy client can still create and read a node.
 async fn still_serving(addr: std::net::SocketAddr, path: &str) {
     let mut s = handshake(addr).await;
-    let create = Request::Create(CreateRequest { path: path.into(), data: Some(b"ok".to_vec()), acl: Acl::open_unsafe(), flags: 0 });
+    let create = Request::Create(CreateRequest {
+        path: path.into(),
+        data: Some(b"ok".to_vec()),
+        acl: Acl::open_unsafe(),
+        flags: 0,
+    });
     s.write_all(&create.encode_frame(1)).await.unwrap();
     let hdr = ReplyHeader::from_bytes(&read_frame(&mut s).await.unwrap()).unwrap();
     assert_eq!((hdr.xid, hdr.err), (1, 0), "create on a healthy connection");

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use common::*;
 use warden_proto::{ErrorCode, Request, Response};
-use zookeeper_client as zk;
 use zk::{Acls, CreateMode, Error, EventType};
+use zookeeper_client as zk;
 
 fn persistent() -> zk::CreateOptions<'static> {
     CreateMode::Persistent.with_acls(Acls::anyone_all())
@@ -24,7 +24,8 @@ fn ttl(ms: u64) -> zk::CreateOptions<'static> {
 }
 
 async fn gone(c: &zk::Client, path: &str) {
-    eventually(&format!("{path} to be reaped"), || async { c.check_stat(path).await.unwrap().is_none().then_some(()) }).await;
+    eventually(&format!("{path} to be reaped"), || async { c.check_stat(path).await.unwrap().is_none().then_some(()) })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -43,7 +44,10 @@ async fn container_is_reaped_after_its_last_child_goes() {
     assert_eq!((e.event_type, e.path.as_str()), (EventType::NodeDeleted, "/used"));
     assert_eq!(c.check_stat("/used").await.unwrap(), None);
     // Reaping /used took at least one manager pass; the others must have survived it.
-    assert!(c.check_stat("/never").await.unwrap().is_some(), "a never-used container is kept (maxNeverUsedIntervalMs = 0)");
+    assert!(
+        c.check_stat("/never").await.unwrap().is_some(),
+        "a never-used container is kept (maxNeverUsedIntervalMs = 0)"
+    );
     assert!(c.check_stat("/keep").await.unwrap().is_some(), "a container with children is kept");
     srv.stop().await;
 }
@@ -55,7 +59,8 @@ async fn container_can_be_used_like_a_persistent_node() {
     c.create("/box", b"d", &container()).await.unwrap();
     c.create("/box/a", b"", &persistent()).await.unwrap();
     c.create("/box/b", b"", &CreateMode::Ephemeral.with_acls(Acls::anyone_all())).await.unwrap();
-    let (_, seq) = c.create("/box/s-", b"", &CreateMode::PersistentSequential.with_acls(Acls::anyone_all())).await.unwrap();
+    let (_, seq) =
+        c.create("/box/s-", b"", &CreateMode::PersistentSequential.with_acls(Acls::anyone_all())).await.unwrap();
     assert_eq!(seq.into_i64(), 2);
     c.set_data("/box", b"e", None).await.unwrap();
     assert_eq!(c.get_children("/box").await.unwrap().1.num_children, 3);
@@ -143,7 +148,13 @@ async fn ttl_max_value_raw() {
     let srv = TestServer::start().await;
     let mut r = RawClient::new_session(srv.addr, 10_000).await;
     let make = |path: &str, ttl: i64| {
-        Request::CreateTtl(warden_proto::CreateTtlRequest { path: path.into(), data: Some(vec![]), acl: open_acl(), flags: 5, ttl })
+        Request::CreateTtl(warden_proto::CreateTtlRequest {
+            path: path.into(),
+            data: Some(vec![]),
+            acl: open_acl(),
+            flags: 5,
+            ttl,
+        })
     };
     let (h, _) = r.call(&make("/tmax", 0x00FF_FFFF_FFFF)).await;
     assert_eq!(h.err, 0, "the largest TTL is accepted");

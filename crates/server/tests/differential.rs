@@ -65,8 +65,10 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use zk::{
+    Acl, Acls, AddWatchMode, AuthId, Client, CreateMode, MultiReadResult, MultiWriteError, MultiWriteResult, Permission,
+};
 use zookeeper_client as zk;
-use zk::{Acl, Acls, AddWatchMode, AuthId, Client, CreateMode, MultiReadResult, MultiWriteError, MultiWriteResult, Permission};
 
 use support::{RawClient, RawKind, ZkProcess};
 
@@ -76,9 +78,30 @@ const U2: &str = "user2:bpD4uPzrrsGNcJsBFLRErJIlBog="; // digest of user2:pw2
 const FIXED: &[&str] = &["/d/a", "/d/b", "/d/c", "/d/a/x", "/d/a/y", "/d/b/x", "/d/c/y", "/d/a/x/z", "/d/b/x/z"];
 const SPECIAL: &[&str] = &["/", "/zookeeper", "/zookeeper/quota", "/nonexistent", "/d/a/x/z/w"];
 const RAW_PATHS: &[&str] = &[
-    "", "d", "/d/", "//d", "/d//a", "/d/./a", "/d/../a", "/d/.", "/d/..", "/d/a\0b", "/d/\u{1}x", "/d/\u{7f}",
-    "/d/\u{85}", "/d/\u{fff5}", "/d/\u{e000}", "/", "/zookeeper", "/zookeeper/quota", "/zookeeper/q", "/d/ok space",
-    "/d/\u{fc}", "/d/a/", "/d/a/.", "/d/a/..",
+    "",
+    "d",
+    "/d/",
+    "//d",
+    "/d//a",
+    "/d/./a",
+    "/d/../a",
+    "/d/.",
+    "/d/..",
+    "/d/a\0b",
+    "/d/\u{1}x",
+    "/d/\u{7f}",
+    "/d/\u{85}",
+    "/d/\u{fff5}",
+    "/d/\u{e000}",
+    "/",
+    "/zookeeper",
+    "/zookeeper/quota",
+    "/zookeeper/q",
+    "/d/ok space",
+    "/d/\u{fc}",
+    "/d/a/",
+    "/d/a/.",
+    "/d/a/..",
 ];
 const DATA: &[&[u8]] = &[b"", b"v1", b"hello world", &[b'x'; 300]];
 
@@ -159,17 +182,30 @@ impl AclSet {
 }
 
 fn perm(bits: i32) -> Permission {
-    let all = [(1, Permission::READ), (2, Permission::WRITE), (4, Permission::CREATE), (8, Permission::DELETE), (16, Permission::ADMIN)];
+    let all = [
+        (1, Permission::READ),
+        (2, Permission::WRITE),
+        (4, Permission::CREATE),
+        (8, Permission::DELETE),
+        (16, Permission::ADMIN),
+    ];
     all.iter().filter(|(b, _)| bits & b != 0).fold(Permission::NONE, |acc, (_, p)| acc | *p)
 }
 
 fn perm_bits(p: Permission) -> i32 {
-    let all = [(1, Permission::READ), (2, Permission::WRITE), (4, Permission::CREATE), (8, Permission::DELETE), (16, Permission::ADMIN)];
+    let all = [
+        (1, Permission::READ),
+        (2, Permission::WRITE),
+        (4, Permission::CREATE),
+        (8, Permission::DELETE),
+        (16, Permission::ADMIN),
+    ];
     all.iter().filter(|(_, q)| p.has(*q)).map(|(b, _)| b).sum()
 }
 
 fn has_read(client: usize, acl: &[AclEntry]) -> bool {
-    acl.iter().any(|(p, s, i)| p & 1 != 0 && ((s == "world" && i == "anyone") || (client == 0 && s == "digest" && i == U1)))
+    acl.iter()
+        .any(|(p, s, i)| p & 1 != 0 && ((s == "world" && i == "anyone") || (client == 0 && s == "digest" && i == U1)))
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -190,24 +226,80 @@ enum MultiOp {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Create { c: usize, path: String, data: usize, mode: Mode, acl: AclSet },
-    Delete { c: usize, path: String, ver: Ver },
-    SetData { c: usize, path: String, data: usize, ver: Ver },
-    Exists { c: usize, path: String, watch: bool },
-    GetData { c: usize, path: String, watch: bool },
-    GetChildren { c: usize, path: String, watch: bool },
-    GetAcl { c: usize, path: String },
-    SetAcl { c: usize, path: String, acl: AclSet, ver: Ver },
-    Multi { c: usize, ops: Vec<MultiOp> },
-    MultiRead { c: usize, reads: Vec<(bool, String)> },
-    Ephemerals { c: usize, path: String },
-    CountDescendants { c: usize, path: String },
-    CloseSession { c: usize },
+    Create {
+        c: usize,
+        path: String,
+        data: usize,
+        mode: Mode,
+        acl: AclSet,
+    },
+    Delete {
+        c: usize,
+        path: String,
+        ver: Ver,
+    },
+    SetData {
+        c: usize,
+        path: String,
+        data: usize,
+        ver: Ver,
+    },
+    Exists {
+        c: usize,
+        path: String,
+        watch: bool,
+    },
+    GetData {
+        c: usize,
+        path: String,
+        watch: bool,
+    },
+    GetChildren {
+        c: usize,
+        path: String,
+        watch: bool,
+    },
+    GetAcl {
+        c: usize,
+        path: String,
+    },
+    SetAcl {
+        c: usize,
+        path: String,
+        acl: AclSet,
+        ver: Ver,
+    },
+    Multi {
+        c: usize,
+        ops: Vec<MultiOp>,
+    },
+    MultiRead {
+        c: usize,
+        reads: Vec<(bool, String)>,
+    },
+    Ephemerals {
+        c: usize,
+        path: String,
+    },
+    CountDescendants {
+        c: usize,
+        path: String,
+    },
+    CloseSession {
+        c: usize,
+    },
     /// Client 0 creates `path` (open ACL); client `c` (unauthenticated) watches it with getData;
     /// client 0 then removes world READ (setACL) and changes or deletes the node: exercises READ
     /// filtering of watch delivery.
-    RevokeRead { c: usize, path: String, delete: bool },
-    Raw { kind: RawKind, path: String },
+    RevokeRead {
+        c: usize,
+        path: String,
+        delete: bool,
+    },
+    Raw {
+        kind: RawKind,
+        path: String,
+    },
 }
 
 struct Gen {
@@ -235,7 +327,11 @@ impl Gen {
     /// Any path but /d, which holds the whole test tree.
     fn deletable(&mut self) -> String {
         let p = self.path();
-        if p == "/d" { self.pick(FIXED).to_string() } else { p }
+        if p == "/d" {
+            self.pick(FIXED).to_string()
+        } else {
+            p
+        }
     }
     fn create_path(&mut self, mode: Mode) -> String {
         let r = self.rng.gen_range(0..100);
@@ -277,8 +373,17 @@ impl Gen {
             return Open;
         }
         *self.pick(&[
-            WorldRead, CreatorAll, U1AllWorldRead, U1All, U1ReadAdminWorldCd, WorldCdwaU1Read, U2AllU1Read, BadScheme,
-            BadDigestId, BadWorldId, Open,
+            WorldRead,
+            CreatorAll,
+            U1AllWorldRead,
+            U1All,
+            U1ReadAdminWorldCd,
+            WorldCdwaU1Read,
+            U2AllU1Read,
+            BadScheme,
+            BadDigestId,
+            BadWorldId,
+            Open,
         ])
     }
     fn ver(&mut self) -> Ver {
@@ -314,7 +419,8 @@ impl Gen {
                 let ops = (0..n)
                     .map(|_| match self.rng.gen_range(0..4) {
                         0 => {
-                            let mode = *self.pick(&[Mode::Persistent, Mode::Ephemeral, Mode::PersistentSeq, Mode::Container]);
+                            let mode =
+                                *self.pick(&[Mode::Persistent, Mode::Ephemeral, Mode::PersistentSeq, Mode::Container]);
                             MultiOp::Create { path: self.create_path(mode), data: self.data(), mode }
                         }
                         1 => MultiOp::Delete { path: self.deletable(), ver: self.ver() },
@@ -431,7 +537,9 @@ impl Backend {
     }
 
     async fn connect(&mut self, i: usize) -> anyhow::Result<()> {
-        let conn = Client::connector().with_session_timeout(Duration::from_secs(30)).with_connection_timeout(Duration::from_secs(10));
+        let conn = Client::connector()
+            .with_session_timeout(Duration::from_secs(30))
+            .with_connection_timeout(Duration::from_secs(10));
         let client = tokio::time::timeout(Duration::from_secs(15), conn.connect(&self.addr.to_string()))
             .await
             .map_err(|_| anyhow::anyhow!("{}: connect of client {i} timed out", self.name))??;
@@ -450,13 +558,16 @@ impl Backend {
     /// Opens the dedicated watcher session (digest user1, so it may READ every test node) and
     /// sets its persistent recursive watch on /d.
     async fn start_watcher(&mut self) -> anyhow::Result<()> {
-        let conn = Client::connector().with_session_timeout(Duration::from_secs(30)).with_connection_timeout(Duration::from_secs(10));
+        let conn = Client::connector()
+            .with_session_timeout(Duration::from_secs(30))
+            .with_connection_timeout(Duration::from_secs(10));
         let client = tokio::time::timeout(Duration::from_secs(15), conn.connect(&self.addr.to_string()))
             .await
             .map_err(|_| anyhow::anyhow!("{}: connect of watcher timed out", self.name))??;
         client.auth("digest", b"user1:pw1").await?;
         self.sessions.insert(client.session_id().0, "watcher".into());
-        let w = tokio::time::timeout(Duration::from_secs(10), client.watch("/d", AddWatchMode::PersistentRecursive)).await;
+        let w =
+            tokio::time::timeout(Duration::from_secs(10), client.watch("/d", AddWatchMode::PersistentRecursive)).await;
         self.recursive = Some(w.map_err(|_| anyhow::anyhow!("{}: addWatch timed out", self.name))??);
         self.watcher = Some(client);
         Ok(())
@@ -473,7 +584,9 @@ impl Backend {
             Err(_) => "connect timed out".into(),
             Ok(Err(e)) => format!("connect failed: {}", err_str(&e)),
             Ok(Ok(c)) => match c.list_auth_users().await {
-                Ok(users) => format!("ok {:?}", users.iter().map(|u| format!("{}:{}", u.scheme(), u.user())).collect::<Vec<_>>()),
+                Ok(users) => {
+                    format!("ok {:?}", users.iter().map(|u| format!("{}:{}", u.scheme(), u.user())).collect::<Vec<_>>())
+                }
                 Err(e) => format!("connected; whoAmI failed: {}", err_str(&e)),
             },
         }
@@ -532,7 +645,13 @@ impl Backend {
     async fn resolve(&self, ver: Ver, path: &str, acl: bool) -> Option<i32> {
         let cur = || async {
             match self.client(0).check_stat(path).await {
-                Ok(Some(s)) => if acl { s.aversion } else { s.version },
+                Ok(Some(s)) => {
+                    if acl {
+                        s.aversion
+                    } else {
+                        s.version
+                    }
+                }
                 _ => 0,
             }
         };
@@ -626,7 +745,10 @@ impl Backend {
             }
             Op::GetAcl { c, path } => match self.client(*c).get_acl(path).await {
                 Ok((acls, s)) => {
-                    let a: Vec<String> = acls.iter().map(|a| format!("{}:{}:{}", perm_bits(a.permission()), a.scheme(), a.id())).collect();
+                    let a: Vec<String> = acls
+                        .iter()
+                        .map(|a| format!("{}:{}:{}", perm_bits(a.permission()), a.scheme(), a.id()))
+                        .collect();
                     (format!("ok {a:?} {}", self.stat(&s)), vec![])
                 }
                 Err(e) => (err_str(&e), vec![]),
@@ -642,9 +764,9 @@ impl Backend {
                 let mut vers = Vec::new();
                 for o in ops {
                     vers.push(match o {
-                        MultiOp::Delete { path, ver } | MultiOp::Set { path, ver, .. } | MultiOp::Check { path, ver } => {
-                            self.resolve(*ver, path, false).await
-                        }
+                        MultiOp::Delete { path, ver }
+                        | MultiOp::Set { path, ver, .. }
+                        | MultiOp::Check { path, ver } => self.resolve(*ver, path, false).await,
                         MultiOp::Create { .. } => None,
                     });
                 }
@@ -654,7 +776,9 @@ impl Backend {
                 let mut added = Vec::new();
                 for (o, v) in ops.iter().zip(&vers) {
                     let r = match o {
-                        MultiOp::Create { path, data, mode } => w.add_create(path, DATA[*data], &mode.create_mode().with_acls(Acls::new(&open))),
+                        MultiOp::Create { path, data, mode } => {
+                            w.add_create(path, DATA[*data], &mode.create_mode().with_acls(Acls::new(&open)))
+                        }
                         MultiOp::Delete { path, .. } => w.add_delete(path, *v),
                         MultiOp::Set { path, data, .. } => w.add_set_data(path, DATA[*data], *v),
                         MultiOp::Check { path, .. } => w.add_check_version(path, v.unwrap_or(-1)),
@@ -694,7 +818,9 @@ impl Backend {
                         }
                         format!("ok {parts:?}")
                     }
-                    Err(MultiWriteError::OperationFailed { index, source }) => format!("failed at {index}: {}", err_str(&source)),
+                    Err(MultiWriteError::OperationFailed { index, source }) => {
+                        format!("failed at {index}: {}", err_str(&source))
+                    }
                     Err(MultiWriteError::RequestFailed { source }) => format!("request failed: {}", err_str(&source)),
                 };
                 (format!("{added:?} {out}"), created)
@@ -988,8 +1114,22 @@ async fn run_seed(seed: u64, ops: usize, classpath: &str, tally: &mut Tally) -> 
     drop(zk_proc);
     let mut diffs = result?;
     match stopped {
-        Err(_) => diffs.push(Diff { seed, step: ops, op: "server.stop()".into(), what: "shutdown", zk: "-".into(), warden: "did not stop within 10 s".into() }),
-        Ok(Err(e)) => diffs.push(Diff { seed, step: ops, op: "server.stop()".into(), what: "shutdown", zk: "-".into(), warden: format!("error: {e:#}") }),
+        Err(_) => diffs.push(Diff {
+            seed,
+            step: ops,
+            op: "server.stop()".into(),
+            what: "shutdown",
+            zk: "-".into(),
+            warden: "did not stop within 10 s".into(),
+        }),
+        Ok(Err(e)) => diffs.push(Diff {
+            seed,
+            step: ops,
+            op: "server.stop()".into(),
+            what: "shutdown",
+            zk: "-".into(),
+            warden: format!("error: {e:#}"),
+        }),
         Ok(Ok(())) => {}
     }
     Ok(diffs)
@@ -1001,7 +1141,14 @@ async fn drive(seed: u64, ops: usize, b: &mut [Backend; 2], tally: &mut Tally) -
     model.acl.insert("/d".into(), AclSet::Open.stored(0));
     let probes = [b[0].probe_pipelined_auth().await, b[1].probe_pipelined_auth().await];
     if probes[0] != probes[1] {
-        diffs.push(Diff { seed, step: 0, op: "connect with auth packet pipelined behind ConnectRequest".into(), what: "handshake", zk: probes[0].clone(), warden: probes[1].clone() });
+        diffs.push(Diff {
+            seed,
+            step: 0,
+            op: "connect with auth packet pipelined behind ConnectRequest".into(),
+            what: "handshake",
+            zk: probes[0].clone(),
+            warden: probes[1].clone(),
+        });
     }
     for be in b.iter_mut() {
         for i in 0..CLIENTS {
@@ -1103,7 +1250,14 @@ async fn drive(seed: u64, ops: usize, b: &mut [Backend; 2], tally: &mut Tally) -
             println!("      events zk: {zlines:?}\n      events w:  {wlines:?}");
         }
         if zlines != wlines {
-            diffs.push(Diff { seed, step, op: opstr.clone(), what: "one-shot watch events", zk: format!("{zlines:?}"), warden: format!("{wlines:?}") });
+            diffs.push(Diff {
+                seed,
+                step,
+                op: opstr.clone(),
+                what: "one-shot watch events",
+                zk: format!("{zlines:?}"),
+                warden: format!("{wlines:?}"),
+            });
         }
         let mut zr: Vec<String> = zrec.iter().map(ev_str).collect();
         let mut wr: Vec<String> = wrec
@@ -1122,7 +1276,14 @@ async fn drive(seed: u64, ops: usize, b: &mut [Backend; 2], tally: &mut Tally) -
             wr.sort();
         }
         if zr != wr {
-            diffs.push(Diff { seed, step, op: opstr.clone(), what: "recursive watch events (watcher session, /d)", zk: format!("{zr:?}"), warden: format!("{wr:?}") });
+            diffs.push(Diff {
+                seed,
+                step,
+                op: opstr.clone(),
+                what: "recursive watch events (watcher session, /d)",
+                zk: format!("{zr:?}"),
+                warden: format!("{wr:?}"),
+            });
         }
     }
     // Final state: full dump of /d as seen by client 0 (which can read everything).
@@ -1151,7 +1312,14 @@ async fn drive(seed: u64, ops: usize, b: &mut [Backend; 2], tally: &mut Tally) -
         dumps.push(out);
     }
     if dumps[0] != dumps[1] {
-        diffs.push(Diff { seed, step: ops, op: "final dump of /d".into(), what: "tree", zk: dumps[0].clone(), warden: dumps[1].clone() });
+        diffs.push(Diff {
+            seed,
+            step: ops,
+            op: "final dump of /d".into(),
+            what: "tree",
+            zk: dumps[0].clone(),
+            warden: dumps[1].clone(),
+        });
     }
     if b[0].zxid_rank() != b[1].zxid_rank() {
         diffs.push(Diff {
@@ -1179,7 +1347,9 @@ async fn drive(seed: u64, ops: usize, b: &mut [Backend; 2], tally: &mut Tally) -
 }
 
 fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| v.trim().parse().unwrap_or_else(|_| panic!("{name} must be an integer, got {v:?}")))
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().parse().unwrap_or_else(|_| panic!("{name} must be an integer, got {v:?}")))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1191,11 +1361,17 @@ async fn differential_against_apache_zookeeper() {
         Some(s) => vec![s],
         None => {
             let n = env_u64("WARDEN_DIFF_SEEDS").unwrap_or(20);
-            let base = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() % 1_000_000 * 1000;
+            let base = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+                % 1_000_000
+                * 1000;
             (base..base + n).collect()
         }
     };
-    println!("differential: {} seed(s) x {ops} ops, first seed {} (replay one with WARDEN_DIFF_SEED=<seed>)", seeds.len(), seeds[0]);
+    println!(
+        "differential: {} seed(s) x {ops} ops, first seed {} (replay one with WARDEN_DIFF_SEED=<seed>)",
+        seeds.len(),
+        seeds[0]
+    );
     let start = Instant::now();
     let mut tally = Tally::default();
     let mut all = Vec::new();
@@ -1208,7 +1384,14 @@ async fn differential_against_apache_zookeeper() {
         let t = Instant::now();
         let diffs = match run_seed(seed, ops, &classpath, &mut tally).await {
             Ok(d) => d,
-            Err(e) => vec![Diff { seed, step: 0, op: "setup/driver".into(), what: "error", zk: "-".into(), warden: format!("{e:#}") }],
+            Err(e) => vec![Diff {
+                seed,
+                step: 0,
+                op: "setup/driver".into(),
+                what: "error",
+                zk: "-".into(),
+                warden: format!("{e:#}"),
+            }],
         };
         println!("seed {seed}: {} difference(s) in {:.1?}", diffs.len(), t.elapsed());
         for d in diffs.iter().take(8) {

@@ -4,15 +4,18 @@
 mod common;
 
 use common::*;
-use zookeeper_client as zk;
 use zk::{Acls, CreateMode};
+use zookeeper_client as zk;
 
 /// `^Zookeeper version: [A-Za-z0-9.\-]+, built on \d\d/\d\d/\d\d\d\d \d\d:\d\d UTC$`, by hand.
 fn check_version_line(line: &str) {
     let rest = line.strip_prefix("Zookeeper version: ").unwrap_or_else(|| panic!("bad srvr first line {line:?}"));
     let (version, built) = rest.split_once(", built on ").unwrap_or_else(|| panic!("no ', built on ' in {line:?}"));
     assert!(!version.is_empty(), "empty version in {line:?}");
-    assert!(version.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-'), "version {version:?} has odd characters");
+    assert!(
+        version.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-'),
+        "version {version:?} has odd characters"
+    );
     let b = built.as_bytes();
     let digit = |i: usize| b.get(i).is_some_and(|c| c.is_ascii_digit());
     let shape_ok = b.len() == 20
@@ -57,7 +60,11 @@ async fn srvr_format_and_fields() {
     let after = four_letter(srv.addr, "srvr").await;
     let nodes_after: i64 = field(&after, "Node count:").parse().unwrap();
     assert_eq!(nodes_after, nodes_before + 1, "Node count follows the tree");
-    assert_eq!(field(&after, "Zxid:"), format!("0x{:x}", stat.czxid), "Zxid is the last processed zxid in lowercase hex");
+    assert_eq!(
+        field(&after, "Zxid:"),
+        format!("0x{:x}", stat.czxid),
+        "Zxid is the last processed zxid in lowercase hex"
+    );
     srv.stop().await;
 }
 
@@ -146,7 +153,10 @@ async fn non_whitelisted_word_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_whitelist_is_srvr_only() {
-    let srv = TestServer::start_with(|cfg| cfg.four_letter_whitelist = warden_server::Config::default().four_letter_whitelist).await;
+    let srv = TestServer::start_with(|cfg| {
+        cfg.four_letter_whitelist = warden_server::Config::default().four_letter_whitelist
+    })
+    .await;
     check_version_line(four_letter(srv.addr, "srvr").await.lines().next().unwrap());
     assert_eq!(four_letter(srv.addr, "mntr").await, "mntr is not executed because it is not in the whitelist.\n");
     srv.stop().await;

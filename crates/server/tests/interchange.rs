@@ -36,8 +36,8 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use sha1::Digest as _;
-use zookeeper_client as zk;
 use zk::{Acl, Acls, AuthId, Client, CreateMode, Permission, SessionInfo};
+use zookeeper_client as zk;
 
 use support::{RawClient, RawStat, ZkProcess};
 
@@ -103,7 +103,13 @@ async fn connect(addr: SocketAddr, timeout: Duration, auths: &[&str], detached: 
 }
 
 fn perm_bits(p: Permission) -> i32 {
-    let all = [(1, Permission::READ), (2, Permission::WRITE), (4, Permission::CREATE), (8, Permission::DELETE), (16, Permission::ADMIN)];
+    let all = [
+        (1, Permission::READ),
+        (2, Permission::WRITE),
+        (4, Permission::CREATE),
+        (8, Permission::DELETE),
+        (16, Permission::ADMIN),
+    ];
     all.iter().filter(|(_, q)| p.has(*q)).map(|(b, _)| b).sum()
 }
 
@@ -141,7 +147,10 @@ async fn populate(addr: SocketAddr) -> Populated {
     let eph = CreateMode::Ephemeral.with_acls(Acls::creator_all());
     t("s1 eph", s1.create("/eph/s1", b"owned by s1", &eph)).await.unwrap();
     s1_eph.push("/eph/s1".to_string());
-    let (_, seq) = t("s1 eseq", s1.create("/eph/s1-seq-", &[0, 1, 2], &CreateMode::EphemeralSequential.with_acls(open))).await.unwrap();
+    let (_, seq) =
+        t("s1 eseq", s1.create("/eph/s1-seq-", &[0, 1, 2], &CreateMode::EphemeralSequential.with_acls(open)))
+            .await
+            .unwrap();
     s1_eph.push(format!("/eph/s1-seq-{seq}"));
     t("s1 tmp", s1.create("/eph/s1-tmp", b"", &CreateMode::Ephemeral.with_acls(open))).await.unwrap();
     t("s1 tmp delete", s1.delete("/eph/s1-tmp", None)).await.unwrap();
@@ -222,18 +231,27 @@ async fn populate(addr: SocketAddr) -> Populated {
         ("/acl/ip", vec![Acl::new(Permission::ALL, AuthId::new("ip", "127.0.0.1"))]),
         (
             "/acl/ip-net",
-            vec![Acl::new(Permission::READ, AuthId::new("ip", "10.0.0.0/8")), Acl::new(Permission::CREATE, AuthId::anyone())],
+            vec![
+                Acl::new(Permission::READ, AuthId::new("ip", "10.0.0.0/8")),
+                Acl::new(Permission::CREATE, AuthId::anyone()),
+            ],
         ),
-        ("/acl/nobody", vec![Acl::new(Permission::CREATE, AuthId::new("digest", "nobody:AAAAAAAAAAAAAAAAAAAAAAAAAAA="))]),
+        (
+            "/acl/nobody",
+            vec![Acl::new(Permission::CREATE, AuthId::new("digest", "nobody:AAAAAAAAAAAAAAAAAAAAAAAAAAA="))],
+        ),
     ];
     for (path, acls) in &acl_nodes {
         let opts = CreateMode::Persistent.with_acls(Acls::new(acls));
         t(path, admin.create(path, path.as_bytes(), &opts)).await.unwrap_or_else(|e| panic!("create {path}: {e}"));
     }
     // "auth" expands to every digest identity of the session (user1 and user2).
-    t("auth acl", admin.create("/acl/auth", b"auth", &CreateMode::Persistent.with_acls(Acls::creator_all()))).await.unwrap();
+    t("auth acl", admin.create("/acl/auth", b"auth", &CreateMode::Persistent.with_acls(Acls::creator_all())))
+        .await
+        .unwrap();
     create("/acl/changed", b"").await;
-    let changed1 = [Acl::new(Permission::ALL, AuthId::new("digest", &u1)), Acl::new(Permission::READ, AuthId::anyone())];
+    let changed1 =
+        [Acl::new(Permission::ALL, AuthId::new("digest", &u1)), Acl::new(Permission::READ, AuthId::anyone())];
     t("setACL 1", admin.set_acl("/acl/changed", &Acls::new(&changed1), Some(0))).await.unwrap();
     let changed2 = [Acl::new(Permission::ALL, AuthId::anyone())];
     t("setACL 2", admin.set_acl("/acl/changed", &Acls::new(&changed2), Some(1))).await.unwrap();
@@ -267,7 +285,8 @@ async fn populate(addr: SocketAddr) -> Populated {
     let mut s2_eph = Vec::new();
     t("s2 eph", s2.create("/eph/s2", b"owned by s2", &CreateMode::Ephemeral.with_acls(open))).await.unwrap();
     s2_eph.push("/eph/s2".to_string());
-    let (_, seq) = t("s2 eseq", s2.create("/eph/s2-seq-", b"", &CreateMode::EphemeralSequential.with_acls(open))).await.unwrap();
+    let (_, seq) =
+        t("s2 eseq", s2.create("/eph/s2-seq-", b"", &CreateMode::EphemeralSequential.with_acls(open))).await.unwrap();
     s2_eph.push(format!("/eph/s2-seq-{seq}"));
     t("s2 eseq under /types", s2.create("/types/p/eph", b"s2", &CreateMode::Ephemeral.with_acls(open))).await.unwrap();
     s2_eph.push("/types/p/eph".to_string());
@@ -322,9 +341,18 @@ async fn dump(name: &str, addr: SocketAddr) -> Dump {
     while let Some(p) = stack.pop() {
         let (data, stat) = t(&p, c.get_data(&p)).await.unwrap_or_else(|e| panic!("{name}: getData {p}: {e}"));
         let (acl, astat) = t(&p, c.get_acl(&p)).await.unwrap_or_else(|e| panic!("{name}: getACL {p}: {e}"));
-        let (mut children, cstat) = t(&p, c.get_children(&p)).await.unwrap_or_else(|e| panic!("{name}: getChildren2 {p}: {e}"));
-        assert_eq!(to_raw(&stat), to_raw(&astat), "{name}: {p}: getData and getACL Stats differ (tree changed during dump?)");
-        assert_eq!(to_raw(&stat), to_raw(&cstat), "{name}: {p}: getData and getChildren2 Stats differ (tree changed during dump?)");
+        let (mut children, cstat) =
+            t(&p, c.get_children(&p)).await.unwrap_or_else(|e| panic!("{name}: getChildren2 {p}: {e}"));
+        assert_eq!(
+            to_raw(&stat),
+            to_raw(&astat),
+            "{name}: {p}: getData and getACL Stats differ (tree changed during dump?)"
+        );
+        assert_eq!(
+            to_raw(&stat),
+            to_raw(&cstat),
+            "{name}: {p}: getData and getChildren2 Stats differ (tree changed during dump?)"
+        );
         children.sort();
         for ch in &children {
             stack.push(if p == "/" { format!("/{ch}") } else { format!("{p}/{ch}") });
@@ -352,7 +380,11 @@ async fn dump(name: &str, addr: SocketAddr) -> Dump {
     for ((p, node), r) in out.iter_mut().zip(raw) {
         let (data, stat) = r.unwrap_or_else(|e| panic!("{name}: raw getData {p}: error {e}"));
         assert_eq!(stat, node.stat, "{name}: {p}: Stat changed between the two dump passes");
-        assert_eq!(data.clone().unwrap_or_default(), node.data.clone().unwrap(), "{name}: {p}: data changed between passes");
+        assert_eq!(
+            data.clone().unwrap_or_default(),
+            node.data.clone().unwrap(),
+            "{name}: {p}: data changed between passes"
+        );
         node.data = data;
     }
     out
@@ -461,12 +493,19 @@ async fn check_sessions(name: &str, addr: SocketAddr, started: Instant, pop: &Po
                 diffs.push(format!("{name}: addAuth on resumed s1 failed: {e}"));
             }
             if c.session_id().0 != pop.s1_id {
-                diffs.push(format!("{name}: resumed s1 got session {:#x}, expected {:#x}", c.session_id().0, pop.s1_id));
+                diffs.push(format!(
+                    "{name}: resumed s1 got session {:#x}, expected {:#x}",
+                    c.session_id().0,
+                    pop.s1_id
+                ));
             }
             for p in &pop.s1_eph {
                 match t("s1 exists", c.check_stat(p)).await {
                     Ok(Some(s)) if s.ephemeral_owner == pop.s1_id => {}
-                    other => diffs.push(format!("{name}: after resuming s1, {p}: {other:?} (expected owned by {:#x})", pop.s1_id)),
+                    other => diffs.push(format!(
+                        "{name}: after resuming s1, {p}: {other:?} (expected owned by {:#x})",
+                        pop.s1_id
+                    )),
                 }
             }
             drop(c); // not detached: closeSession
@@ -500,14 +539,23 @@ async fn check_sessions(name: &str, addr: SocketAddr, started: Instant, pop: &Po
         }
         let elapsed = started.elapsed();
         if left == 0 {
-            println!("{name}: s2 ({:#x}, timeout {S2_TIMEOUT:?}) expired {elapsed:?} after the server started", pop.s2_id);
+            println!(
+                "{name}: s2 ({:#x}, timeout {S2_TIMEOUT:?}) expired {elapsed:?} after the server started",
+                pop.s2_id
+            );
             if elapsed + Duration::from_secs(3) < S2_TIMEOUT {
-                diffs.push(format!("{name}: s2's ephemerals vanished {elapsed:?} after start, before its {S2_TIMEOUT:?} timeout"));
+                diffs.push(format!(
+                    "{name}: s2's ephemerals vanished {elapsed:?} after start, before its {S2_TIMEOUT:?} timeout"
+                ));
             }
             break;
         }
         if Instant::now() > deadline {
-            diffs.push(format!("{name}: s2 ({:#x}) did not expire within {:?} of start", pop.s2_id, deadline - started));
+            diffs.push(format!(
+                "{name}: s2 ({:#x}) did not expire within {:?} of start",
+                pop.s2_id,
+                deadline - started
+            ));
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -543,7 +591,8 @@ async fn check_types(name: &str, addr: SocketAddr) -> Vec<String> {
     let until = Instant::now() + Duration::from_millis(1500);
     let (mut ttls, _) = t("children", c.get_children("/types")).await.unwrap();
     ttls.retain(|n| n.starts_with("ttls-"));
-    let mut stay: Vec<String> = ["/types/c", "/types/c-empty", "/types/p-used", "/types/ttl", "/types/p"].map(String::from).to_vec();
+    let mut stay: Vec<String> =
+        ["/types/c", "/types/c-empty", "/types/p-used", "/types/ttl", "/types/p"].map(String::from).to_vec();
     stay.extend(ttls.iter().map(|n| format!("/types/{n}")));
     loop {
         for p in &stay {
@@ -589,7 +638,10 @@ async fn zookeeper_data_dir_is_served_by_warden() {
     drop(std::mem::take(&mut pop.clients)); // detached: no closeSession
     let (list, snaps, logs) = listing(&data);
     println!("(A) written by Apache ZooKeeper ({} nodes):\n{list}", zk_dump.len());
-    assert!(snaps >= 3 && logs >= 3, "(A) expected several snapshots and logs from ZooKeeper with snapCount=10:\n{list}");
+    assert!(
+        snaps >= 3 && logs >= 3,
+        "(A) expected several snapshots and logs from ZooKeeper with snapCount=10:\n{list}"
+    );
 
     let server = warden_server::Server::start(warden_config(&data))
         .await

@@ -29,7 +29,9 @@ async fn pipelined_requests_beyond_the_outstanding_limit_are_all_answered_in_ord
     let writer = tokio::spawn(async move {
         let mut buf = Vec::new();
         for xid in 1..=N {
-            buf.extend_from_slice(&Request::Exists(PathWatch { path: "/zookeeper".into(), watch: false }).encode_frame(xid));
+            buf.extend_from_slice(
+                &Request::Exists(PathWatch { path: "/zookeeper".into(), watch: false }).encode_frame(xid),
+            );
         }
         wr.write_all(&buf).await.unwrap();
         wr

@@ -6,8 +6,8 @@ mod common;
 
 use common::*;
 use warden_proto::{ErrorCode, MultiOp, MultiResult, PathVersion, Request, Response};
-use zookeeper_client as zk;
 use zk::{Acls, CreateMode, Error, MultiReadResult, MultiWriteError, MultiWriteResult};
+use zookeeper_client as zk;
 
 fn persistent() -> zk::CreateOptions<'static> {
     CreateMode::Persistent.with_acls(Acls::anyone_all())
@@ -50,7 +50,9 @@ async fn multi_success_applies_all_with_one_zxid() {
     }
     assert_eq!(results[3], MultiWriteResult::Check);
     match &results[4] {
-        MultiWriteResult::Create { path, .. } => assert_eq!(path, "/m/seq-0000000001", "sequence counts the earlier sub-op create"),
+        MultiWriteResult::Create { path, .. } => {
+            assert_eq!(path, "/m/seq-0000000001", "sequence counts the earlier sub-op create")
+        }
         other => panic!("result 4: {other:?}"),
     }
     assert_eq!(results[5], MultiWriteResult::Delete);
@@ -201,7 +203,11 @@ async fn multi_result_types_mirror_sub_ops_raw() {
         other => panic!("unexpected {other:?}"),
     };
     assert_eq!(results.len(), 6);
-    assert_eq!(results[0], MultiResult::Create { path: "/c1".into() }, "type-1 create gets a type-1 result (path only)");
+    assert_eq!(
+        results[0],
+        MultiResult::Create { path: "/c1".into() },
+        "type-1 create gets a type-1 result (path only)"
+    );
     match &results[1] {
         MultiResult::Create2 { path, stat } => {
             assert_eq!(path, "/c2");
@@ -222,7 +228,13 @@ async fn multi_result_types_mirror_sub_ops_raw() {
     }
     assert_eq!(results[4], MultiResult::Check);
     assert_eq!(results[5], MultiResult::Delete);
-    assert_eq!(h.zxid, match &results[3] { MultiResult::SetData { stat } => stat.mzxid, _ => unreachable!() });
+    assert_eq!(
+        h.zxid,
+        match &results[3] {
+            MultiResult::SetData { stat } => stat.mzxid,
+            _ => unreachable!(),
+        }
+    );
     srv.stop().await;
 }
 

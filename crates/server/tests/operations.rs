@@ -7,8 +7,8 @@ mod common;
 
 use common::*;
 use warden_proto::{ErrorCode, Request, Response};
-use zookeeper_client as zk;
 use zk::{Acls, CreateMode, Error};
+use zookeeper_client as zk;
 
 fn persistent() -> zk::CreateOptions<'static> {
     CreateMode::Persistent.with_acls(Acls::anyone_all())
@@ -46,7 +46,8 @@ async fn plain_create_opcode_1_works() {
     let c = zk::Client::connector().with_server_version(3, 4, 0).connect(&srv.connect_string()).await.unwrap();
     let (stat, _) = c.create("/old", b"x", &persistent()).await.unwrap();
     assert!(stat.is_invalid(), "opcode 1 carries no stat");
-    let (stat, seq) = c.create("/old/s-", b"", &CreateMode::PersistentSequential.with_acls(Acls::anyone_all())).await.unwrap();
+    let (stat, seq) =
+        c.create("/old/s-", b"", &CreateMode::PersistentSequential.with_acls(Acls::anyone_all())).await.unwrap();
     assert!(stat.is_invalid());
     assert_eq!(seq.to_string(), "0000000000");
     assert_eq!(c.list_children("/old").await.unwrap(), vec!["s-0000000000".to_string()]);
@@ -191,7 +192,11 @@ async fn system_nodes_cannot_be_deleted() {
     kids.sort();
     assert_eq!(kids, vec!["config", "quota"]);
     let (acl, _) = c.get_acl("/zookeeper/config").await.unwrap();
-    assert_eq!(acl, vec![zk::Acl::new(zk::Permission::READ, zk::AuthId::anyone())], "/zookeeper/config is READ_ACL_UNSAFE");
+    assert_eq!(
+        acl,
+        vec![zk::Acl::new(zk::Permission::READ, zk::AuthId::anyone())],
+        "/zookeeper/config is READ_ACL_UNSAFE"
+    );
     srv.stop().await;
 }
 
@@ -246,7 +251,11 @@ async fn exists_and_children_listing() {
 async fn get_all_children_number() {
     let srv = TestServer::start().await;
     let c = srv.client().await;
-    assert_eq!(c.count_descendants_number("/").await.unwrap(), 3, "empty tree: /zookeeper, /zookeeper/quota, /zookeeper/config");
+    assert_eq!(
+        c.count_descendants_number("/").await.unwrap(),
+        3,
+        "empty tree: /zookeeper, /zookeeper/quota, /zookeeper/config"
+    );
     c.create("/n", b"", &persistent()).await.unwrap();
     c.create("/n/a", b"", &persistent()).await.unwrap();
     c.create("/n/a/b", b"", &persistent()).await.unwrap();
@@ -365,11 +374,23 @@ async fn bad_arguments_raw() {
     let (h, _) = r.call(&Request::Create(create_req("/flags", Some(b""), 7))).await;
     assert_eq!(h.err, bad, "flags 7 is not a CreateMode");
     // A TTL given to a non-TTL mode.
-    let req = warden_proto::CreateTtlRequest { path: "/ttlbad".into(), data: Some(vec![]), acl: open_acl(), flags: 0, ttl: 1000 };
+    let req = warden_proto::CreateTtlRequest {
+        path: "/ttlbad".into(),
+        data: Some(vec![]),
+        acl: open_acl(),
+        flags: 0,
+        ttl: 1000,
+    };
     let (h, _) = r.call(&Request::CreateTtl(req)).await;
     assert_eq!(h.err, bad, "createTTL with PERSISTENT flags");
     // TTL out of range.
-    let req = warden_proto::CreateTtlRequest { path: "/ttlbad".into(), data: Some(vec![]), acl: open_acl(), flags: 5, ttl: 0 };
+    let req = warden_proto::CreateTtlRequest {
+        path: "/ttlbad".into(),
+        data: Some(vec![]),
+        acl: open_acl(),
+        flags: 5,
+        ttl: 0,
+    };
     let (h, _) = r.call(&Request::CreateTtl(req)).await;
     assert_eq!(h.err, bad, "ttl 0");
     // Empty ACL list.

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use warden_proto::{xid, ConnectRequest, EventType as Ev, Request, SetWatches, SetWatches2};
-use zookeeper_client as zk;
 use zk::{Acls, CreateMode, EventType, SessionState};
+use zookeeper_client as zk;
 
 fn persistent() -> zk::CreateOptions<'static> {
     CreateMode::Persistent.with_acls(Acls::anyone_all())
@@ -56,9 +56,17 @@ async fn distinct_sessions_get_distinct_ids() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crate_sees_negotiated_timeout() {
     let srv = TestServer::start().await;
-    let c = zk::Client::connector().with_session_timeout(Duration::from_millis(100)).connect(&srv.connect_string()).await.unwrap();
+    let c = zk::Client::connector()
+        .with_session_timeout(Duration::from_millis(100))
+        .connect(&srv.connect_string())
+        .await
+        .unwrap();
     assert_eq!(c.session_timeout(), Duration::from_millis(400));
-    let c = zk::Client::connector().with_session_timeout(Duration::from_secs(120)).connect(&srv.connect_string()).await.unwrap();
+    let c = zk::Client::connector()
+        .with_session_timeout(Duration::from_secs(120))
+        .connect(&srv.connect_string())
+        .await
+        .unwrap();
     assert_eq!(c.session_timeout(), Duration::from_secs(20));
     srv.stop().await;
 }
@@ -121,7 +129,10 @@ async fn silent_session_expires_and_ephemerals_go() {
     let elapsed = last_packet.elapsed();
     assert_eq!((e.event_type, e.path.as_str()), (EventType::NodeDeleted, "/silent"));
     assert!(elapsed >= Duration::from_millis(350), "session expired too early: {elapsed:?} < 400 ms timeout");
-    assert!(elapsed < Duration::from_millis(3_000), "session expired too late: {elapsed:?} (timeout 400 ms, tick 200 ms)");
+    assert!(
+        elapsed < Duration::from_millis(3_000),
+        "session expired too late: {elapsed:?} (timeout 400 ms, tick 200 ms)"
+    );
     assert_eq!(observer.check_stat("/silent").await.unwrap(), None);
     // The server closes the expired session's connection.
     r.expect_closed().await;
@@ -145,7 +156,11 @@ async fn pings_keep_a_short_session_alive() {
         tick.tick().await;
         let h = r.ping().await;
         assert_eq!((h.xid, h.err), (xid::PING, 0));
-        assert!(observer.check_stat("/alive").await.unwrap().is_some(), "session expired despite pings after {:?}", start.elapsed());
+        assert!(
+            observer.check_stat("/alive").await.unwrap().is_some(),
+            "session expired despite pings after {:?}",
+            start.elapsed()
+        );
     }
     srv.stop().await;
 }
@@ -172,7 +187,11 @@ async fn crate_session_expires_behind_black_hole() {
     let srv = TestServer::start().await;
     let proxy = Proxy::start(srv.addr).await;
     let observer = srv.client().await;
-    let c = zk::Client::connector().with_session_timeout(Duration::from_millis(1_000)).connect(&proxy.connect_string()).await.unwrap();
+    let c = zk::Client::connector()
+        .with_session_timeout(Duration::from_millis(1_000))
+        .connect(&proxy.connect_string())
+        .await
+        .unwrap();
     let mut states = c.state_watcher();
     c.create("/bh", b"", &ephemeral()).await.unwrap();
     let (_, watcher) = observer.check_and_watch_stat("/bh").await.unwrap();
@@ -203,7 +222,11 @@ async fn reconnect_keeps_session_and_rearms_watches() {
     w.create("/rc", b"", &persistent()).await.unwrap();
     w.create("/rx", b"", &persistent()).await.unwrap();
     w.create("/ru", b"", &persistent()).await.unwrap();
-    let c = zk::Client::connector().with_session_timeout(Duration::from_secs(10)).connect(&proxy.connect_string()).await.unwrap();
+    let c = zk::Client::connector()
+        .with_session_timeout(Duration::from_secs(10))
+        .connect(&proxy.connect_string())
+        .await
+        .unwrap();
     let sid = c.session_id();
     c.create("/reph", b"", &ephemeral()).await.unwrap();
     let (_, _, wd) = c.get_and_watch_data("/rd").await.unwrap();
@@ -215,19 +238,13 @@ async fn reconnect_keeps_session_and_rearms_watches() {
     let mut states = c.state_watcher();
 
     proxy.block();
-    within("client notices the cut", async {
-        while states.changed().await != SessionState::Disconnected {}
-    })
-    .await;
+    within("client notices the cut", async { while states.changed().await != SessionState::Disconnected {} }).await;
     w.set_data("/rd", b"1", None).await.unwrap();
     w.create("/rn", b"", &persistent()).await.unwrap();
     w.create("/rc/k", b"", &persistent()).await.unwrap();
     w.delete("/rx", None).await.unwrap();
     proxy.unblock();
-    within("client reconnects", async {
-        while states.changed().await != SessionState::SyncConnected {}
-    })
-    .await;
+    within("client reconnects", async { while states.changed().await != SessionState::SyncConnected {} }).await;
     assert_eq!(c.session_id(), sid);
 
     let e = within("data change while away", wd.changed()).await;
@@ -345,7 +362,8 @@ async fn set_watches_rearms_against_relative_zxid_raw() {
     assert_eq!((h.xid, h.err), (xid::SET_WATCHES, 0));
     let (h, _) = r.call(&Request::Exists(path_watch("/", false))).await;
     assert_eq!(h.err, 0);
-    let mut got: Vec<(i64, i32, String)> = r.notifications.drain(..).map(|(h, e)| (h.zxid, e.event_type, e.path)).collect();
+    let mut got: Vec<(i64, i32, String)> =
+        r.notifications.drain(..).map(|(h, e)| (h.zxid, e.event_type, e.path)).collect();
     got.sort_by(|a, b| a.2.cmp(&b.2));
     // /se exists and is an exist watch: NodeCreated now (reference 8.4).
     let mut want = vec![
@@ -430,7 +448,9 @@ async fn request_pipelined_behind_connect_request_belongs_to_the_new_session() {
         out
     })
     .await;
-    let resp = <warden_proto::ConnectResponse as warden_proto::Record>::decode(&mut warden_proto::Reader::new(&frames[0])).unwrap();
+    let resp =
+        <warden_proto::ConnectResponse as warden_proto::Record>::decode(&mut warden_proto::Reader::new(&frames[0]))
+            .unwrap();
     assert!(resp.timeout_ms > 0 && resp.session_id != 0, "first frame must be the ConnectResponse: {resp:?}");
     let (h, body) = warden_proto::decode_reply(15, &frames[1]).unwrap();
     assert_eq!((h.xid, h.err), (1, 0));

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use common::*;
 use warden_proto::{add_watch_mode, watcher_type, ErrorCode, EventType as Ev, Request, Response, WatchesRequest};
-use zookeeper_client as zk;
 use zk::{Acls, AddWatchMode, CreateMode, EventType};
+use zookeeper_client as zk;
 
 fn persistent() -> zk::CreateOptions<'static> {
     CreateMode::Persistent.with_acls(Acls::anyone_all())
@@ -181,7 +181,11 @@ async fn trigger_rules_raw() {
     assert_eq!(drain_after_barrier(&mut r).await, vec![], "setData/setACL must not fire child watches");
     r.call(&Request::GetData(path_watch("/tr", true))).await;
     w.create("/tr/c", b"", &persistent()).await.unwrap();
-    assert_eq!(drain_after_barrier(&mut r).await, vec![ev(Ev::NodeChildrenChanged, "/tr")], "only the child watch fires");
+    assert_eq!(
+        drain_after_barrier(&mut r).await,
+        vec![ev(Ev::NodeChildrenChanged, "/tr")],
+        "only the child watch fires"
+    );
     w.set_acl("/tr", &[zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())], None).await.unwrap();
     w.sync("/tr").await.unwrap();
     assert_eq!(drain_after_barrier(&mut r).await, vec![], "setACL and sync fire nothing");
@@ -416,7 +420,13 @@ async fn own_write_notification_precedes_its_reply_raw() {
     let mut r = RawClient::new_session(srv.addr, 10_000).await;
     r.call(&Request::Create(create_req("/self", Some(b""), 0))).await;
     r.call(&Request::GetData(path_watch("/self", true))).await;
-    let (h, _) = r.call(&Request::SetData(warden_proto::SetDataRequest { path: "/self".into(), data: Some(b"x".to_vec()), version: -1 })).await;
+    let (h, _) = r
+        .call(&Request::SetData(warden_proto::SetDataRequest {
+            path: "/self".into(),
+            data: Some(b"x".to_vec()),
+            version: -1,
+        }))
+        .await;
     assert_eq!(h.err, 0);
     let queued: Vec<(i32, String)> = r.notifications.drain(..).map(|(_, e)| (e.event_type, e.path)).collect();
     assert_eq!(queued, vec![ev(Ev::NodeDataChanged, "/self")], "the watch event is written before the setData reply");

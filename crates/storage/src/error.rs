@@ -16,11 +16,7 @@ pub enum StorageError {
     },
     /// A file holds data that cannot be trusted or understood. Never skipped silently.
     #[error("corrupt txn log {} at offset {offset}: {reason}", file.display())]
-    Corrupt {
-        file: PathBuf,
-        offset: u64,
-        reason: String,
-    },
+    Corrupt { file: PathBuf, offset: u64, reason: String },
     /// A snapshot file is damaged or not a snapshot (bad magic, checksum, truncated, ...).
     #[error("corrupt snapshot {}: {reason}", file.display())]
     CorruptSnapshot { file: PathBuf, reason: String },

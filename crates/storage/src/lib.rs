@@ -13,11 +13,14 @@ mod txn_log;
 
 pub use error::StorageError;
 pub use fs::{FaultFs, Fs, FsFile, RealFs};
-pub use log_format::{read_log_file, read_log_file_with_fs, LogFileContents, LOG_FILE_MAGIC, LOG_FILE_VERSION, RECORD_END};
+pub use log_format::{
+    read_log_file, read_log_file_with_fs, LogFileContents, LOG_FILE_MAGIC, LOG_FILE_VERSION, RECORD_END,
+};
 pub use recover::{purge, purge_with_fs, recover, recover_with_fs, Recovered};
 pub use snapshot::{
     decode_snapshot, encode_snapshot, find_valid_snapshots, find_valid_snapshots_with_fs, read_snapshot,
-    read_snapshot_with_fs, snapshot_file_name, write_snapshot, write_snapshot_with, write_snapshot_with_fs, Compression, Snapshot, SnapshotDigest, DIGEST_VERSION, OPEN_ACL_KEY, SNAPSHOTS_TRIED,
-    SNAP_DB_ID, SNAP_FILE_MAGIC, SNAP_FILE_VERSION,
+    read_snapshot_with_fs, snapshot_file_name, write_snapshot, write_snapshot_with, write_snapshot_with_fs,
+    Compression, Snapshot, SnapshotDigest, DIGEST_VERSION, OPEN_ACL_KEY, SNAPSHOTS_TRIED, SNAP_DB_ID, SNAP_FILE_MAGIC,
+    SNAP_FILE_VERSION,
 };
 pub use txn_log::{log_file_name, TxnLog, DEFAULT_PRE_ALLOC_BYTES};

@@ -95,10 +95,7 @@ pub fn read_log_file_with_fs(fs: &dyn Fs, path: &Path) -> Result<LogFileContents
 pub(crate) fn parse_file(file: &Path, buf: &[u8]) -> Result<ParsedFile, StorageError> {
     let data_end = buf.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
     if let Some(reason) = check_header(file, buf, data_end)? {
-        return Ok(ParsedFile {
-            records: Vec::new(),
-            end: FileEnd::Torn { offset: 0, reason },
-        });
+        return Ok(ParsedFile { records: Vec::new(), end: FileEnd::Torn { offset: 0, reason } });
     }
     let mut records = Vec::new();
     let mut off = FILE_HEADER_LEN;
@@ -114,10 +111,7 @@ pub(crate) fn parse_file(file: &Path, buf: &[u8]) -> Result<ParsedFile, StorageE
             }
         }
     }
-    Ok(ParsedFile {
-        records,
-        end: FileEnd::Clean,
-    })
+    Ok(ParsedFile { records, end: FileEnd::Clean })
 }
 
 /// `Ok(None)`: a good header. `Ok(Some(reason))`: an incomplete header with nothing after it.
@@ -133,16 +127,9 @@ fn check_header(file: &Path, buf: &[u8], data_end: usize) -> Result<Option<Strin
     let n = buf.len().min(FILE_HEADER_LEN);
     let prefix_ok = buf[..n] == file_header()[..n] || data_end == 0;
     if prefix_ok && data_end <= n {
-        return Ok(Some(format!(
-            "incomplete file header ({} bytes)",
-            buf.len()
-        )));
+        return Ok(Some(format!("incomplete file header ({} bytes)", buf.len())));
     }
-    Err(corrupt(
-        file,
-        0,
-        format!("bad file header: magic {magic:#x}, version {version}"),
-    ))
+    Err(corrupt(file, 0, format!("bad file header: magic {magic:#x}, version {version}")))
 }
 
 /// Checks the framing (length, checksum, end byte) of the record at `off`; returns its buffer and
@@ -152,28 +139,16 @@ fn frame_at(buf: &[u8], off: usize) -> Result<(&[u8], usize), String> {
     let mut r = Reader::new(rest);
     let (crc, len) = match (r.read_i64(), r.read_i32()) {
         (Ok(c), Ok(l)) => (c, l),
-        _ => {
-            return Err(format!(
-                "{} trailing bytes are too short for a record",
-                rest.len()
-            ))
-        }
+        _ => return Err(format!("{} trailing bytes are too short for a record", rest.len())),
     };
-    let len = usize::try_from(len)
-        .ok()
-        .filter(|&l| l > 0)
-        .ok_or(format!("record length {len}"))?;
+    let len = usize::try_from(len).ok().filter(|&l| l > 0).ok_or(format!("record length {len}"))?;
     if rest.len() < len + RECORD_OVERHEAD {
-        return Err(format!(
-            "record of {len} bytes runs past the end of the file"
-        ));
+        return Err(format!("record of {len} bytes runs past the end of the file"));
     }
     let body = &rest[12..12 + len];
     let actual = adler32(body);
     if i64::from(actual) != crc {
-        return Err(format!(
-            "checksum {crc:#x} does not match computed {actual:#x}"
-        ));
+        return Err(format!("checksum {crc:#x} does not match computed {actual:#x}"));
     }
     match rest[12 + len] {
         RECORD_END => Ok((body, off + len + RECORD_OVERHEAD)),
@@ -184,20 +159,10 @@ fn frame_at(buf: &[u8], off: usize) -> Result<(&[u8], usize), String> {
 /// Decodes TxnHeader + body; a trailing TxnDigest (or anything else) is ignored.
 fn decode_record(file: &Path, off: usize, body: &[u8]) -> Result<LogRecord, StorageError> {
     let mut r = Reader::new(body);
-    let hdr =
-        TxnHeader::decode(&mut r).map_err(|e| corrupt(file, off, format!("bad TxnHeader: {e}")))?;
-    let txn = Txn::decode_body(hdr.txn_type, &mut r).map_err(|e| {
-        corrupt(
-            file,
-            off,
-            format!("bad body of txn type {}: {e}", hdr.txn_type),
-        )
-    })?;
-    Ok(LogRecord {
-        offset: off as u64,
-        hdr,
-        txn,
-    })
+    let hdr = TxnHeader::decode(&mut r).map_err(|e| corrupt(file, off, format!("bad TxnHeader: {e}")))?;
+    let txn = Txn::decode_body(hdr.txn_type, &mut r)
+        .map_err(|e| corrupt(file, off, format!("bad body of txn type {}: {e}", hdr.txn_type)))?;
+    Ok(LogRecord { offset: off as u64, hdr, txn })
 }
 
 fn torn_or_corrupt(
@@ -208,15 +173,8 @@ fn torn_or_corrupt(
     reason: String,
 ) -> Result<FileEnd, StorageError> {
     match next_valid_frame(buf, off + 1, data_end) {
-        Some(at) => Err(corrupt(
-            file,
-            off,
-            format!("{reason}; a valid record follows at offset {at}"),
-        )),
-        None => Ok(FileEnd::Torn {
-            offset: off as u64,
-            reason,
-        }),
+        Some(at) => Err(corrupt(file, off, format!("{reason}; a valid record follows at offset {at}"))),
+        None => Ok(FileEnd::Torn { offset: off as u64, reason }),
     }
 }
 
@@ -227,9 +185,5 @@ fn next_valid_frame(buf: &[u8], from: usize, data_end: usize) -> Option<usize> {
 }
 
 fn corrupt(file: &Path, offset: usize, reason: String) -> StorageError {
-    StorageError::Corrupt {
-        file: file.to_path_buf(),
-        offset: offset as u64,
-        reason,
-    }
+    StorageError::Corrupt { file: file.to_path_buf(), offset: offset as u64, reason }
 }

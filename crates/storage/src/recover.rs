@@ -136,7 +136,12 @@ pub fn purge(data_dir: &Path, data_log_dir: &Path, keep: usize) -> Result<Vec<Pa
 }
 
 /// As `purge`, on the file system `fs`.
-pub fn purge_with_fs(fs: &dyn Fs, data_dir: &Path, data_log_dir: &Path, keep: usize) -> Result<Vec<PathBuf>, StorageError> {
+pub fn purge_with_fs(
+    fs: &dyn Fs,
+    data_dir: &Path,
+    data_log_dir: &Path,
+    keep: usize,
+) -> Result<Vec<PathBuf>, StorageError> {
     let keep = keep.max(3);
     let snaps = find_valid_snapshots_with_fs(fs, data_dir);
     let Some(oldest_kept) = snaps.get(keep.min(snaps.len()).wrapping_sub(1)) else { return Ok(Vec::new()) };
@@ -147,11 +152,8 @@ pub fn purge_with_fs(fs: &dyn Fs, data_dir: &Path, data_log_dir: &Path, keep: us
     let logs = log_files(fs, &log_dir);
     // FileTxnLog.getLogFiles: the newest log starting at or before `least` is retained.
     let retained_log = logs.iter().filter(|(z, _)| *z <= least).map(|(z, _)| *z).max();
-    let mut doomed: Vec<PathBuf> = logs
-        .into_iter()
-        .filter(|(z, _)| *z < least && Some(*z) != retained_log)
-        .map(|(_, p)| p)
-        .collect();
+    let mut doomed: Vec<PathBuf> =
+        logs.into_iter().filter(|(z, _)| *z < least && Some(*z) != retained_log).map(|(_, p)| p).collect();
     let snap_dir = data_dir.join("version-2");
     doomed.extend(snapshot_files(fs, &snap_dir).into_iter().filter(|(z, _)| *z < least).map(|(_, p)| p));
     for f in &doomed {

@@ -516,10 +516,8 @@ pub fn find_valid_snapshots(data_dir: &Path) -> Vec<PathBuf> {
 
 /// As `find_valid_snapshots`, on the file system `fs`.
 pub fn find_valid_snapshots_with_fs(fs: &dyn Fs, data_dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<(i64, PathBuf)> = snapshot_files(fs, &data_dir.join("version-2"))
-        .into_iter()
-        .filter(|(_, p)| quick_valid(fs, p))
-        .collect();
+    let mut files: Vec<(i64, PathBuf)> =
+        snapshot_files(fs, &data_dir.join("version-2")).into_iter().filter(|(_, p)| quick_valid(fs, p)).collect();
     files.sort_by_key(|f| std::cmp::Reverse(f.0));
     files.into_iter().map(|(_, p)| p).collect()
 }

@@ -49,10 +49,7 @@ impl TxnLog {
     /// Opens `<data_log_dir>/version-2` (creating it) and reads every log file in zxid order. A torn
     /// record at the tail of the newest file is truncated away (see `recovered_tail`); any other
     /// damage is an error.
-    pub fn open(
-        data_log_dir: &Path,
-        pre_alloc_bytes: u64,
-    ) -> Result<(TxnLog, Vec<(TxnHeader, Txn)>), StorageError> {
+    pub fn open(data_log_dir: &Path, pre_alloc_bytes: u64) -> Result<(TxnLog, Vec<(TxnHeader, Txn)>), StorageError> {
         TxnLog::open_with_fs(Arc::new(RealFs), data_log_dir, pre_alloc_bytes)
     }
 
@@ -71,24 +68,13 @@ impl TxnLog {
             let buf = fs.read(path).map_err(StorageError::io("read", path))?;
             let parsed = parse_file(path, &buf)?;
             for rec in parsed.records {
-                check_order(
-                    path,
-                    rec.offset,
-                    txns.last().map(|(h, _)| h.zxid),
-                    rec.hdr.zxid,
-                )?;
+                check_order(path, rec.offset, txns.last().map(|(h, _)| h.zxid), rec.hdr.zxid)?;
                 txns.push((rec.hdr, rec.txn));
             }
             if let FileEnd::Torn { offset, reason } = parsed.end {
                 if i + 1 != files.len() {
-                    let reason = format!(
-                        "{reason} (damage at the end of a log file that is not the newest)"
-                    );
-                    return Err(StorageError::Corrupt {
-                        file: path.clone(),
-                        offset,
-                        reason,
-                    });
+                    let reason = format!("{reason} (damage at the end of a log file that is not the newest)");
+                    return Err(StorageError::Corrupt { file: path.clone(), offset, reason });
                 }
                 recovered_tail = Some(repair_tail(&*fs, &dir, path, offset, &reason)?);
             }
@@ -111,10 +97,7 @@ impl TxnLog {
     pub fn append(&mut self, hdr: &TxnHeader, txn: &Txn) -> Result<(), StorageError> {
         self.check_usable()?;
         if hdr.zxid <= self.last_zxid {
-            return Err(StorageError::OutOfOrder {
-                zxid: hdr.zxid,
-                last: self.last_zxid,
-            });
+            return Err(StorageError::OutOfOrder { zxid: hdr.zxid, last: self.last_zxid });
         }
         let record = encode_record(hdr, txn);
         let result = self.write_record(hdr.zxid, &record);
@@ -175,11 +158,7 @@ impl TxnLog {
     fn check_usable(&self) -> Result<(), StorageError> {
         if self.failed {
             let source = std::io::Error::other("an earlier write or sync failed; reopen the log");
-            return Err(StorageError::Io {
-                op: "use txn log",
-                path: self.dir.clone(),
-                source,
-            });
+            return Err(StorageError::Io { op: "use txn log", path: self.dir.clone(), source });
         }
         Ok(())
     }
@@ -198,13 +177,8 @@ impl TxnLog {
 
     fn sync_inner(&mut self) -> Result<(), StorageError> {
         if let Some(cur) = self.current.as_mut() {
-            cur.out
-                .flush()
-                .map_err(StorageError::io("write", &cur.path))?;
-            cur.out
-                .get_mut()
-                .sync_data()
-                .map_err(StorageError::io("fdatasync", &cur.path))?;
+            cur.out.flush().map_err(StorageError::io("write", &cur.path))?;
+            cur.out.get_mut().sync_data().map_err(StorageError::io("fdatasync", &cur.path))?;
         }
         if self.dir_needs_sync {
             sync_dir(&*self.fs, &self.dir)?;
@@ -219,28 +193,17 @@ impl CurrentFile {
     fn create(fs: &dyn Fs, path: PathBuf) -> Result<Self, StorageError> {
         let file = fs.create(&path).map_err(StorageError::io("create", &path))?;
         let mut out = BufWriter::with_capacity(WRITE_BUFFER, file);
-        out.write_all(&file_header())
-            .map_err(StorageError::io("write", &path))?;
-        Ok(CurrentFile {
-            path,
-            out,
-            position: FILE_HEADER_LEN as u64,
-            size: 0,
-        })
+        out.write_all(&file_header()).map_err(StorageError::io("write", &path))?;
+        Ok(CurrentFile { path, out, position: FILE_HEADER_LEN as u64, size: 0 })
     }
 
     fn write(&mut self, record: &[u8], pre_alloc: u64) -> Result<(), StorageError> {
         let end = self.position + record.len() as u64;
         if let Some(size) = padded_size(end, self.size, pre_alloc) {
-            self.out
-                .get_mut()
-                .set_len(size)
-                .map_err(StorageError::io("preallocate", &self.path))?;
+            self.out.get_mut().set_len(size).map_err(StorageError::io("preallocate", &self.path))?;
             self.size = size;
         }
-        self.out
-            .write_all(record)
-            .map_err(StorageError::io("write", &self.path))?;
+        self.out.write_all(record).map_err(StorageError::io("write", &self.path))?;
         self.position = end;
         Ok(())
     }
@@ -291,17 +254,13 @@ fn check_order(file: &Path, offset: u64, prev: Option<i64>, zxid: i64) -> Result
 
 /// Cuts a torn tail off the newest file (or removes a file whose header is incomplete).
 fn repair_tail(fs: &dyn Fs, dir: &Path, path: &Path, offset: u64, reason: &str) -> Result<String, StorageError> {
-    let msg = format!(
-        "truncated torn tail of {} at offset {offset}: {reason}",
-        path.display()
-    );
+    let msg = format!("truncated torn tail of {} at offset {offset}: {reason}", path.display());
     tracing::warn!("{msg}");
     if offset == 0 {
         fs.remove_file(path).map_err(StorageError::io("remove", path))?;
     } else {
         let mut file = fs.open_write(path).map_err(StorageError::io("open", path))?;
-        file.set_len(offset)
-            .map_err(StorageError::io("truncate", path))?;
+        file.set_len(offset).map_err(StorageError::io("truncate", path))?;
         file.sync_all().map_err(StorageError::io("fsync", path))?;
     }
     sync_dir(fs, dir)?;

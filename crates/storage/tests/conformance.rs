@@ -199,7 +199,13 @@ fn gen_txn(z: i64, rng: &mut StdRng) -> Rec {
             parent_cversion: z as i32,
         },
     };
-    let hdr = TxnHeader { client_id: 0x100 + z % 3, cxid: z as i32, zxid: z, time_ms: 1_700_000_000_000 + z, txn_type: txn.op().code() };
+    let hdr = TxnHeader {
+        client_id: 0x100 + z % 3,
+        cxid: z as i32,
+        zxid: z,
+        time_ms: 1_700_000_000_000 + z,
+        txn_type: txn.op().code(),
+    };
     (hdr, txn)
 }
 

@@ -14,13 +14,7 @@ const FIXTURE: &str = "tests/fixtures/zk-3.8-log.1";
 const SESSION: i64 = 0x1000010011a0000;
 
 fn create(path: &str, data: &[u8], ephemeral: bool, parent_cversion: i32) -> Txn {
-    Txn::Create {
-        path: path.into(),
-        data: Some(data.to_vec()),
-        acl: Acl::open_unsafe(),
-        ephemeral,
-        parent_cversion,
-    }
+    Txn::Create { path: path.into(), data: Some(data.to_vec()), acl: Acl::open_unsafe(), ephemeral, parent_cversion }
 }
 
 fn expected() -> Vec<Txn> {
@@ -29,29 +23,16 @@ fn expected() -> Vec<Txn> {
         create("/a", b"hello", false, 1),
         create("/a/eph", b"e", true, 1),
         create("/a/seq-0000000001", b"s", false, 2),
-        Txn::SetData {
-            path: "/a".into(),
-            data: Some(b"world".to_vec()),
-            version: 1,
-        },
+        Txn::SetData { path: "/a".into(), data: Some(b"world".to_vec()), version: 1 },
         create("/b", b"", false, 2),
         Txn::Delete { path: "/b".into() },
         Txn::Multi(vec![
             create("/m", b"m1", false, 3),
-            Txn::SetData {
-                path: "/a".into(),
-                data: Some(b"in-multi".to_vec()),
-                version: 2,
-            },
+            Txn::SetData { path: "/a".into(), data: Some(b"in-multi".to_vec()), version: 2 },
             // ZooKeeper logs CheckVersionTxn with the version incremented (checkAndIncVersion).
-            Txn::Check {
-                path: "/a".into(),
-                version: 3,
-            },
+            Txn::Check { path: "/a".into(), version: 3 },
         ]),
-        Txn::CloseSession {
-            paths_to_delete: vec!["/a/eph".into()],
-        },
+        Txn::CloseSession { paths_to_delete: vec!["/a/eph".into()] },
     ]
 }
 

@@ -88,7 +88,11 @@ fn large_tree_round_trip_across_buffers() {
         let txn = Txn::Create {
             path: format!("/n{i:05}"),
             data: Some(vec![(i % 251) as u8; (i % 700) as usize]),
-            acl: if i % 3 == 0 { Acl::open_unsafe() } else { vec![Acl::new(perms::READ, Id::new("ip", format!("10.0.0.{}", i % 5)))] },
+            acl: if i % 3 == 0 {
+                Acl::open_unsafe()
+            } else {
+                vec![Acl::new(perms::READ, Id::new("ip", format!("10.0.0.{}", i % 5)))]
+            },
             ephemeral: false,
             parent_cversion: -1,
         };
@@ -133,7 +137,13 @@ fn log_txns(dir: &Path, from: i64, to: i64) {
     let (mut log, _) = TxnLog::open(dir, 64 * 1024).unwrap();
     for z in from..=to {
         // An explicit parent cversion, as ZooKeeper logs it, so a replay over a fuzzy snapshot is idempotent.
-        let txn = Txn::Create { path: format!("/log{z}"), data: Some(vec![z as u8]), acl: Acl::open_unsafe(), ephemeral: false, parent_cversion: z as i32 };
+        let txn = Txn::Create {
+            path: format!("/log{z}"),
+            data: Some(vec![z as u8]),
+            acl: Acl::open_unsafe(),
+            ephemeral: false,
+            parent_cversion: z as i32,
+        };
         log.append(&TxnHeader { client_id: 1, cxid: 0, zxid: z, time_ms: z, txn_type: 1 }, &txn).unwrap();
     }
     log.sync().unwrap();
@@ -183,7 +193,11 @@ fn recovery_replays_over_a_fuzzy_snapshot_and_tracks_sessions() {
     write_snapshot(&data, &t, &[], 5).unwrap();
     {
         let (mut log, _) = TxnLog::open(&logs, 64 * 1024).unwrap();
-        log.append(&TxnHeader { client_id: 77, cxid: 0, zxid: 9, time_ms: 9, txn_type: -10 }, &Txn::CreateSession { timeout_ms: 9000 }).unwrap();
+        log.append(
+            &TxnHeader { client_id: 77, cxid: 0, zxid: 9, time_ms: 9, txn_type: -10 },
+            &Txn::CreateSession { timeout_ms: 9000 },
+        )
+        .unwrap();
         log.sync().unwrap();
     }
     let r = recover(&data, &logs, 64 * 1024).unwrap();
@@ -227,11 +241,13 @@ fn purge_keeps_newest_snapshots_and_needed_logs() {
     }
     fs::write(v2.join("unrelated.txt"), b"x").unwrap();
     let removed = purge(d, d, 2).unwrap(); // at least 3 are kept
-    let mut removed: Vec<String> = removed.iter().map(|p| p.file_name().unwrap().to_str().unwrap().to_string()).collect();
+    let mut removed: Vec<String> =
+        removed.iter().map(|p| p.file_name().unwrap().to_str().unwrap().to_string()).collect();
     removed.sort();
     // Oldest kept snapshot: 0x30. Newest log starting at or before it: log.2f.
     assert_eq!(removed, vec!["log.1", "log.18", "log.25", "snapshot.10", "snapshot.20"]);
-    let mut left: Vec<String> = fs::read_dir(&v2).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut left: Vec<String> =
+        fs::read_dir(&v2).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     left.sort();
     assert_eq!(left, vec!["log.2f", "log.31", "log.45", "snapshot.30", "snapshot.40", "snapshot.50", "unrelated.txt"]);
     // Nothing more to do.
@@ -259,10 +275,13 @@ fn reads_snapshot_written_by_zookeeper() {
     assert_eq!(node("/app/empty").data, Some(vec![]));
     assert_eq!(node("/app/bin").data, Some(vec![0, 1, 2, 255, 254]));
     assert!(t.children("/app").unwrap().iter().any(|c| c.starts_with("seq-")));
-    assert_eq!(node("/secret").acl, vec![
-        Acl::new(perms::ALL, Id::new("digest", "user:2Om+GBbT2q/tS6pdvACZbbm7/1A=")),
-        Acl::new(perms::READ, Id::anyone()),
-    ]);
+    assert_eq!(
+        node("/secret").acl,
+        vec![
+            Acl::new(perms::ALL, Id::new("digest", "user:2Om+GBbT2q/tS6pdvACZbbm7/1A=")),
+            Acl::new(perms::READ, Id::anyone()),
+        ]
+    );
     assert_eq!(node("/iponly").acl, vec![Acl::new(perms::READ | perms::WRITE, Id::new("ip", "127.0.0.1"))]);
     let eph_owner = node("/app/eph").stat.ephemeral_owner;
     assert!(eph_owner > 0);
@@ -295,7 +314,13 @@ fn recovery_fails_when_the_only_snapshot_is_damaged_instead_of_starting_empty() 
     let p = write_snapshot(&data, &t, &[], 10).unwrap();
     {
         let (mut log, _) = TxnLog::open(&logs, 64 * 1024).unwrap();
-        let txn = Txn::Create { path: "/log11".into(), data: None, acl: Acl::open_unsafe(), ephemeral: false, parent_cversion: 11 };
+        let txn = Txn::Create {
+            path: "/log11".into(),
+            data: None,
+            acl: Acl::open_unsafe(),
+            ephemeral: false,
+            parent_cversion: 11,
+        };
         log.append(&TxnHeader { client_id: 1, cxid: 0, zxid: 11, time_ms: 11, txn_type: 1 }, &txn).unwrap();
         log.sync().unwrap();
     }

@@ -12,7 +12,8 @@ use warden_storage::{find_valid_snapshots, read_snapshot, recover, write_snapsho
 
 #[test]
 fn zookeeper_datadir_recovers_to_the_tree_zookeeper_served() {
-    let (Some(dir), Some(dump_file)) = (std::env::var_os("WARDEN_ZK_DATADIR"), std::env::var_os("WARDEN_ZK_DUMP")) else {
+    let (Some(dir), Some(dump_file)) = (std::env::var_os("WARDEN_ZK_DATADIR"), std::env::var_os("WARDEN_ZK_DUMP"))
+    else {
         eprintln!("WARDEN_ZK_DATADIR/WARDEN_ZK_DUMP unset: skipped (run tests/zk-snapshot-interop.sh)");
         return;
     };
@@ -21,7 +22,14 @@ fn zookeeper_datadir_recovers_to_the_tree_zookeeper_served() {
     assert!(!snaps.is_empty(), "ZooKeeper wrote no snapshot");
     for s in &snaps {
         let snap = read_snapshot(s).unwrap();
-        eprintln!("{}: zxid {:#x}, {} sessions, {} nodes, digest {:?}", s.display(), snap.zxid, snap.sessions.len(), snap.nodes.len(), snap.digest);
+        eprintln!(
+            "{}: zxid {:#x}, {} sessions, {} nodes, digest {:?}",
+            s.display(),
+            snap.zxid,
+            snap.sessions.len(),
+            snap.nodes.len(),
+            snap.digest
+        );
     }
     let r = recover(&dir, &dir, 64 * 1024).unwrap();
     eprintln!("recovered from {:?} + {} log txns", r.snapshot, r.txns_after_snapshot.len());

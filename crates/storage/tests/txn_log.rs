@@ -28,22 +28,14 @@ fn copy_dir(src: &Path) -> tempfile::TempDir {
     let dst = tempfile::tempdir().unwrap();
     fs::create_dir(dst.path().join("version-2")).unwrap();
     for f in log_files(src) {
-        fs::copy(
-            &f,
-            dst.path().join("version-2").join(f.file_name().unwrap()),
-        )
-        .unwrap();
+        fs::copy(&f, dst.path().join("version-2").join(f.file_name().unwrap())).unwrap();
     }
     dst
 }
 
 fn corrupt_at(dir: &Path) -> (PathBuf, u64, String) {
     match TxnLog::open(dir, 0) {
-        Err(StorageError::Corrupt {
-            file,
-            offset,
-            reason,
-        }) => (file, offset, reason),
+        Err(StorageError::Corrupt { file, offset, reason }) => (file, offset, reason),
         other => panic!("expected Corrupt, got {other:?}"),
     }
 }
@@ -59,17 +51,10 @@ fn round_trip_across_two_files_with_padding() {
     append_all(&mut log, &txns(51..=100));
     drop(log);
     let files = log_files(dir.path());
-    let names: Vec<_> = files
-        .iter()
-        .map(|f| f.file_name().unwrap().to_str().unwrap().to_owned())
-        .collect();
+    let names: Vec<_> = files.iter().map(|f| f.file_name().unwrap().to_str().unwrap().to_owned()).collect();
     assert_eq!(names, ["log.1", "log.33"]);
     for f in &files {
-        assert_eq!(
-            fs::metadata(f).unwrap().len() % 1024,
-            0,
-            "{f:?} is padded in 1 KiB blocks"
-        );
+        assert_eq!(fs::metadata(f).unwrap().len() % 1024, 0, "{f:?} is padded in 1 KiB blocks");
     }
     let (log, back) = TxnLog::open(dir.path(), 1024).unwrap();
     assert_eq!(back, txns(1..=100));
@@ -86,20 +71,13 @@ fn reopen_and_append_continues() {
     let (mut log, back) = TxnLog::open(dir.path(), 4096).unwrap();
     assert_eq!(back, txns(1..=10));
     let (h, t) = txn(10);
-    assert!(matches!(
-        log.append(&h, &t),
-        Err(StorageError::OutOfOrder { zxid: 10, last: 10 })
-    ));
+    assert!(matches!(log.append(&h, &t), Err(StorageError::OutOfOrder { zxid: 10, last: 10 })));
     append_all(&mut log, &txns(11..=20));
     drop(log);
     let (log, back) = TxnLog::open(dir.path(), 4096).unwrap();
     assert_eq!(back, txns(1..=20));
     assert_eq!(log.last_zxid(), 20);
-    assert_eq!(
-        log_files(dir.path()).len(),
-        2,
-        "a reopened log starts a new file, as ZooKeeper does"
-    );
+    assert_eq!(log_files(dir.path()).len(), 2, "a reopened log starts a new file, as ZooKeeper does");
 }
 
 #[test]
@@ -113,11 +91,7 @@ fn zero_padding_reads_as_end() {
     let (log, back) = TxnLog::open(dir.path(), 1 << 20).unwrap();
     assert_eq!(back, txns(1..=30));
     assert!(log.recovered_tail().is_none());
-    assert_eq!(
-        fs::metadata(file).unwrap().len(),
-        1 << 20,
-        "clean padding is left alone"
-    );
+    assert_eq!(fs::metadata(file).unwrap().len(), 1 << 20, "clean padding is left alone");
 }
 
 /// Cutting the last record at every byte (optionally zero-filling back to the old length, as in a
@@ -143,10 +117,7 @@ fn torn_tail_at_every_offset_is_truncated() {
                 // Only the checksum's zero high bytes survived: indistinguishable from padding.
                 assert!(log.recovered_tail().is_none(), "cut at {cut}");
             } else {
-                assert!(log
-                    .recovered_tail()
-                    .unwrap()
-                    .contains(&format!("offset {last_start}")));
+                assert!(log.recovered_tail().unwrap().contains(&format!("offset {last_start}")));
                 assert_eq!(fs::metadata(&f).unwrap().len(), last_start);
             }
             append_all(&mut log, &txns(n..=n + 1));
@@ -161,9 +132,7 @@ fn torn_tail_at_every_offset_is_truncated() {
 #[test]
 fn flipped_bit_in_last_record_is_truncated() {
     let (src, _, last_start) = one_file_log(6);
-    let len = fs::metadata(src.path().join("version-2/log.1"))
-        .unwrap()
-        .len();
+    let len = fs::metadata(src.path().join("version-2/log.1")).unwrap().len();
     for pos in last_start..len {
         let dir = copy_dir(src.path());
         let f = dir.path().join("version-2/log.1");
@@ -184,10 +153,7 @@ fn record_offsets(n: i64) -> (tempfile::TempDir, Vec<u64>) {
     let mut offsets = Vec::new();
     for (h, t) in txns(1..=n) {
         log.sync().unwrap();
-        offsets.push(
-            log.current_file()
-                .map_or(16, |f| fs::metadata(f).unwrap().len()),
-        );
+        offsets.push(log.current_file().map_or(16, |f| fs::metadata(f).unwrap().len()));
         log.append(&h, &t).unwrap();
     }
     log.sync().unwrap();
@@ -206,16 +172,8 @@ fn flipped_bit_in_middle_record_is_corrupt() {
         bytes[pos as usize] ^= 0x01;
         fs::write(&f, &bytes).unwrap();
         let (file, offset, reason) = corrupt_at(dir.path());
-        assert_eq!(
-            (file, offset),
-            (f.clone(), start),
-            "flip at {pos}: {reason}"
-        );
-        assert_eq!(
-            fs::read(&f).unwrap(),
-            bytes,
-            "a corrupt file is never modified"
-        );
+        assert_eq!((file, offset), (f.clone(), start), "flip at {pos}: {reason}");
+        assert_eq!(fs::read(&f).unwrap(), bytes, "a corrupt file is never modified");
     }
 }
 
@@ -236,10 +194,7 @@ fn missing_end_byte_in_middle_record_is_corrupt() {
         fs::write(&f, &bytes).unwrap();
         let (file, offset, reason) = corrupt_at(dir.path());
         assert_eq!((file, offset), (f, offsets[2]));
-        assert!(
-            reason.contains("end byte") || reason.contains("checksum"),
-            "{reason}"
-        );
+        assert!(reason.contains("end byte") || reason.contains("checksum"), "{reason}");
     }
 }
 
@@ -253,12 +208,7 @@ fn torn_tail_of_an_older_file_is_corrupt() {
     drop(log);
     let old = dir.path().join("version-2/log.1");
     let len = fs::metadata(&old).unwrap().len();
-    fs::OpenOptions::new()
-        .write(true)
-        .open(&old)
-        .unwrap()
-        .set_len(len - 3)
-        .unwrap();
+    fs::OpenOptions::new().write(true).open(&old).unwrap().set_len(len - 3).unwrap();
     let (file, _, reason) = corrupt_at(dir.path());
     assert_eq!(file, old, "{reason}");
 }
@@ -271,17 +221,9 @@ fn zxids_must_increase_across_files() {
     let b = tempfile::tempdir().unwrap();
     let (mut log, _) = TxnLog::open(b.path(), 0).unwrap();
     append_all(&mut log, &txns(3..=4));
-    fs::copy(
-        b.path().join("version-2/log.3"),
-        a.path().join("version-2/log.3"),
-    )
-    .unwrap();
+    fs::copy(b.path().join("version-2/log.3"), a.path().join("version-2/log.3")).unwrap();
     let (file, offset, reason) = corrupt_at(a.path());
-    assert_eq!(
-        (file.file_name().unwrap().to_str().unwrap(), offset),
-        ("log.3", 16),
-        "{reason}"
-    );
+    assert_eq!((file.file_name().unwrap().to_str().unwrap(), offset), ("log.3", 16), "{reason}");
 }
 
 #[test]
@@ -305,11 +247,7 @@ fn incomplete_header_of_newest_file_is_removed() {
 fn bad_magic_is_corrupt() {
     let dir = tempfile::tempdir().unwrap();
     fs::create_dir(dir.path().join("version-2")).unwrap();
-    fs::write(
-        dir.path().join("version-2/log.1"),
-        b"ZKSN\0\0\0\x02\0\0\0\0\0\0\0\0",
-    )
-    .unwrap();
+    fs::write(dir.path().join("version-2/log.1"), b"ZKSN\0\0\0\x02\0\0\0\0\0\0\0\0").unwrap();
     let (_, offset, reason) = corrupt_at(dir.path());
     assert_eq!(offset, 0, "{reason}");
 }

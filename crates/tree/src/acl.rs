@@ -125,7 +125,9 @@ fn fixup_entry(a: &Acl, auth_ids: &[Id], out: &mut Vec<Acl>) -> Result<(), Error
         out.push(a.clone());
     } else if a.id.scheme == "auth" {
         let before = out.len();
-        out.extend(auth_ids.iter().filter(|c| is_authenticated_scheme(&c.scheme)).map(|c| Acl::new(a.perms, c.clone())));
+        out.extend(
+            auth_ids.iter().filter(|c| is_authenticated_scheme(&c.scheme)).map(|c| Acl::new(a.perms, c.clone())),
+        );
         if out.len() == before {
             return Err(ErrorCode::InvalidAcl);
         }
@@ -214,8 +216,16 @@ mod tests {
         assert_eq!(fixup_acl(&Acl::creator_all(), &ids), Ok(vec![Acl::new(perms::ALL, digest)]));
         assert_eq!(fixup_acl(&Acl::creator_all(), &[ip("1.2.3.4")]), Err(ErrorCode::InvalidAcl));
         assert_eq!(fixup_acl(&Acl::creator_all(), &[Id::new("super", "")]), Err(ErrorCode::InvalidAcl));
-        for bad in [("digest", "nocolon"), ("digest", "a:b:c"), ("digest", "u:"), ("ip", "1.2.3"), ("ip", "1.2.3.4/40"),
-            ("world", "someone"), ("super", ""), ("foo", "bar")] {
+        for bad in [
+            ("digest", "nocolon"),
+            ("digest", "a:b:c"),
+            ("digest", "u:"),
+            ("ip", "1.2.3"),
+            ("ip", "1.2.3.4/40"),
+            ("world", "someone"),
+            ("super", ""),
+            ("foo", "bar"),
+        ] {
             let acl = vec![Acl::new(perms::ALL, Id::new(bad.0, bad.1))];
             assert_eq!(fixup_acl(&acl, &ids), Err(ErrorCode::InvalidAcl), "{bad:?}");
         }

@@ -31,7 +31,9 @@ impl TxnResult {
     pub fn err(&self) -> ErrorCode {
         match self {
             TxnResult::Error(e) => *e,
-            TxnResult::Multi(rs) => rs.iter().map(TxnResult::err).find(|e| *e != ErrorCode::Ok).unwrap_or(ErrorCode::Ok),
+            TxnResult::Multi(rs) => {
+                rs.iter().map(TxnResult::err).find(|e| *e != ErrorCode::Ok).unwrap_or(ErrorCode::Ok)
+            }
             _ => ErrorCode::Ok,
         }
     }

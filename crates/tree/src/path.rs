@@ -89,8 +89,26 @@ mod tests {
     #[test]
     fn invalid_paths() {
         for p in [
-            "", "a", "a/b", "/a/", "//", "/a//b", "/.", "/..", "/a/./b", "/a/../b", "/a/.", "/a\0b", "/a\u{1}",
-            "/\u{7f}", "/\u{9f}", "/\u{d7ff}\u{e000}", "/\u{f8ff}", "/\u{fff0}", "/\u{ffff}", "/\u{1F600}",
+            "",
+            "a",
+            "a/b",
+            "/a/",
+            "//",
+            "/a//b",
+            "/.",
+            "/..",
+            "/a/./b",
+            "/a/../b",
+            "/a/.",
+            "/a\0b",
+            "/a\u{1}",
+            "/\u{7f}",
+            "/\u{9f}",
+            "/\u{d7ff}\u{e000}",
+            "/\u{f8ff}",
+            "/\u{fff0}",
+            "/\u{ffff}",
+            "/\u{1F600}",
         ] {
             assert_eq!(validate_path(p), Err(ErrorCode::BadArguments), "{p:?}");
         }

@@ -68,7 +68,13 @@ impl Prep {
         }
     }
 
-    fn prep_single(&mut self, tree: &DataTree, ctx: &PrepContext<'_>, zxid: i64, op: &WriteOp) -> Result<Txn, ErrorCode> {
+    fn prep_single(
+        &mut self,
+        tree: &DataTree,
+        ctx: &PrepContext<'_>,
+        zxid: i64,
+        op: &WriteOp,
+    ) -> Result<Txn, ErrorCode> {
         match op {
             WriteOp::Create { path, data, acl, flags, kind } => {
                 let mode = CreateMode::from_flags(*flags).ok_or(ErrorCode::BadArguments)?;
@@ -159,7 +165,13 @@ impl Prep {
         self.latest.clear();
     }
 
-    fn prep_create(&mut self, tree: &DataTree, ctx: &PrepContext<'_>, zxid: i64, a: &CreateArgs<'_>) -> Result<Txn, ErrorCode> {
+    fn prep_create(
+        &mut self,
+        tree: &DataTree,
+        ctx: &PrepContext<'_>,
+        zxid: i64,
+        a: &CreateArgs<'_>,
+    ) -> Result<Txn, ErrorCode> {
         let parent_path = parent_and_validate(a.path, false)?;
         let acl = fixup_acl(a.acl, ctx.auth_ids)?;
         let mut parent = self.record(tree, parent_path)?;
@@ -181,12 +193,20 @@ impl Prep {
         parent.stat.cversion = new_cversion;
         parent.stat.pzxid = zxid;
         self.add(zxid, parent_path, Some(parent));
-        let stat = StatPersisted { czxid: zxid, mzxid: zxid, pzxid: zxid, ephemeral_owner: owner, ..StatPersisted::default() };
+        let stat =
+            StatPersisted { czxid: zxid, mzxid: zxid, pzxid: zxid, ephemeral_owner: owner, ..StatPersisted::default() };
         self.add(zxid, &path, Some(PendingNode { stat, child_count: 0, acl }));
         Ok(txn)
     }
 
-    fn prep_delete(&mut self, tree: &DataTree, ctx: &PrepContext<'_>, zxid: i64, path: &str, version: i32) -> Result<Txn, ErrorCode> {
+    fn prep_delete(
+        &mut self,
+        tree: &DataTree,
+        ctx: &PrepContext<'_>,
+        zxid: i64,
+        path: &str,
+        version: i32,
+    ) -> Result<Txn, ErrorCode> {
         let parent_path = parent_and_validate(path, true)?;
         let parent = self.record(tree, parent_path)?;
         if !check_acl(&parent.acl, perms::DELETE, ctx.auth_ids) {
@@ -265,7 +285,13 @@ impl Prep {
         Ok(Txn::SetAcl { path: path.to_string(), acl, version: new_version })
     }
 
-    fn prep_check(&mut self, tree: &DataTree, ctx: &PrepContext<'_>, path: &str, version: i32) -> Result<Txn, ErrorCode> {
+    fn prep_check(
+        &mut self,
+        tree: &DataTree,
+        ctx: &PrepContext<'_>,
+        path: &str,
+        version: i32,
+    ) -> Result<Txn, ErrorCode> {
         validate_path(path)?;
         let node = self.record(tree, path)?;
         if !check_acl(&node.acl, perms::READ, ctx.auth_ids) {

@@ -94,7 +94,8 @@ impl DataTree {
     fn update_count_bytes(&mut self, path: &str, bytes_diff: i64, count_diff: i64) {
         let Some(prefix) = self.quotas.max_prefix(path).map(str::to_string) else { return };
         let sp = stat_path(&prefix);
-        let Some(text) = self.nodes.get(&sp).map(|n| String::from_utf8_lossy(n.data.as_deref().unwrap_or(&[])).into_owned())
+        let Some(text) =
+            self.nodes.get(&sp).map(|n| String::from_utf8_lossy(n.data.as_deref().unwrap_or(&[])).into_owned())
         else {
             return;
         };

@@ -308,8 +308,15 @@ impl DataTree {
         parent_node.children.insert(name.to_string());
         let parent_acl = parent_node.acl.clone();
         let stat = StatPersisted {
-            czxid: zxid, mzxid: zxid, ctime: time, mtime: time, version: 0, cversion: 0, aversion: 0,
-            ephemeral_owner: owner, pzxid: zxid,
+            czxid: zxid,
+            mzxid: zxid,
+            ctime: time,
+            mtime: time,
+            version: 0,
+            cversion: 0,
+            aversion: 0,
+            ephemeral_owner: owner,
+            pzxid: zxid,
         };
         let node = Znode { data: data.clone(), acl: acl.to_vec(), stat, children: BTreeSet::new() };
         let client_stat = node.client_stat();
@@ -482,7 +489,11 @@ impl DataTree {
             OwnerKind::Ttl(_) => self.ttls.contains(path),
             OwnerKind::Ephemeral(s) => self.ephemerals.get(&s).is_some_and(|set| set.contains(path)),
         };
-        if ok { Ok(()) } else { Err(format!("{path}: owner {owner:#x} not indexed")) }
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("{path}: owner {owner:#x} not indexed"))
+        }
     }
 
     fn check_indexes_point_to_nodes(&self) -> Result<(), String> {

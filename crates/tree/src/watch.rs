@@ -128,9 +128,17 @@ impl WatchManager {
 
     /// setWatches / setWatches2 (section 8.4): re-arms watches after a reconnect, returning the
     /// events to send at once (zxid -1) for changes the client missed since `relative_zxid`.
-    pub fn set_watches(&mut self, tree: &DataTree, conn: u64, relative_zxid: i64, lists: SetWatchesLists<'_>) -> Vec<FiredWatch> {
+    pub fn set_watches(
+        &mut self,
+        tree: &DataTree,
+        conn: u64,
+        relative_zxid: i64,
+        lists: SetWatchesLists<'_>,
+    ) -> Vec<FiredWatch> {
         let mut out = Vec::new();
-        let mut now = |t: WatchEventType, path: &str| out.push(FiredWatch { conn, event_type: t, path: path.to_string(), zxid: -1 });
+        let mut now = |t: WatchEventType, path: &str| {
+            out.push(FiredWatch { conn, event_type: t, path: path.to_string(), zxid: -1 })
+        };
         for path in lists.data {
             match tree.node(path) {
                 None => now(WatchEventType::NodeDeleted, path),

@@ -70,10 +70,39 @@ fn ttl_disabled_and_local_sessions() {
 fn create_txn_shapes() {
     let mut h = Harness::new();
     let (_, t) = h.prep_only(9, &create("/e", 1)).unwrap();
-    assert_eq!(t, Txn::Create { path: "/e".into(), data: Some(vec![]), acl: Acl::open_unsafe(), ephemeral: true, parent_cversion: 1 });
+    assert_eq!(
+        t,
+        Txn::Create {
+            path: "/e".into(),
+            data: Some(vec![]),
+            acl: Acl::open_unsafe(),
+            ephemeral: true,
+            parent_cversion: 1
+        }
+    );
     let (_, t) = h.prep_only(9, &ttl_create("/t", 6, 42)).unwrap();
-    assert_eq!(t, Txn::CreateTtl { path: "/t0000000001".into(), data: None, acl: Acl::open_unsafe(), parent_cversion: 2, ttl_ms: 42 });
-    let (_, t) = h.prep_only(9, &WriteOp::Create { path: "/c".into(), data: None, acl: Acl::open_unsafe(), flags: 4, kind: CreateKind::Container }).unwrap();
+    assert_eq!(
+        t,
+        Txn::CreateTtl {
+            path: "/t0000000001".into(),
+            data: None,
+            acl: Acl::open_unsafe(),
+            parent_cversion: 2,
+            ttl_ms: 42
+        }
+    );
+    let (_, t) = h
+        .prep_only(
+            9,
+            &WriteOp::Create {
+                path: "/c".into(),
+                data: None,
+                acl: Acl::open_unsafe(),
+                flags: 4,
+                kind: CreateKind::Container,
+            },
+        )
+        .unwrap();
     assert!(matches!(t, Txn::CreateContainer { parent_cversion: 3, .. }));
 }
 
@@ -83,7 +112,13 @@ fn sequential_names_count_pending_creates() {
     h.write(1, create("/s", 0)).unwrap();
     let (h1, t1) = h.prep_only(1, &create("/s/n-", 2)).unwrap();
     let (h2, t2) = h.prep_only(1, &create("/s/n-", 3)).unwrap();
-    let names: Vec<_> = [&t1, &t2].iter().map(|t| match t { Txn::Create { path, .. } => path.clone(), _ => panic!() }).collect();
+    let names: Vec<_> = [&t1, &t2]
+        .iter()
+        .map(|t| match t {
+            Txn::Create { path, .. } => path.clone(),
+            _ => panic!(),
+        })
+        .collect();
     assert_eq!(names, vec!["/s/n-0000000000", "/s/n-0000000001"]);
     assert_eq!(created_path(&h.apply(&h1, &t1)), "/s/n-0000000000");
     assert_eq!(created_path(&h.apply(&h2, &t2)), "/s/n-0000000001");
@@ -96,9 +131,16 @@ fn sequential_names_count_pending_creates() {
 #[test]
 fn sequential_counter_is_signed() {
     let mut h = Harness::new();
-    let c = Txn::Create { path: "/s".into(), data: None, acl: Acl::open_unsafe(), ephemeral: false, parent_cversion: 1 };
+    let c =
+        Txn::Create { path: "/s".into(), data: None, acl: Acl::open_unsafe(), ephemeral: false, parent_cversion: 1 };
     h.tree.apply(&h.header(1, 1, &c), &c);
-    let c = Txn::Create { path: "/s/x".into(), data: None, acl: Acl::open_unsafe(), ephemeral: false, parent_cversion: i32::MAX };
+    let c = Txn::Create {
+        path: "/s/x".into(),
+        data: None,
+        acl: Acl::open_unsafe(),
+        ephemeral: false,
+        parent_cversion: i32::MAX,
+    };
     h.tree.apply(&h.header(1, 2, &c), &c);
     h.zxid = 2;
     let (h1, t1) = h.prep_only(1, &create("/s/", 2)).unwrap();
@@ -235,12 +277,7 @@ fn delete_container_rules() {
 fn multi_failure_layout_and_rollback() {
     let mut h = Harness::new();
     h.write(1, create("/s", 0)).unwrap();
-    let op = WriteOp::Multi(vec![
-        create("/s/a", 2),
-        create("/m", 0),
-        set_data("/m", b"x", 5),
-        create("/z", 0),
-    ]);
+    let op = WriteOp::Multi(vec![create("/s/a", 2), create("/m", 0), set_data("/m", b"x", 5), create("/z", 0)]);
     let (hh, t) = h.prep_only(1, &op).unwrap();
     let Txn::Multi(subs) = &t else { panic!() };
     assert!(matches!(&subs[0], Txn::Create { path, .. } if path == "/s/a0000000000"));

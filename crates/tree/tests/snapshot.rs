@@ -8,7 +8,13 @@ fn hdr(zxid: i64, client_id: i64) -> TxnHeader {
 }
 
 fn create(path: &str, data: Option<&[u8]>, ephemeral: bool) -> Txn {
-    Txn::Create { path: path.into(), data: data.map(<[u8]>::to_vec), acl: Acl::open_unsafe(), ephemeral, parent_cversion: -1 }
+    Txn::Create {
+        path: path.into(),
+        data: data.map(<[u8]>::to_vec),
+        acl: Acl::open_unsafe(),
+        ephemeral,
+        parent_cversion: -1,
+    }
 }
 
 /// A tree with persistent, ephemeral, container, TTL, quota and digest-ACL nodes.
@@ -21,9 +27,35 @@ fn sample() -> DataTree {
         (1, create("/a/z", Some(b""), false)),
         (1, create("/a/y", Some(b"y"), false)),
         (0x55, create("/a/eph", Some(b"e"), true)),
-        (1, Txn::CreateContainer { path: "/c".into(), data: Some(b"c".to_vec()), acl: Acl::open_unsafe(), parent_cversion: -1 }),
-        (1, Txn::CreateTtl { path: "/t".into(), data: Some(vec![]), acl: Acl::open_unsafe(), parent_cversion: -1, ttl_ms: 5000 }),
-        (1, Txn::Create { path: "/d".into(), data: Some(b"secret".to_vec()), acl: digest, ephemeral: false, parent_cversion: -1 }),
+        (
+            1,
+            Txn::CreateContainer {
+                path: "/c".into(),
+                data: Some(b"c".to_vec()),
+                acl: Acl::open_unsafe(),
+                parent_cversion: -1,
+            },
+        ),
+        (
+            1,
+            Txn::CreateTtl {
+                path: "/t".into(),
+                data: Some(vec![]),
+                acl: Acl::open_unsafe(),
+                parent_cversion: -1,
+                ttl_ms: 5000,
+            },
+        ),
+        (
+            1,
+            Txn::Create {
+                path: "/d".into(),
+                data: Some(b"secret".to_vec()),
+                acl: digest,
+                ephemeral: false,
+                parent_cversion: -1,
+            },
+        ),
         (1, create("/zookeeper/quota/a", None, false)),
         (1, create("/zookeeper/quota/a/zookeeper_limits", Some(b"count=10,bytes=-1"), false)),
         (1, create("/zookeeper/quota/a/zookeeper_stats", Some(b"count=0,bytes=0"), false)),
@@ -49,9 +81,22 @@ fn pre_order_root_first_sorted_children() {
     assert_eq!(
         paths,
         [
-            "", "/a", "/a/eph", "/a/y", "/a/z", "/b", "/c", "/c/child", "/d", "/t", "/zookeeper",
-            "/zookeeper/config", "/zookeeper/quota", "/zookeeper/quota/a",
-            "/zookeeper/quota/a/zookeeper_limits", "/zookeeper/quota/a/zookeeper_stats",
+            "",
+            "/a",
+            "/a/eph",
+            "/a/y",
+            "/a/z",
+            "/b",
+            "/c",
+            "/c/child",
+            "/d",
+            "/t",
+            "/zookeeper",
+            "/zookeeper/config",
+            "/zookeeper/quota",
+            "/zookeeper/quota/a",
+            "/zookeeper/quota/a/zookeeper_limits",
+            "/zookeeper/quota/a/zookeeper_stats",
         ]
     );
     assert_eq!(t.snapshot_nodes().count(), t.znode_count());

@@ -25,7 +25,10 @@ fn initial_tree() {
     assert_eq!(t.all_children_number("/zookeeper"), Some(2));
     assert_eq!(t.all_children_number("/nope"), None);
     assert_eq!(t.node_count(), 5);
-    assert_eq!(t.approximate_data_size(), ("/".len() + "/zookeeper".len() + "/zookeeper/quota".len() + "/zookeeper/config".len()) as u64);
+    assert_eq!(
+        t.approximate_data_size(),
+        ("/".len() + "/zookeeper".len() + "/zookeeper/quota".len() + "/zookeeper/config".len()) as u64
+    );
     t.check_invariants().unwrap();
 }
 
@@ -34,8 +37,19 @@ fn create_stat_and_cversion_arithmetic() {
     let mut h = Harness::new();
     h.time_ms = 5000;
     let r = h.write(7, create_data("/a", 0, b"hello")).unwrap();
-    let stat = Stat { czxid: 1, mzxid: 1, ctime: 5000, mtime: 5000, version: 0, cversion: 0, aversion: 0,
-        ephemeral_owner: 0, data_length: 5, num_children: 0, pzxid: 1 };
+    let stat = Stat {
+        czxid: 1,
+        mzxid: 1,
+        ctime: 5000,
+        mtime: 5000,
+        version: 0,
+        cversion: 0,
+        aversion: 0,
+        ephemeral_owner: 0,
+        data_length: 5,
+        num_children: 0,
+        pzxid: 1,
+    };
     assert_eq!(r, TxnResult::Created { path: "/a".into(), stat });
     h.write(7, create("/a/b", 0)).unwrap();
     h.write(7, create("/a/c", 0)).unwrap();
@@ -60,7 +74,11 @@ fn create_stat_and_cversion_arithmetic() {
 #[test]
 fn null_and_empty_data_are_distinct() {
     let mut h = Harness::new();
-    h.write(1, WriteOp::Create { path: "/n".into(), data: None, acl: Acl::open_unsafe(), flags: 0, kind: CreateKind::Regular }).unwrap();
+    h.write(
+        1,
+        WriteOp::Create { path: "/n".into(), data: None, acl: Acl::open_unsafe(), flags: 0, kind: CreateKind::Regular },
+    )
+    .unwrap();
     h.write(1, create("/e", 0)).unwrap();
     assert_eq!(h.tree.node("/n").unwrap().data, None);
     assert_eq!(h.tree.node("/e").unwrap().data, Some(vec![]));
@@ -70,7 +88,8 @@ fn null_and_empty_data_are_distinct() {
 #[test]
 fn events_of_each_txn() {
     let mut t = DataTree::new();
-    let c = Txn::Create { path: "/a".into(), data: None, acl: Acl::open_unsafe(), ephemeral: false, parent_cversion: 1 };
+    let c =
+        Txn::Create { path: "/a".into(), data: None, acl: Acl::open_unsafe(), ephemeral: false, parent_cversion: 1 };
     let out = t.apply(&hdr(1, 0, 0), &c);
     let kinds: Vec<_> = out.events.iter().map(|e| (e.path.as_str(), e.kind, e.zxid)).collect();
     assert_eq!(kinds, vec![("/a", TreeEventKind::Created, 1), ("/", TreeEventKind::ChildrenChanged, 1)]);
@@ -92,8 +111,14 @@ fn txns_that_do_not_fit_yield_errors() {
     assert_eq!(t.apply(&hdr(1, 0, 0), &mk("/x/y")).result, TxnResult::Error(ErrorCode::NoNode));
     assert_eq!(t.apply(&hdr(2, 0, 0), &mk("/zookeeper")).result, TxnResult::Error(ErrorCode::NodeExists));
     assert_eq!(t.apply(&hdr(3, 0, 0), &Txn::Delete { path: "/x".into() }).result, TxnResult::Error(ErrorCode::NoNode));
-    assert_eq!(t.apply(&hdr(4, 0, 0), &Txn::Delete { path: "/zookeeper".into() }).result, TxnResult::Error(ErrorCode::NotEmpty));
-    assert_eq!(t.apply(&hdr(5, 0, 0), &Txn::SetData { path: "/x".into(), data: None, version: 1 }).result, TxnResult::Error(ErrorCode::NoNode));
+    assert_eq!(
+        t.apply(&hdr(4, 0, 0), &Txn::Delete { path: "/zookeeper".into() }).result,
+        TxnResult::Error(ErrorCode::NotEmpty)
+    );
+    assert_eq!(
+        t.apply(&hdr(5, 0, 0), &Txn::SetData { path: "/x".into(), data: None, version: 1 }).result,
+        TxnResult::Error(ErrorCode::NoNode)
+    );
     assert_eq!(t.apply(&hdr(6, 0, 0), &Txn::Error { err: -101 }).result, TxnResult::Error(ErrorCode::NoNode));
     assert_eq!(t.last_processed_zxid(), 6);
     // The NODEEXISTS create above still moved the parent's cversion (replay over a fuzzy
@@ -107,8 +132,19 @@ fn txns_that_do_not_fit_yield_errors() {
 #[test]
 fn multi_apply_is_all_or_nothing() {
     let mut t = DataTree::new();
-    let create = |p: &str| Txn::Create { path: p.into(), data: None, acl: Acl::open_unsafe(), ephemeral: false, parent_cversion: -1 };
-    let bad = Txn::Multi(vec![create("/a"), Txn::Error { err: ErrorCode::NoNode.code() }, Txn::Error { err: -2 }, create("/b")]);
+    let create = |p: &str| Txn::Create {
+        path: p.into(),
+        data: None,
+        acl: Acl::open_unsafe(),
+        ephemeral: false,
+        parent_cversion: -1,
+    };
+    let bad = Txn::Multi(vec![
+        create("/a"),
+        Txn::Error { err: ErrorCode::NoNode.code() },
+        Txn::Error { err: -2 },
+        create("/b"),
+    ]);
     let out = t.apply(&hdr(1, 0, 0), &bad);
     assert_eq!(
         out.result,
@@ -136,7 +172,17 @@ fn ephemeral_container_ttl_owners() {
     let mut h = Harness::new();
     h.write(0x55, create("/e", 1)).unwrap();
     h.write(0x55, create("/c", 4)).unwrap();
-    h.write(0x55, WriteOp::Create { path: "/t".into(), data: None, acl: Acl::open_unsafe(), flags: 5, kind: CreateKind::Ttl(100) }).unwrap();
+    h.write(
+        0x55,
+        WriteOp::Create {
+            path: "/t".into(),
+            data: None,
+            acl: Acl::open_unsafe(),
+            flags: 5,
+            kind: CreateKind::Ttl(100),
+        },
+    )
+    .unwrap();
     assert_eq!(h.tree.stat("/e").unwrap().ephemeral_owner, 0x55);
     assert_eq!(h.tree.node("/c").unwrap().stat.ephemeral_owner, i64::MIN);
     assert_eq!(h.tree.stat("/c").unwrap().ephemeral_owner, 0);
@@ -177,8 +223,28 @@ fn container_and_ttl_reaping() {
     h.time_ms = 1000;
     h.write(1, create("/c", 4)).unwrap();
     h.write(1, create("/unused", 4)).unwrap();
-    h.write(1, WriteOp::Create { path: "/t".into(), data: None, acl: Acl::open_unsafe(), flags: 5, kind: CreateKind::Ttl(500) }).unwrap();
-    h.write(1, WriteOp::Create { path: "/tp".into(), data: None, acl: Acl::open_unsafe(), flags: 5, kind: CreateKind::Ttl(500) }).unwrap();
+    h.write(
+        1,
+        WriteOp::Create {
+            path: "/t".into(),
+            data: None,
+            acl: Acl::open_unsafe(),
+            flags: 5,
+            kind: CreateKind::Ttl(500),
+        },
+    )
+    .unwrap();
+    h.write(
+        1,
+        WriteOp::Create {
+            path: "/tp".into(),
+            data: None,
+            acl: Acl::open_unsafe(),
+            flags: 5,
+            kind: CreateKind::Ttl(500),
+        },
+    )
+    .unwrap();
     h.write(1, create("/tp/kid", 0)).unwrap();
     assert!(h.tree.containers_and_ttls_to_reap(1000).is_empty());
     h.write(1, create("/c/x", 0)).unwrap();
@@ -226,7 +292,9 @@ fn quota_stats_follow_the_subtree() {
     h.write(1, create("/zookeeper/quota/q", 0)).unwrap();
     h.write(1, create_data("/zookeeper/quota/q/zookeeper_limits", 0, b"count=3,bytes=100")).unwrap();
     h.write(1, create_data("/zookeeper/quota/q/zookeeper_stats", 0, b"count=0,bytes=0")).unwrap();
-    let stats = |h: &Harness| String::from_utf8(h.tree.node("/zookeeper/quota/q/zookeeper_stats").unwrap().data.clone().unwrap()).unwrap();
+    let stats = |h: &Harness| {
+        String::from_utf8(h.tree.node("/zookeeper/quota/q/zookeeper_stats").unwrap().data.clone().unwrap()).unwrap()
+    };
     assert_eq!(stats(&h), "count=2,bytes=5");
     h.write(1, create_data("/q/y", 0, b"1234")).unwrap();
     assert_eq!(stats(&h), "count=3,bytes=9");

@@ -76,7 +76,13 @@ fn recursive_watch_covers_subtree_without_children_events() {
     h.write(0, delete("/r/a/b", -1)).unwrap();
     assert_eq!(
         h.take_fired(),
-        vec![(1, 1, "/r".into()), (1, 1, "/r/a".into()), (1, 1, "/r/a/b".into()), (1, 3, "/r/a/b".into()), (1, 2, "/r/a/b".into())]
+        vec![
+            (1, 1, "/r".into()),
+            (1, 1, "/r/a".into()),
+            (1, 1, "/r/a/b".into()),
+            (1, 3, "/r/a/b".into()),
+            (1, 2, "/r/a/b".into())
+        ]
     );
     assert!(!h.watches.check(1, "/r/a", WatcherType::Data), "the one-shot entry fired");
     assert!(h.watches.check(1, "/r", WatcherType::PersistentRecursive));
@@ -145,15 +151,13 @@ fn set_watches_rearms_or_fires_now() {
     h.write(0, set_data("/changed", b"", -1)).unwrap(); // zxid 4
     h.write(0, create("/kids/k", 0)).unwrap(); // zxid 5
     let s = |v: &[&str]| v.iter().map(|p| p.to_string()).collect::<Vec<_>>();
-    let (data, exist, child) = (s(&["/same", "/changed", "/gone"]), s(&["/same", "/later"]), s(&["/same", "/kids", "/gone"]));
+    let (data, exist, child) =
+        (s(&["/same", "/changed", "/gone"]), s(&["/same", "/later"]), s(&["/same", "/kids", "/gone"]));
     let (pers, rec) = (s(&["/p"]), s(&["/r"]));
     let lists = SetWatchesLists { data: &data, exist: &exist, child: &child, persistent: &pers, recursive: &rec };
     let fired = h.watches.set_watches(&h.tree, 9, rel, lists);
     let got: Vec<_> = fired.iter().map(|f| (f.event_type.code(), f.path.as_str(), f.zxid)).collect();
-    assert_eq!(
-        got,
-        vec![(3, "/changed", -1), (2, "/gone", -1), (1, "/same", -1), (4, "/kids", -1), (2, "/gone", -1)]
-    );
+    assert_eq!(got, vec![(3, "/changed", -1), (2, "/gone", -1), (1, "/same", -1), (4, "/kids", -1), (2, "/gone", -1)]);
     assert!(h.watches.check(9, "/same", WatcherType::Data));
     assert!(h.watches.check(9, "/later", WatcherType::Data));
     assert!(h.watches.check(9, "/same", WatcherType::Children));

@@ -108,7 +108,12 @@ impl ForwardedRequest {
         w.write_i32(self.cxid);
         w.write_i32(self.op_type);
         w.write_raw(&self.request);
-        QuorumPacket { packet_type: packet_type::REQUEST, zxid: -1, data: Some(w.into_inner()), authinfo: self.authinfo.clone() }
+        QuorumPacket {
+            packet_type: packet_type::REQUEST,
+            zxid: -1,
+            data: Some(w.into_inner()),
+            authinfo: self.authinfo.clone(),
+        }
     }
 
     pub fn from_packet(packet: &QuorumPacket) -> Result<Self, DecodeError> {

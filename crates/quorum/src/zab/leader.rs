@@ -246,7 +246,8 @@ impl Leader {
             EpochKind::Accepted if !self.accepted_durable => {
                 self.accepted_durable = true;
                 self.accepted_epoch = epoch;
-                let waiting: Vec<Sid> = self.peers.iter().filter(|(_, p)| p.phase == PeerPhase::Info).map(|(s, _)| *s).collect();
+                let waiting: Vec<Sid> =
+                    self.peers.iter().filter(|(_, p)| p.phase == PeerPhase::Info).map(|(s, _)| *s).collect();
                 for sid in waiting {
                     self.send_leader_info(sid);
                 }
@@ -316,7 +317,13 @@ impl Leader {
     }
 
     /// Proposes a txn in the established epoch: Persist locally, PROPOSAL to forwarding followers.
-    pub fn propose(&mut self, client_id: i64, cxid: i32, time_ms: i64, txn: Txn) -> Result<(Zxid, Vec<Action>), ProposeError> {
+    pub fn propose(
+        &mut self,
+        client_id: i64,
+        cxid: i32,
+        time_ms: i64,
+        txn: Txn,
+    ) -> Result<(Zxid, Vec<Action>), ProposeError> {
         if self.stopped {
             return Err(ProposeError::Stopped);
         }
@@ -466,7 +473,8 @@ impl Leader {
         if let Some(epoch) = self.new_epoch {
             self.out.push(Action::PersistEpoch { kind: EpochKind::Current, epoch });
         }
-        let waiting: Vec<Sid> = self.peers.iter().filter(|(_, p)| p.phase == PeerPhase::EpochAcked).map(|(s, _)| *s).collect();
+        let waiting: Vec<Sid> =
+            self.peers.iter().filter(|(_, p)| p.phase == PeerPhase::EpochAcked).map(|(s, _)| *s).collect();
         for sid in waiting {
             self.sync_peer(sid);
         }
@@ -552,11 +560,13 @@ impl Leader {
         match packet.packet_type {
             pt::ACKEPOCH if phase == PeerPhase::LeaderInfoSent => self.on_ack_epoch(from, packet),
             pt::ACK => self.on_ack(from, packet.zxid),
-            pt::PING if phase >= PeerPhase::NewLeaderAcked => match codec::decode_touches(packet.data.as_deref().unwrap_or(&[])) {
-                Ok(touches) if !touches.is_empty() => self.out.push(Action::TouchSessions { from, touches }),
-                Ok(_) => {}
-                Err(_) => self.disconnect(from, "malformed PING"),
-            },
+            pt::PING if phase >= PeerPhase::NewLeaderAcked => {
+                match codec::decode_touches(packet.data.as_deref().unwrap_or(&[])) {
+                    Ok(touches) if !touches.is_empty() => self.out.push(Action::TouchSessions { from, touches }),
+                    Ok(_) => {}
+                    Err(_) => self.disconnect(from, "malformed PING"),
+                }
+            }
             pt::REQUEST if phase >= PeerPhase::NewLeaderAcked => match codec::ForwardedRequest::from_packet(packet) {
                 Ok(request) => self.out.push(Action::Forwarded { from, request }),
                 Err(_) => self.disconnect(from, "malformed REQUEST"),
@@ -613,7 +623,8 @@ impl Leader {
         if let Some(epoch) = self.new_epoch {
             self.out.push(Action::Broadcasting { epoch });
         }
-        let ready: Vec<Sid> = self.peers.iter().filter(|(_, p)| p.phase == PeerPhase::NewLeaderAcked).map(|(s, _)| *s).collect();
+        let ready: Vec<Sid> =
+            self.peers.iter().filter(|(_, p)| p.phase == PeerPhase::NewLeaderAcked).map(|(s, _)| *s).collect();
         for sid in ready {
             self.send_uptodate(sid);
         }
@@ -655,7 +666,8 @@ impl Leader {
         self.proposed_at_ms.remove(&z);
         let commit = QuorumPacket::new(pt::COMMIT, z);
         let inform = codec::inform(&entry);
-        let targets: Vec<(Sid, Role)> = self.peers.iter().filter(|(_, p)| p.forwarding).map(|(s, p)| (*s, p.role)).collect();
+        let targets: Vec<(Sid, Role)> =
+            self.peers.iter().filter(|(_, p)| p.forwarding).map(|(s, p)| (*s, p.role)).collect();
         for (sid, role) in targets {
             let packet = if role == Role::Follower { commit.clone() } else { inform.clone() };
             self.send(sid, packet);
@@ -670,7 +682,9 @@ impl Leader {
     }
 
     fn trim_history(&mut self) {
-        while self.history.len() > self.cfg.max_committed_log && self.history.front().is_some_and(|e| e.zxid() <= self.committed) {
+        while self.history.len() > self.cfg.max_committed_log
+            && self.history.front().is_some_and(|e| e.zxid() <= self.committed)
+        {
             if let Some(e) = self.history.pop_front() {
                 self.history_base = e.zxid();
             }
@@ -734,7 +748,9 @@ impl Leader {
         if !outstanding.iter().copied().eq(self.proposed_at_ms.keys().copied()) {
             return Err("outstanding proposals and their timestamps disagree".into());
         }
-        if !outstanding.is_empty() && (!self.established || outstanding.iter().any(|z| Some(epoch_of(*z)) != self.new_epoch)) {
+        if !outstanding.is_empty()
+            && (!self.established || outstanding.iter().any(|z| Some(epoch_of(*z)) != self.new_epoch))
+        {
             return Err("a proposal outside the established epoch".into());
         }
         if self.established && !(self.accepted_durable && self.epoch_quorum && self.current_durable) {
@@ -773,8 +789,12 @@ fn leader_take(out: &mut Vec<Action>) -> Vec<Action> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SyncPlan {
     /// Send every txn after `from`.
-    Diff { from: Zxid },
+    Diff {
+        from: Zxid,
+    },
     /// Roll the learner back to `to`, then send every txn after it.
-    Trunc { to: Zxid },
+    Trunc {
+        to: Zxid,
+    },
     Snap,
 }

@@ -12,8 +12,8 @@
 
 use std::collections::VecDeque;
 
-use warden_proto::quorum::{packet_type as pt, LearnerInfo, QuorumPacket, LEARNER_PROTOCOL_VERSION};
 use warden_proto::jute::Record;
+use warden_proto::quorum::{packet_type as pt, LearnerInfo, QuorumPacket, LEARNER_PROTOCOL_VERSION};
 
 use super::codec;
 use super::{epoch_of, make_zxid, Action, EpochKind, Sid, TxnEntry, Zxid};
@@ -172,7 +172,11 @@ impl Learner {
         }
         self.last_heard_ms = self.last_heard_ms.max(now_ms);
         if let Err(reason) = self.handle(packet) {
-            self.stop(format!("{reason} ({} zxid {:#x})", pt::name(packet.packet_type).unwrap_or("unknown"), packet.zxid));
+            self.stop(format!(
+                "{reason} ({} zxid {:#x})",
+                pt::name(packet.packet_type).unwrap_or("unknown"),
+                packet.zxid
+            ));
         } else {
             self.pump();
         }
@@ -362,7 +366,11 @@ impl Learner {
         // The leader's proposals in its epoch run 1, 2, 3...; a learner holds a gap-free prefix of
         // them (the leader's cumulative ACK counting relies on it).
         if epoch_of(z) == self.new_epoch {
-            let expected = if epoch_of(self.last_received) == self.new_epoch { self.last_received + 1 } else { make_zxid(self.new_epoch, 1) };
+            let expected = if epoch_of(self.last_received) == self.new_epoch {
+                self.last_received + 1
+            } else {
+                make_zxid(self.new_epoch, 1)
+            };
             if z != expected {
                 return Err(format!("gap: expected {expected:#x}"));
             }

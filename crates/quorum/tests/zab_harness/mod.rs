@@ -105,7 +105,17 @@ impl Cluster {
         for (sid, voter) in voters.iter().map(|s| (*s, true)).chain(observers.iter().map(|s| (*s, false))) {
             nodes.insert(
                 sid,
-                Node { sid, voter, log: Vec::new(), accepted: 0, current: 0, pending: Vec::new(), tree: Vec::new(), role: Role::Looking, incoming_snapshot: None },
+                Node {
+                    sid,
+                    voter,
+                    log: Vec::new(),
+                    accepted: 0,
+                    current: 0,
+                    pending: Vec::new(),
+                    tree: Vec::new(),
+                    role: Role::Looking,
+                    incoming_snapshot: None,
+                },
             );
         }
         Cluster {
@@ -136,7 +146,8 @@ impl Cluster {
     /// The election oracle: with a quorum of live voters, the best of them leads; every other live
     /// node follows or observes it.
     pub fn elect(&mut self) {
-        let live: Vec<Sid> = self.voters.iter().copied().filter(|s| !matches!(self.nodes[s].role, Role::Down)).collect();
+        let live: Vec<Sid> =
+            self.voters.iter().copied().filter(|s| !matches!(self.nodes[s].role, Role::Down)).collect();
         if live.len() * 2 <= self.voters.len() {
             return;
         }
@@ -147,14 +158,24 @@ impl Cluster {
         // A new leader holds every committed txn.
         let node = &self.nodes[&best];
         for (z, e) in &self.committed {
-            assert!(node.log.iter().any(|x| x == e), "new leader {best} lacks committed {z:#x}\n{}", self.trace.join("\n"));
+            assert!(
+                node.log.iter().any(|x| x == e),
+                "new leader {best} lacks committed {z:#x}\n{}",
+                self.trace.join("\n")
+            );
         }
         self.trace.push(format!("elect {best}"));
         self.net.clear();
         self.leader = Some(best);
         let node = self.nodes.get_mut(&best).unwrap();
         node.tree = node.log.clone();
-        let init = LeaderInit { accepted_epoch: node.accepted, current_epoch: node.current, last_zxid: node.last_zxid(), history_base: 0, history: node.log.clone() };
+        let init = LeaderInit {
+            accepted_epoch: node.accepted,
+            current_epoch: node.current,
+            last_zxid: node.last_zxid(),
+            history_base: 0,
+            history: node.log.clone(),
+        };
         let cfg = self.leader_cfg(best);
         let (leader, out) = Leader::new(cfg, init, self.now_ms).unwrap();
         self.nodes.get_mut(&best).unwrap().role = Role::Leader(Box::new(leader));
@@ -177,7 +198,8 @@ impl Cluster {
         cfg.tick_ms = self.tick_ms;
         cfg.init_limit = 10;
         cfg.sync_limit = 5;
-        let state = LocalState { accepted_epoch: node.accepted, current_epoch: node.current, last_zxid: node.last_zxid() };
+        let state =
+            LocalState { accepted_epoch: node.accepted, current_epoch: node.current, last_zxid: node.last_zxid() };
         let (learner, out) = Learner::new(cfg, state, self.now_ms);
         node.role = Role::Learner(Box::new(learner), conn);
         self.run_actions(sid, out);
@@ -212,7 +234,8 @@ impl Cluster {
         }
         match a {
             Action::Send { to, packet } => {
-                let conn = if matches!(self.nodes[&sid].role, Role::Leader(_)) { self.conn_of(to) } else { self.conn_of(sid) };
+                let conn =
+                    if matches!(self.nodes[&sid].role, Role::Leader(_)) { self.conn_of(to) } else { self.conn_of(sid) };
                 if let Some(conn) = conn {
                     self.net.push(Msg { from: sid, to, conn, packet, snapshot: None });
                 }
@@ -220,12 +243,19 @@ impl Cluster {
             Action::SendSnapshot { to, zxid } => {
                 let tree = self.nodes[&sid].tree.clone();
                 assert_eq!(tree.last().map_or(0, TxnEntry::zxid), zxid, "snapshot zxid differs from the tree");
-                let m = self.net.iter_mut().rev().find(|m| m.to == to && m.packet.packet_type == pt::SNAP).expect("SNAP before the snapshot");
+                let m = self
+                    .net
+                    .iter_mut()
+                    .rev()
+                    .find(|m| m.to == to && m.packet.packet_type == pt::SNAP)
+                    .expect("SNAP before the snapshot");
                 m.snapshot = Some(tree);
             }
             Action::Disconnect { sid: peer, .. } => self.disconnect_learner(peer),
             Action::Persist(e) => self.nodes.get_mut(&sid).unwrap().pending.push(StorageOp::Append(e)),
-            Action::PersistEpoch { kind, epoch } => self.nodes.get_mut(&sid).unwrap().pending.push(StorageOp::Epoch(kind, epoch)),
+            Action::PersistEpoch { kind, epoch } => {
+                self.nodes.get_mut(&sid).unwrap().pending.push(StorageOp::Epoch(kind, epoch))
+            }
             Action::Truncate { zxid } => {
                 let node = self.nodes.get_mut(&sid).unwrap();
                 assert!(node.pending.is_empty());
@@ -249,10 +279,18 @@ impl Cluster {
                         assert_eq!(prev, e, "two different txns committed at {:#x}", e.zxid());
                     }
                 } else {
-                    assert_eq!(self.committed.get(&e.zxid()), Some(&e), "node {sid} applied an uncommitted txn {:#x}\n{}", e.zxid(), self.trace.join("\n"));
+                    assert_eq!(
+                        self.committed.get(&e.zxid()),
+                        Some(&e),
+                        "node {sid} applied an uncommitted txn {:#x}\n{}",
+                        e.zxid(),
+                        self.trace.join("\n")
+                    );
                 }
             }
-            Action::PingReply { to, zxid } => self.run_action(sid, Action::Send { to, packet: codec::ping_reply(zxid, &[]) }),
+            Action::PingReply { to, zxid } => {
+                self.run_action(sid, Action::Send { to, packet: codec::ping_reply(zxid, &[]) })
+            }
             Action::GoLooking { reason } => {
                 self.trace.push(format!("{now} node {sid} LOOKING: {reason}"));
                 let was_leader = matches!(self.nodes[&sid].role, Role::Leader(_));
@@ -565,7 +603,13 @@ impl Cluster {
 fn apply_op(node: &mut Node, op: StorageOp) {
     match op {
         StorageOp::Append(e) => {
-            assert!(e.zxid() > node.last_zxid(), "node {} appended {:#x} after {:#x}", node.sid, e.zxid(), node.last_zxid());
+            assert!(
+                e.zxid() > node.last_zxid(),
+                "node {} appended {:#x} after {:#x}",
+                node.sid,
+                e.zxid(),
+                node.last_zxid()
+            );
             node.log.push(e);
         }
         StorageOp::Epoch(EpochKind::Accepted, e) => node.accepted = e,
@@ -576,7 +620,9 @@ fn apply_op(node: &mut Node, op: StorageOp) {
 
 fn brief(a: &Action) -> String {
     match a {
-        Action::Send { to, packet } => format!("send {to} {} {:#x}", pt::name(packet.packet_type).unwrap_or("?"), packet.zxid),
+        Action::Send { to, packet } => {
+            format!("send {to} {} {:#x}", pt::name(packet.packet_type).unwrap_or("?"), packet.zxid)
+        }
         Action::Persist(e) => format!("persist {:#x}", e.zxid()),
         Action::ApplyCommitted(e) => format!("apply {:#x}", e.zxid()),
         other => format!("{other:?}"),

@@ -17,8 +17,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use warden_proto::{
-    decode_notification, decode_reply, xid, ConnectRequest, ConnectResponse, FrameDecoder, Reader, Record,
-    ReplyHeader, Request, Response, WatcherEvent,
+    decode_notification, decode_reply, xid, ConnectRequest, ConnectResponse, FrameDecoder, Reader, Record, ReplyHeader,
+    Request, Response, WatcherEvent,
 };
 use warden_server::{Config, Server};
 use zookeeper_client as zk;
@@ -76,17 +76,23 @@ impl TestServer {
 
     pub async fn stop(mut self) {
         if let Some(server) = self.server.take() {
-            tokio::time::timeout(WAIT, server.stop()).await.expect("server stops in time").expect("server stops cleanly");
+            tokio::time::timeout(WAIT, server.stop())
+                .await
+                .expect("server stops in time")
+                .expect("server stops cleanly");
         }
     }
 }
 
 /// Connects with a 6 s session (the crate's default) and fails the test on error.
 pub async fn connect(connect_string: &str) -> zk::Client {
-    tokio::time::timeout(WAIT, zk::Client::connector().with_session_timeout(Duration::from_secs(6)).connect(connect_string))
-        .await
-        .expect("connect in time")
-        .expect("connect")
+    tokio::time::timeout(
+        WAIT,
+        zk::Client::connector().with_session_timeout(Duration::from_secs(6)).connect(connect_string),
+    )
+    .await
+    .expect("connect in time")
+    .expect("connect")
 }
 
 /// Awaits `fut`, failing the test if it takes longer than [`WAIT`].
@@ -217,7 +223,13 @@ impl RawClient {
     }
 
     /// Reconnects to an existing session.
-    pub async fn resume(addr: SocketAddr, session_id: i64, passwd: &[u8], last_zxid: i64, timeout_ms: i32) -> (RawClient, ConnectResponse) {
+    pub async fn resume(
+        addr: SocketAddr,
+        session_id: i64,
+        passwd: &[u8],
+        last_zxid: i64,
+        timeout_ms: i32,
+    ) -> (RawClient, ConnectResponse) {
         let req = ConnectRequest {
             protocol_version: 0,
             last_zxid_seen: last_zxid,
@@ -292,7 +304,8 @@ impl RawClient {
             if header.zxid > self.last_zxid {
                 self.last_zxid = header.zxid;
             }
-            return decode_reply(op_code, &payload).unwrap_or_else(|e| panic!("reply to op {op_code} does not decode: {e:?}"));
+            return decode_reply(op_code, &payload)
+                .unwrap_or_else(|e| panic!("reply to op {op_code} does not decode: {e:?}"));
         }
     }
 

@@ -34,7 +34,10 @@ const MISSING: &str = "Apache ZooKeeper 3.8 (Debian package `zookeeper`) or java
 pub fn zk_classpath() -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/zk-classpath");
     if script.exists() {
-        let out = Command::new("bash").arg(&script).output().unwrap_or_else(|e| panic!("{MISSING}: running {}: {e}", script.display()));
+        let out = Command::new("bash")
+            .arg(&script)
+            .output()
+            .unwrap_or_else(|e| panic!("{MISSING}: running {}: {e}", script.display()));
         if !out.status.success() {
             panic!("{MISSING}\nscripts/zk-classpath said: {}", String::from_utf8_lossy(&out.stderr));
         }

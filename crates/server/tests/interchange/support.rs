@@ -118,7 +118,8 @@ impl ZkProcess {
             .stderr(log)
             .spawn()
             .unwrap_or_else(|e| panic!("{MISSING}: spawning java: {e}"));
-        let mut zk = ZkProcess { child: Some(child), addr: SocketAddr::from(([127, 0, 0, 1], port)), out_path, _dir: dir };
+        let mut zk =
+            ZkProcess { child: Some(child), addr: SocketAddr::from(([127, 0, 0, 1], port)), out_path, _dir: dir };
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Ok(Some(status)) = zk.child.as_mut().unwrap().try_wait() {

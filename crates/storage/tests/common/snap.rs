@@ -37,7 +37,16 @@ pub fn sample_tree() -> DataTree {
         (EPH_SESSION, create("/app/eph", Some(b"ephemeral"), open(), true)),
         (1, Txn::CreateContainer { path: "/cont".into(), data: Some(b"c".to_vec()), acl: open(), parent_cversion: -1 }),
         (1, create("/cont/child", Some(b"in container"), open(), false)),
-        (1, Txn::CreateTtl { path: "/ttl".into(), data: Some(b"t".to_vec()), acl: open(), parent_cversion: -1, ttl_ms: 3_600_000 }),
+        (
+            1,
+            Txn::CreateTtl {
+                path: "/ttl".into(),
+                data: Some(b"t".to_vec()),
+                acl: open(),
+                parent_cversion: -1,
+                ttl_ms: 3_600_000,
+            },
+        ),
         (1, Txn::SetData { path: "/app".into(), data: Some(b"updated".to_vec()), version: 1 }),
         (1, Txn::SetData { path: "/app".into(), data: Some(b"updated twice".to_vec()), version: 2 }),
         (1, Txn::SetAcl { path: "/app/bin".into(), acl: digest, version: 1 }),
@@ -71,8 +80,17 @@ pub fn dump(t: &DataTree) -> String {
         out += &format!(
             "{p}\t{data}\t{}\t{} {} {} {} {} {} {} {} {} {} {}\n",
             acl.join(","),
-            s.czxid, s.mzxid, s.ctime, s.mtime, s.version, s.cversion, s.aversion, s.ephemeral_owner,
-            s.data_length, s.num_children, s.pzxid
+            s.czxid,
+            s.mzxid,
+            s.ctime,
+            s.mtime,
+            s.version,
+            s.cversion,
+            s.aversion,
+            s.ephemeral_owner,
+            s.data_length,
+            s.num_children,
+            s.pzxid
         );
     }
     out

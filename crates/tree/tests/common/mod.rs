@@ -36,14 +36,24 @@ impl Harness {
     }
 
     pub fn ctx(&self, session: i64) -> PrepContext<'_> {
-        PrepContext { session_id: session, auth_ids: &self.ids, ttl_enabled: self.ttl_enabled, is_ephemeral_allowed: true }
+        PrepContext {
+            session_id: session,
+            auth_ids: &self.ids,
+            ttl_enabled: self.ttl_enabled,
+            is_ephemeral_allowed: true,
+        }
     }
 
     /// Preps a write for `session` with the next zxid (not applied).
     pub fn prep_only(&mut self, session: i64, op: &WriteOp) -> Result<(TxnHeader, Txn), ErrorCode> {
         let zxid = self.zxid + 1;
         let ids = self.ids.clone();
-        let ctx = PrepContext { session_id: session, auth_ids: &ids, ttl_enabled: self.ttl_enabled, is_ephemeral_allowed: true };
+        let ctx = PrepContext {
+            session_id: session,
+            auth_ids: &ids,
+            ttl_enabled: self.ttl_enabled,
+            is_ephemeral_allowed: true,
+        };
         let txn = self.prep.prep(&self.tree, &ctx, zxid, op)?;
         self.zxid = zxid;
         Ok((self.header(session, zxid, &txn), txn))
@@ -93,7 +103,13 @@ pub fn create(path: &str, flags: i32) -> WriteOp {
 }
 
 pub fn create_data(path: &str, flags: i32, data: &[u8]) -> WriteOp {
-    WriteOp::Create { path: path.into(), data: Some(data.to_vec()), acl: Acl::open_unsafe(), flags, kind: CreateKind::Regular }
+    WriteOp::Create {
+        path: path.into(),
+        data: Some(data.to_vec()),
+        acl: Acl::open_unsafe(),
+        flags,
+        kind: CreateKind::Regular,
+    }
 }
 
 pub fn create_acl(path: &str, acl: Vec<Acl>) -> WriteOp {
