@@ -6,6 +6,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use warden_server::{Config, Server};
 
+mod bench;
 mod data_tools;
 
 #[derive(Parser)]
@@ -22,6 +23,8 @@ enum Command {
     /// Read a ZooKeeper-format data directory (Warden's or Apache ZooKeeper's) without a server.
     #[command(subcommand)]
     Data(DataCommand),
+    /// Load-test a ZooKeeper-compatible ensemble (Warden or Apache ZooKeeper) over the client protocol.
+    Bench(bench::BenchArgs),
 }
 
 #[derive(Subcommand)]
@@ -69,6 +72,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Command::Serve(args) => serve(args),
+        Command::Bench(args) => bench::run(args),
         Command::Data(cmd) => {
             let text = match cmd {
                 DataCommand::Log { file } => data_tools::print_log(&file)?,

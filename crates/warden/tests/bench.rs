@@ -1,0 +1,119 @@
+//! `warden bench` works end to end (issue 5: CI runs it briefly only to check that it works):
+//! start `warden serve` on a temporary data directory and a free loopback port, run a short mixed
+//! workload with `--json`, and check that every operation of the mix completed and that the
+//! percentiles are ordered.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_warden");
+
+/// Kills the server (by its PID) when the test ends, pass or fail.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    l.local_addr().unwrap().port()
+}
+
+fn ruok(addr: SocketAddr) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else { return false };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"ruok").is_err() {
+        return false;
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out == "imok"
+}
+
+fn start_server(dir: &std::path::Path) -> (Server, u16) {
+    let port = free_port();
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let cfg = dir.join("zoo.cfg");
+    std::fs::write(
+        &cfg,
+        format!("tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=ruok\n", data.display()),
+    )
+    .unwrap();
+    let child = Command::new(BIN)
+        .arg("serve")
+        .arg(&cfg)
+        .args(["--log", "warn"])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn warden serve");
+    let server = Server(child);
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ruok(addr) {
+        assert!(Instant::now() < deadline, "warden serve did not answer ruok on {addr}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (server, port)
+}
+
+fn f(v: &serde_json::Value, key: &str) -> f64 {
+    v[key].as_f64().unwrap_or_else(|| panic!("{key} missing in {v}"))
+}
+
+#[test]
+fn bench_mixed_writes_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, port) = start_server(dir.path());
+    let json = dir.path().join("out.json");
+    let out = Command::new(BIN)
+        .args(["bench", "--servers", &format!("127.0.0.1:{port}")])
+        .args(["--sessions", "2", "--depth", "8", "--duration", "2s", "--warmup", "1s"])
+        .args(["--workload", "mixed", "--keys", "500", "--value-size", "256", "--watches", "--cleanup"])
+        .arg("--json")
+        .arg(&json)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run warden bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "warden bench failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    assert!(stderr.contains("ops/s"), "no progress line on stderr:\n{stderr}");
+    assert!(stdout.contains("p99.9 ms"), "no table on stdout:\n{stdout}");
+
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let ops = report["ops"].as_array().expect("ops array");
+    let names: Vec<&str> = ops.iter().map(|o| o["op"].as_str().unwrap()).collect();
+    for want in ["getData", "setData", "exists", "getChildren", "create", "delete", "multi"] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    for o in ops.iter().chain(std::iter::once(&report["total"])) {
+        assert!(f(o, "count") > 0.0, "no successful {}: {o}", o["op"]);
+        assert!(f(o, "ops_per_sec") > 0.0, "{o}");
+        let (p50, p99, p999, max) = (f(o, "p50_ms"), f(o, "p99_ms"), f(o, "p999_ms"), f(o, "max_ms"));
+        assert!(p50 > 0.0 && p50 <= p99 && p99 <= p999 && p999 <= max, "percentiles out of order: {o}");
+        assert!(max < 10_000.0, "a request took over 10 s: {o}");
+        assert_eq!(f(o, "errors"), 0.0, "errors in {o}; by kind: {}", report["errors_by_kind"]);
+    }
+    let elapsed = f(&report, "elapsed_s");
+    assert!((1.9..10.0).contains(&elapsed), "elapsed {elapsed}");
+}
+
+#[test]
+fn bench_reports_unreachable_server() {
+    let port = free_port();
+    let out = Command::new(BIN)
+        .args(["bench", "--servers", &format!("127.0.0.1:{port}"), "--duration", "1s", "--warmup", "0s"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run warden bench");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("127.0.0.1:{port}")), "unclear error:\n{stderr}");
+}
