@@ -176,13 +176,20 @@ fn learner_ahead_of_the_leader_is_truncated() {
 }
 
 #[test]
-fn divergent_tail_in_the_same_epoch_is_truncated_then_diffed() {
-    // The learner's (1,3) never reached the leader, whose next txn in epoch 1 is (1,5).
-    let mut leader = leader_with(&[z(1, 1), z(1, 2), z(1, 5)], 0, 1);
-    let (mut learner, mut log, sync) = handshake(&mut leader, z(1, 3), 1);
-    assert_eq!(types(&sync), [pt::TRUNC, pt::PROPOSAL, pt::COMMIT, pt::NEWLEADER]);
-    assert_eq!((sync[0].zxid, sync[1].zxid), (z(1, 2), z(1, 5)));
-    feed(&mut learner, &sync, &mut log);
+fn leader_refuses_a_history_with_a_hole() {
+    // ZOOKEEPER-4925: a hole in the leader's log would be synced as if it were history.
+    for (history, base) in [(&[z(1, 1), z(1, 2), z(1, 5)][..], 0), (&[z(1, 7)][..], z(1, 5)), (&[z(2, 2)][..], z(1, 5))]
+    {
+        let init = LeaderInit {
+            accepted_epoch: 2,
+            current_epoch: 2,
+            last_zxid: *history.last().unwrap(),
+            history_base: base,
+            history: history.iter().map(|z| entry(*z)).collect(),
+        };
+        let err = Leader::new(LeaderConfig::new(1, [1, 2, 3]), init, 0).unwrap_err();
+        assert!(err.contains("hole"), "{err}");
+    }
 }
 
 #[test]
@@ -275,4 +282,28 @@ fn learner_rejects_a_gap_and_a_commit_it_cannot_match() {
     feed(&mut learner, &sync, &mut log);
     let out = learner.on_packet(&QuorumPacket::new(pt::COMMIT, z(2, 7)), 0);
     assert!(matches!(out.as_slice(), [Action::GoLooking { .. }]), "{out:?}");
+}
+
+/// Seed 5 of `lossy_network_keeps_committed_prefixes_in_agreement`: a DIFF stream whose txns of
+/// an old epoch arrive out of order. The learner used to check contiguity only in the leader's
+/// epoch, so it persisted (7,0x16) right after (7,0x13); its log kept that hole for good (a later
+/// DIFF starts after its last zxid) and it lost two committed txns. Any txn that does not directly
+/// follow the last one held must be refused before it is persisted.
+#[test]
+fn learner_refuses_a_txn_that_leaves_a_hole_in_its_log() {
+    let mut leader = leader_with(&[z(1, 1), z(1, 2), z(1, 3), z(1, 4), z(1, 5)], 0, 1);
+    let (mut learner, mut log, sync) = handshake(&mut leader, z(1, 2), 1);
+    assert_eq!(types(&sync)[..3], [pt::DIFF, pt::PROPOSAL, pt::COMMIT]);
+    feed(&mut learner, &sync[..1], &mut log);
+    // (1,4) before (1,3): refused, nothing persisted.
+    let out = learner.on_packet(&sync[3], 0);
+    assert_eq!(sync[3].zxid, z(1, 4));
+    assert!(matches!(out.as_slice(), [Action::GoLooking { .. }]), "{out:?}");
+    assert_eq!(learner.last_received(), z(1, 2));
+
+    // Across epochs: after (1,3) only (1,4) or (e,1) with e > 1 may follow.
+    for (next, ok) in [(z(1, 4), true), (z(2, 1), true), (z(2, 2), false), (z(1, 5), false), (z(1, 3), false)] {
+        assert_eq!(follows(z(1, 3), next), ok, "{next:#x}");
+    }
+    assert!(follows(0, z(1, 1)) && !follows(0, z(1, 2)));
 }

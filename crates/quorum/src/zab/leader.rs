@@ -15,7 +15,7 @@ use warden_proto::quorum::{packet_type as pt, LearnerInfo, QuorumPacket};
 use warden_proto::txn::{Txn, TxnHeader};
 
 use super::codec;
-use super::{counter_of, epoch_of, make_zxid, Action, EpochKind, Sid, TxnEntry, Zxid};
+use super::{counter_of, epoch_of, follows, make_zxid, Action, EpochKind, Sid, TxnEntry, Zxid};
 
 /// Static settings of a leader.
 #[derive(Debug, Clone)]
@@ -149,8 +149,9 @@ impl Leader {
         }
         let mut prev = init.history_base;
         for e in &init.history {
-            if e.zxid() <= prev {
-                return Err(format!("history is not increasing at {:#x}", e.zxid()));
+            // A hole would be synced to learners as if it were history (ZOOKEEPER-4925).
+            if !follows(prev, e.zxid()) {
+                return Err(format!("history has a hole: {:#x} after {prev:#x}", e.zxid()));
             }
             prev = e.zxid();
         }
@@ -540,14 +541,12 @@ impl Leader {
         if in_log(peer_last) || (counter_of(peer_last) == 0 && peer_last > self.history_base) {
             return SyncPlan::Diff { from: peer_last };
         }
-        // peer_last lies inside the log's range but is not in it: a divergent tail.
-        let prev = self.history.iter().rev().map(TxnEntry::zxid).find(|z| *z < peer_last).unwrap_or(self.history_base);
-        let next = self.history.iter().map(TxnEntry::zxid).find(|z| *z > peer_last);
-        match next {
-            Some(n) if epoch_of(n) == epoch_of(peer_last) => SyncPlan::Trunc { to: prev },
-            // TRUNC must not cross an epoch boundary (the learner may not hold `prev`).
-            _ => SyncPlan::Snap,
-        }
+        // peer_last lies inside the log's range but is not in it: the learner has a tail in an
+        // epoch where our (gap-free) history stops earlier, so our next txn is in a later epoch.
+        // ZooKeeper sends a snapshot here too: TRUNC must not cross an epoch boundary, because the
+        // learner may not hold our txn before it. (A divergent tail inside one epoch cannot
+        // exist: a log holds a gap-free prefix of each epoch's proposals.)
+        SyncPlan::Snap
     }
 
     // ----- established phases -----
@@ -727,11 +726,8 @@ impl Leader {
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut prev = self.history_base;
         for e in &self.history {
-            if e.zxid() <= prev {
-                return Err(format!("history not increasing at {:#x}", e.zxid()));
-            }
-            if e.zxid() > self.committed && epoch_of(prev) == epoch_of(e.zxid()) && e.zxid() != prev + 1 {
-                return Err(format!("gap before outstanding proposal {:#x}", e.zxid()));
+            if !follows(prev, e.zxid()) {
+                return Err(format!("history has a hole before {:#x}", e.zxid()));
             }
             prev = e.zxid();
         }

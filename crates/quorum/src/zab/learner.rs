@@ -16,7 +16,7 @@ use warden_proto::jute::Record;
 use warden_proto::quorum::{packet_type as pt, LearnerInfo, QuorumPacket, LEARNER_PROTOCOL_VERSION};
 
 use super::codec;
-use super::{epoch_of, make_zxid, Action, EpochKind, Sid, TxnEntry, Zxid};
+use super::{epoch_of, follows, make_zxid, Action, EpochKind, Sid, TxnEntry, Zxid};
 
 /// Follower (votes, ACKs proposals) or observer (receives INFORM, never counts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -363,17 +363,13 @@ impl Learner {
         if epoch_of(z) > self.new_epoch {
             return Err("txn from a later epoch".into());
         }
-        // The leader's proposals in its epoch run 1, 2, 3...; a learner holds a gap-free prefix of
-        // them (the leader's cumulative ACK counting relies on it).
-        if epoch_of(z) == self.new_epoch {
-            let expected = if epoch_of(self.last_received) == self.new_epoch {
-                self.last_received + 1
-            } else {
-                make_zxid(self.new_epoch, 1)
-            };
-            if z != expected {
-                return Err(format!("gap: expected {expected:#x}"));
-            }
+        // Every leader proposes 1, 2, 3... in its epoch, and every log is a gap-free prefix of
+        // those runs, epoch after epoch. So a txn must directly follow the last one we hold: the
+        // next counter in the same epoch, or counter 1 of a later epoch. Accepting anything else
+        // would persist a hole that no later DIFF repairs (a DIFF starts after our last zxid) and
+        // that the leader's cumulative ACK counting would vouch for (ZOOKEEPER-4925).
+        if !follows(self.last_received, z) {
+            return Err(format!("gap: {z:#x} does not directly follow {:#x}", self.last_received));
         }
         if self.newleader.is_some() && epoch_of(z) != self.new_epoch {
             return Err("old-epoch txn after NEWLEADER".into());

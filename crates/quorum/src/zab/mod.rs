@@ -56,6 +56,17 @@ pub const fn counter_of(zxid: Zxid) -> i64 {
     zxid & 0xffff_ffff
 }
 
+/// Whether a log ending at `last` (0: empty) may be extended by `next`: the next counter in the
+/// same epoch, or counter 1 of a later epoch. A leader proposes 1, 2, 3... in its epoch and every
+/// log is a gap-free prefix of such runs, so any other successor is a hole.
+pub const fn follows(last: Zxid, next: Zxid) -> bool {
+    if epoch_of(next) == epoch_of(last) {
+        next == last + 1
+    } else {
+        epoch_of(next) > epoch_of(last) && counter_of(next) == 1
+    }
+}
+
 /// One transaction as the log stores it and a PROPOSAL / INFORM carries it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxnEntry {
