@@ -49,21 +49,19 @@ fn no_faults_commits_everything() {
     assert!(c.committed.len() > 50, "only {} committed", c.committed.len());
 }
 
-// Open: seed 5 ends with follower 1 missing two txns committed in epoch 7 (0x700000014/15)
-// while its tree is otherwise equal; suspected cause is the TRUNC-to-last-committed rule for a
-// learner ahead of the leader (ZooKeeper's rule, which assumes the learner holds that zxid).
+/// Seeds 5, 10, 11 lost committed txns on one node: a reordered DIFF stream left a hole in a
+/// learner's log (fixed: `zab::follows`; scripted in zab_sync.rs).
 #[test]
-#[ignore = "open failure: seed 5 loses two committed txns on one follower; see comment"]
 fn lossy_network_keeps_committed_prefixes_in_agreement() {
     for seed in 0..40 {
         run(seed, 3000, Faults { drop: 5, dup: 5, reorder: 10, ..Faults::default() });
     }
 }
 
-// Open: some seeds do not settle after faults heal (a learner keeps failing the new-epoch gap
-// check); safety checks passed up to that point.
+/// Seeds such as 157 never settled: a silently dropped UPTODATE, which TCP cannot produce, left a
+/// learner syncing forever. Healing now closes every connection that had a silent fault (the
+/// transport contract, zab_harness docs and `zab` module docs).
 #[test]
-#[ignore = "open failure: liveness after healing on some seeds; see comment"]
 fn crashes_and_resyncs_never_lose_a_committed_txn() {
     let mut total = 0;
     for seed in 100..160 {
@@ -71,4 +69,15 @@ fn crashes_and_resyncs_never_lose_a_committed_txn() {
         total += c.committed.len();
     }
     assert!(total > 1000, "too little progress: {total}");
+}
+
+/// More seeds (none unless set): `ZAB_SEEDS=500 cargo test --release -p warden-quorum --test
+/// zab_cluster many_seeds` runs seeds 1000.. of both fault mixes.
+#[test]
+fn many_seeds() {
+    let n: u64 = std::env::var("ZAB_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+    for seed in 1000..1000 + n {
+        run(seed, 3000, Faults { drop: 5, dup: 5, reorder: 10, ..Faults::default() });
+        run(seed, 4000, Faults { drop: 3, dup: 3, reorder: 5, crash: 300, restart: 500, ..Faults::default() });
+    }
 }

@@ -307,3 +307,34 @@ fn learner_refuses_a_txn_that_leaves_a_hole_in_its_log() {
     }
     assert!(follows(0, z(1, 1)) && !follows(0, z(1, 2)));
 }
+
+/// The liveness failures of `crashes_and_resyncs_never_lose_a_committed_txn` (seeds 157, 175,
+/// 299; lossy seeds 186, 209, 243): the harness silently dropped UPTODATE. The learner cannot
+/// notice (the leader keeps PINGing it, as ZooKeeper's LearnerHandler does during sync), so it
+/// waits forever; only a closed connection ends it. ZAB relies on the transport contract (in order,
+/// once, no silent loss; a loss closes the connection), which TCP gives the real shell.
+#[test]
+fn a_lost_uptodate_is_noticed_only_through_the_connection_closing() {
+    let mut leader = leader_with(&[z(1, 1)], 0, 1);
+    let (mut learner, mut log, sync) = handshake(&mut leader, z(1, 1), 1);
+    feed(&mut learner, &sync, &mut log);
+    log.extend(learner.on_epoch_durable(EpochKind::Current, 2));
+    let ack = sends(&log, 1).into_iter().find(|p| p.packet_type == pt::ACK).unwrap();
+    leader.on_packet(2, &ack, 0);
+    let out = leader.on_epoch_durable(EpochKind::Current, 2);
+    assert_eq!(types(&sends(&out, 2)), [pt::UPTODATE]); // ...lost on the way
+    let tick_ms = LearnerConfig::new(2, 1, LearnerRole::Follower).tick_ms;
+    for t in 1..100 {
+        let now = t * tick_ms;
+        let out = leader.on_tick(now);
+        assert!(!leader.is_stopped());
+        for p in sends(&out, 2) {
+            let out = learner.on_packet(&p, now);
+            let [Action::PingReply { to: 1, zxid }] = out.as_slice() else { panic!("{out:?}") };
+            leader.on_packet(2, &codec::ping_reply(*zxid, &[]), now);
+        }
+        assert!(learner.on_tick(now).is_empty());
+        assert!(!learner.is_synced() && !learner.is_stopped());
+    }
+    assert!(matches!(learner.on_disconnect().as_slice(), [Action::GoLooking { .. }]));
+}

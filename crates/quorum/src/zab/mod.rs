@@ -25,7 +25,14 @@
 //!   `last_zxid` given to a machine is durable;
 //! * actions are carried out in the order returned; `Truncate` is durable before the next action,
 //!   `InstallSnapshot` before any later `Persist`;
-//! * `on_durable(z)` means every `Persist` up to and including zxid `z` is fsynced.
+//! * `on_durable(z)` means every `Persist` up to and including zxid `z` is fsynced;
+//! * the transport contract: a leader-learner connection delivers packets in order, each once,
+//!   with no silent loss, and a lost packet shows up as the connection closing (`on_disconnect`
+//!   at both ends). TCP gives this; ZAB, like ZooKeeper, has no retransmission and relies on it
+//!   for liveness (a silently lost UPTODATE leaves a learner syncing forever, kept alive by
+//!   PINGs). Safety does not rely on it: a learner refuses a txn that does not directly follow
+//!   its log ([`follows`]), a COMMIT it cannot match, and packets out of phase, and goes LOOKING;
+//!   the leader's ACK counting is cumulative and per connection.
 
 pub mod codec;
 pub mod leader;

@@ -2,9 +2,19 @@
 //! network of per-connection queues with seeded loss, duplication and reordering, crashes that keep
 //! a random prefix of unsynced writes, and an election oracle that picks the live voter with the
 //! highest (currentEpoch, last durable zxid, sid), as Fast Leader Election would.
+//!
+//! The transport contract (what the real shell's TCP connections give, and what ZAB, like
+//! ZooKeeper, relies on for liveness): a connection delivers its packets in order, each once, with
+//! no silent loss; a lost packet shows up as the connection closing at both ends. While faults are
+//! on, this harness breaks the contract on purpose (a packet is silently dropped, duplicated or
+//! overtaken by a later one of the same connection): the machines must stay safe under that, by
+//! refusing what does not fit and going back to LOOKING. They cannot always notice: a silently
+//! dropped UPTODATE leaves a learner in sync forever, kept alive by PINGs, as it would in
+//! ZooKeeper. So when faults heal (`settle`), every connection that suffered a silent fault is
+//! closed at both ends, as TCP would have done; liveness is owed only from there.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use warden_proto::quorum::{packet_type as pt, QuorumPacket};
 use warden_proto::txn::Txn;
@@ -97,6 +107,8 @@ pub struct Cluster {
     pub proposals: u64,
     pub faults: Faults,
     pub trace: Vec<String>,
+    /// Connections that lost, duplicated or reordered a packet silently (closed on `settle`).
+    pub faulted_conns: BTreeSet<u64>,
 }
 
 impl Cluster {
@@ -131,6 +143,7 @@ impl Cluster {
             proposals: 0,
             faults: Faults::default(),
             trace: Vec::new(),
+            faulted_conns: BTreeSet::new(),
         }
     }
 
@@ -366,14 +379,20 @@ impl Cluster {
             return false;
         }
         let idx = if self.rng.chance(self.faults.reorder) { self.rng.below(self.net.len() as u64) as usize } else { 0 };
+        if self.net[..idx].iter().any(|m| m.conn == self.net[idx].conn) {
+            // Overtakes an earlier packet of its own connection.
+            self.faulted_conns.insert(self.net[idx].conn);
+        }
         let m = if self.rng.chance(self.faults.dup) {
             let m = &self.net[idx];
+            self.faulted_conns.insert(m.conn);
             Msg { from: m.from, to: m.to, conn: m.conn, packet: m.packet.clone(), snapshot: m.snapshot.clone() }
         } else {
             self.net.remove(idx)
         };
         if self.rng.chance(self.faults.drop) {
             self.trace.push(format!("drop {}->{} {:?}", m.from, m.to, pt::name(m.packet.packet_type)));
+            self.faulted_conns.insert(m.conn);
             return true;
         }
         let now = self.now_ms;
@@ -554,9 +573,22 @@ impl Cluster {
         }
     }
 
-    /// Heals faults and runs until quiet: everything delivered, written and committed.
+    /// Heals faults and runs until quiet: everything delivered, written and committed. Healing
+    /// restores the transport contract (module docs): a connection that silently lost,
+    /// duplicated or reordered a packet is closed at both ends.
     pub fn settle(&mut self) {
         self.faults = Faults::default();
+        for sid in self.nodes.keys().copied().collect::<Vec<_>>() {
+            let faulted = match &self.nodes[&sid].role {
+                Role::Learner(_, conn) => self.faulted_conns.contains(conn),
+                _ => false,
+            };
+            if faulted {
+                self.trace.push(format!("{} heal: close the faulted connection of {sid}", self.now_ms));
+                self.disconnect_learner(sid);
+            }
+        }
+        self.faulted_conns.clear();
         for sid in self.nodes.keys().copied().collect::<Vec<_>>() {
             if matches!(self.nodes[&sid].role, Role::Down) {
                 self.restart(sid);
