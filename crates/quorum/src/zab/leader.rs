@@ -636,7 +636,9 @@ impl Leader {
         }
     }
 
-    /// Commits outstanding proposals in zxid order while each has a quorum of durable ACKs.
+    /// Commits outstanding proposals in zxid order while each has a quorum of durable ACKs that
+    /// includes the leader's own: `ApplyCommitted` (and the client reply that follows it) must
+    /// never precede the leader's own fsync, even when the followers are faster.
     fn try_commit(&mut self) {
         if !self.established {
             return;
@@ -645,12 +647,15 @@ impl Leader {
             let idx = self.history.partition_point(|e| e.zxid() <= self.committed);
             let Some(entry) = self.history.get(idx) else { break };
             let z = entry.zxid();
+            if self.self_durable < z {
+                break;
+            }
             let ackers = self
                 .peers
                 .iter()
                 .filter(|(_, p)| p.role == Role::Follower && p.synced() && p.acked >= z)
                 .map(|(s, _)| *s)
-                .chain((self.self_durable >= z).then_some(self.cfg.my_sid));
+                .chain([self.cfg.my_sid]);
             if !self.is_quorum(ackers) {
                 break;
             }
@@ -739,6 +744,9 @@ impl Leader {
         }
         if self.self_durable > self.last_proposed {
             return Err("own log durable beyond the last proposal".into());
+        }
+        if self.committed > self.self_durable {
+            return Err("committed beyond the leader's own durable log".into());
         }
         let outstanding: Vec<Zxid> = self.history.iter().map(TxnEntry::zxid).filter(|z| *z > self.committed).collect();
         if !outstanding.iter().copied().eq(self.proposed_at_ms.keys().copied()) {

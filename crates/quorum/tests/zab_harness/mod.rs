@@ -286,6 +286,12 @@ impl Cluster {
                 let node = self.nodes.get_mut(&sid).unwrap();
                 let last = node.tree.last().map_or(0, TxnEntry::zxid);
                 assert!(e.zxid() > last, "node {sid} applied {:#x} after {last:#x}", e.zxid());
+                // Every server applies only txns durable in its own log (the leader included).
+                assert!(
+                    node.log.last().is_some_and(|l| l.zxid() >= e.zxid()),
+                    "node {sid} applied {:#x} before its log was durable",
+                    e.zxid()
+                );
                 node.tree.push(e.clone());
                 if matches!(node.role, Role::Leader(_)) {
                     if let Some(prev) = self.committed.insert(e.zxid(), e.clone()) {

@@ -1,0 +1,225 @@
+//! Broadcast-phase rules, scripted against one leader (sid 1; voters 1, 2, 3) with followers 2
+//! and 3 and observer 4: commit needs a quorum including the leader's own durable ACK; COMMITs go
+//! out strictly in zxid order; a stale leader never commits; observers get INFORM only after
+//! commit, never a PROPOSAL.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use warden_proto::quorum::{packet_type as pt, QuorumPacket};
+use warden_proto::txn::Txn;
+use warden_quorum::zab::*;
+
+struct Ens {
+    leader: Leader,
+    learners: BTreeMap<Sid, Learner>,
+    /// Packets from the leader that the test holds back instead of delivering.
+    to_learner: Vec<(Sid, QuorumPacket)>,
+    /// Everything the leader emitted, in order.
+    leader_log: Vec<Action>,
+}
+
+impl Ens {
+    /// Runs discovery and sync with every learner; learners report durability at once, the
+    /// leader's own epoch files too.
+    fn established() -> Self {
+        let init = LeaderInit { accepted_epoch: 0, current_epoch: 0, last_zxid: 0, history_base: 0, history: vec![] };
+        let (leader, _) = Leader::new(LeaderConfig::new(1, [1, 2, 3]), init, 0).unwrap();
+        let mut e = Ens { leader, learners: BTreeMap::new(), to_learner: vec![], leader_log: vec![] };
+        for (sid, role) in [(2, LearnerRole::Follower), (3, LearnerRole::Follower), (4, LearnerRole::Observer)] {
+            let state = LocalState { accepted_epoch: 0, current_epoch: 0, last_zxid: 0 };
+            let (l, out) = Learner::new(LearnerConfig::new(sid, 1, role), state, 0);
+            e.learners.insert(sid, l);
+            e.learner_actions(sid, out);
+        }
+        e.deliver_all();
+        assert!(e.leader.is_established());
+        assert!(e.learners.values().all(Learner::is_synced));
+        e.leader_log.clear();
+        e
+    }
+
+    fn leader_actions(&mut self, out: Vec<Action>) {
+        for a in out {
+            match &a {
+                Action::Send { to, packet } => self.to_learner.push((*to, packet.clone())),
+                Action::PersistEpoch { kind, epoch } => {
+                    let more = self.leader.on_epoch_durable(*kind, *epoch);
+                    self.leader_log.push(a.clone());
+                    self.leader_actions(more);
+                    continue;
+                }
+                _ => {}
+            }
+            self.leader_log.push(a);
+        }
+        self.leader.check_invariants().unwrap();
+    }
+
+    fn learner_actions(&mut self, sid: Sid, out: Vec<Action>) {
+        for a in out {
+            let more = match a {
+                Action::Send { packet, .. } => self.leader.on_packet(sid, &packet, 0),
+                Action::Persist(e) => {
+                    let more = self.learners.get_mut(&sid).unwrap().on_durable(e.zxid());
+                    self.learner_actions(sid, more);
+                    continue;
+                }
+                Action::PersistEpoch { kind, epoch } => {
+                    let more = self.learners.get_mut(&sid).unwrap().on_epoch_durable(kind, epoch);
+                    self.learner_actions(sid, more);
+                    continue;
+                }
+                Action::GoLooking { reason } => panic!("learner {sid} went LOOKING: {reason}"),
+                _ => continue,
+            };
+            self.leader_actions(more);
+        }
+        self.learners[&sid].check_invariants().unwrap();
+    }
+
+    /// Delivers queued leader packets (and whatever they cause) until none is left.
+    fn deliver_all(&mut self) {
+        let mut queue: VecDeque<_> = std::mem::take(&mut self.to_learner).into();
+        while let Some((sid, p)) = queue.pop_front() {
+            let out = self.learners.get_mut(&sid).unwrap().on_packet(&p, 0);
+            self.learner_actions(sid, out);
+            queue.extend(std::mem::take(&mut self.to_learner));
+        }
+    }
+
+    fn propose(&mut self, n: i64) -> Zxid {
+        let txn = Txn::SetData { path: "/x".into(), data: Some(n.to_be_bytes().to_vec()), version: -1 };
+        let (zxid, out) = self.leader.propose(7, n as i32, n, txn).unwrap();
+        self.leader_actions(out);
+        zxid
+    }
+
+    /// Packets the leader queued for `sid` since the last call, of the given type (held back).
+    fn queued(&self, sid: Sid, ty: i32) -> Vec<Zxid> {
+        self.to_learner.iter().filter(|(s, p)| *s == sid && p.packet_type == ty).map(|(_, p)| p.zxid).collect()
+    }
+
+    fn leader_applied(&self) -> Vec<Zxid> {
+        self.leader_log
+            .iter()
+            .filter_map(|a| match a {
+                Action::ApplyCommitted(e) => Some(e.zxid()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn ack(&mut self, from: Sid, zxid: Zxid) {
+        let out = self.leader.on_packet(from, &QuorumPacket::new(pt::ACK, zxid), 0);
+        self.leader_actions(out);
+    }
+}
+
+#[test]
+fn commit_waits_for_the_leaders_own_durable_ack() {
+    let mut e = Ens::established();
+    let z1 = e.propose(1);
+    assert_eq!(z1, make_zxid(1, 1));
+    // Both followers ACK (a majority of the three voters without the leader), but the leader's
+    // own log is not durable yet: no COMMIT, no apply on the leader.
+    e.ack(2, z1);
+    e.ack(3, z1);
+    assert!(e.queued(2, pt::COMMIT).is_empty() && e.leader_applied().is_empty(), "{:?}", e.leader_log);
+    assert_eq!(e.leader.last_committed(), 0);
+    let out = e.leader.on_durable(z1);
+    e.leader_actions(out);
+    assert_eq!(e.queued(2, pt::COMMIT), [z1]);
+    assert_eq!(e.leader_applied(), [z1]);
+
+    // The leader's durable ACK alone is not a quorum either.
+    let z2 = e.propose(2);
+    let out = e.leader.on_durable(z2);
+    e.leader_actions(out);
+    assert_eq!(e.leader.last_committed(), z1);
+    e.ack(3, z2);
+    assert_eq!(e.leader.last_committed(), z2);
+    assert_eq!(e.queued(3, pt::COMMIT), [z1, z2]);
+}
+
+#[test]
+fn commits_go_out_strictly_in_zxid_order() {
+    let mut e = Ens::established();
+    let zs: Vec<Zxid> = (1..=4).map(|n| e.propose(n)).collect();
+    // The leader's log is durable only through the second proposal; follower 2 ACKs the fourth
+    // first (its ACKs are cumulative: it logs in order), then the first.
+    let out = e.leader.on_durable(zs[1]);
+    e.leader_actions(out);
+    e.ack(2, zs[3]);
+    e.ack(2, zs[0]);
+    assert_eq!(e.queued(2, pt::COMMIT), zs[..2]);
+    let out = e.leader.on_durable(zs[3]);
+    e.leader_actions(out);
+    assert_eq!(e.queued(2, pt::COMMIT), zs);
+    assert_eq!(e.queued(4, pt::INFORM), zs);
+    assert_eq!(e.leader_applied(), zs);
+    e.deliver_all();
+    for l in e.learners.values() {
+        assert_eq!(l.last_applied(), zs[3]);
+    }
+}
+
+#[test]
+fn a_leader_that_lost_its_quorum_never_commits() {
+    let mut e = Ens::established();
+    let z1 = e.propose(1);
+    let out = e.leader.on_durable(z1);
+    e.leader_actions(out);
+    // Both followers leave (they will follow a newer leader); the leader notices at its next tick.
+    e.leader.on_disconnect(2);
+    e.leader.on_disconnect(3);
+    let out = e.leader.on_tick(1);
+    assert!(out.iter().any(|a| matches!(a, Action::GoLooking { .. })), "{out:?}");
+    assert!(e.leader.is_stopped());
+    let txn = Txn::SetData { path: "/x".into(), data: None, version: -1 };
+    assert_eq!(e.leader.propose(7, 2, 2, txn).unwrap_err(), ProposeError::Stopped);
+    // Late ACKs (even a quorum of them) and durability change nothing.
+    for from in [2, 3] {
+        assert!(e.leader.on_packet(from, &QuorumPacket::new(pt::ACK, z1), 0).is_empty());
+    }
+    assert!(e.leader.on_durable(z1).is_empty());
+    assert_eq!(e.leader.last_committed(), 0);
+}
+
+#[test]
+fn a_stale_leader_cannot_count_acks_for_another_epoch_or_from_unsynced_learners() {
+    let mut e = Ens::established();
+    let z1 = e.propose(1);
+    let out = e.leader.on_durable(z1);
+    e.leader_actions(out);
+    // Follower 3 moved on to epoch 2 (a newer leader); an ACK of an epoch-2 zxid is refused.
+    let out = e.leader.on_packet(3, &QuorumPacket::new(pt::ACK, make_zxid(2, 1)), 0);
+    assert!(matches!(out.as_slice(), [Action::Disconnect { sid: 3, .. }]), "{out:?}");
+    assert_eq!(e.leader.last_committed(), 0);
+    // Follower 3 reconnects but has not ACKed NEWLEADER: its ACK does not count.
+    let state = LocalState { accepted_epoch: 1, current_epoch: 1, last_zxid: 0 };
+    let (_, out) = Learner::new(LearnerConfig::new(3, 1, LearnerRole::Follower), state, 0);
+    let Some(Action::Send { packet: info, .. }) = out.first() else { panic!("{out:?}") };
+    e.leader.on_packet(3, info, 0);
+    let out = e.leader.on_packet(3, &QuorumPacket::new(pt::ACK, z1), 0);
+    assert!(matches!(out.as_slice(), [Action::Disconnect { sid: 3, .. }]), "{out:?}");
+    assert_eq!(e.leader.last_committed(), 0);
+    // Follower 2, synced in this epoch, completes the quorum.
+    e.ack(2, z1);
+    assert_eq!(e.leader.last_committed(), z1);
+}
+
+#[test]
+fn observers_get_inform_only_after_commit_and_never_a_proposal() {
+    let mut e = Ens::established();
+    let z1 = e.propose(1);
+    assert_eq!(e.queued(2, pt::PROPOSAL), [z1]);
+    assert!(e.to_learner.iter().all(|(s, _)| *s != 4), "observer got something before commit");
+    let out = e.leader.on_durable(z1);
+    e.leader_actions(out);
+    assert!(e.to_learner.iter().all(|(s, _)| *s != 4));
+    e.ack(2, z1);
+    let to_observer: Vec<_> = e.to_learner.iter().filter(|(s, _)| *s == 4).map(|(_, p)| p.packet_type).collect();
+    assert_eq!(to_observer, [pt::INFORM]);
+    e.deliver_all();
+    assert_eq!(e.learners[&4].last_applied(), z1);
+}
