@@ -6,9 +6,13 @@
 //! returned [`ElectionAction`]s, and calls [`FastLeaderElection::tick`] when
 //! [`FastLeaderElection::next_deadline_ms`] is due.
 //!
-//! Absent (later work): ZAB discovery, synchronisation and broadcast; dynamic reconfiguration
-//! (configs inside notifications are carried, not interpreted); hierarchical (weighted) quorums and
-//! the two-node oracle.
+//! ZAB ([`zab`]): the leader and learner machines for discovery (FOLLOWERINFO/LEADERINFO/ACKEPOCH),
+//! synchronisation (DIFF/TRUNC/SNAP, NEWLEADER, UPTODATE) and broadcast (PROPOSAL/ACK/COMMIT, INFORM
+//! to observers), with the transport contract the shell must keep documented there.
+//!
+//! Absent (later work): the shell that runs these machines over sockets and wires them into the
+//! node; dynamic reconfiguration (configs inside notifications are carried, not interpreted);
+//! hierarchical (weighted) quorums and the two-node oracle.
 
 pub mod action;
 pub mod candidate;
