@@ -58,7 +58,7 @@ impl Node {
         if !self.allowed(conn, &node.acl, perms::READ) {
             return Err(ErrorCode::NoAuth);
         }
-        Ok((node.acl.clone(), node.client_stat()))
+        Ok((node.acl.to_vec(), node.client_stat()))
     }
 
     fn read(&mut self, conn: ConnId, req: Request) -> ReadResult {
@@ -121,7 +121,7 @@ impl Node {
     fn get_data(&mut self, conn: ConnId, r: &PathWatch) -> ReadResult {
         self.readable(conn, &r.path)?;
         let node = self.tree.node(&r.path).ok_or(ErrorCode::NoNode)?;
-        let (data, stat) = (node.data.clone(), node.client_stat());
+        let (data, stat) = (node.data.as_deref().map(<[u8]>::to_vec), node.client_stat());
         if r.watch {
             self.watches.add_data_watch(conn, &r.path);
         }
@@ -143,7 +143,7 @@ impl Node {
         if !admin && !self.allowed(conn, &node.acl, perms::READ) {
             return Err(ErrorCode::NoAuth);
         }
-        let acl = if admin { node.acl.clone() } else { mask_digests_for_get_acl(&node.acl) };
+        let acl = if admin { node.acl.to_vec() } else { mask_digests_for_get_acl(&node.acl) };
         Ok(Response::GetAcl { acl, stat: node.client_stat() })
     }
 

@@ -27,6 +27,7 @@
 use std::collections::HashMap;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use warden_proto::{Acl, Reader, Record, StatPersisted, Writer};
 use warden_tree::{DataTree, Znode};
@@ -211,8 +212,8 @@ fn write_body<W: Write>(out: &mut Checked<W>, tree: &DataTree, sessions: &[(i64,
     let mut keys: HashMap<&[Acl], i64> = HashMap::new();
     let mut entries: Vec<&[Acl]> = Vec::new();
     for (_, node) in tree.snapshot_nodes() {
-        keys.entry(node.acl.as_slice()).or_insert_with(|| {
-            entries.push(node.acl.as_slice());
+        keys.entry(&*node.acl).or_insert_with(|| {
+            entries.push(&*node.acl);
             entries.len() as i64
         });
     }
@@ -226,7 +227,7 @@ fn write_body<W: Write>(out: &mut Checked<W>, tree: &DataTree, sessions: &[(i64,
     for (path, node) in tree.snapshot_nodes() {
         w.write_ustring(&path);
         w.write_buffer(node.data.as_deref());
-        w.write_i64(keys[node.acl.as_slice()]);
+        w.write_i64(keys[&*node.acl]);
         node.stat.encode(&mut w);
         if w.len() >= 60 * 1024 {
             out.put(w.as_slice())?;
@@ -426,11 +427,12 @@ pub fn decode_snapshot(bytes: &[u8], zxid: i64) -> Result<Snapshot, String> {
         sessions.push((id, timeout));
     }
     let count = r.read_i32().map_err(|e| at(&r, e))?;
-    let mut acls: HashMap<i64, Vec<Acl>> = HashMap::new();
+    // One shared list per key, so nodes with the same ACL share its allocation.
+    let mut acls: HashMap<i64, Arc<[Acl]>> = HashMap::new();
     for _ in 0..count.max(0) {
         let key = r.read_i64().map_err(|e| at(&r, e))?;
         let list: Vec<Acl> = r.read_vec().map_err(|e| at(&r, e))?;
-        acls.insert(key, list);
+        acls.insert(key, list.into());
     }
     let mut nodes = Vec::new();
     loop {
@@ -442,11 +444,11 @@ pub fn decode_snapshot(bytes: &[u8], zxid: i64) -> Result<Snapshot, String> {
         let key = r.read_i64().map_err(|e| at(&r, e))?;
         let stat = StatPersisted::decode(&mut r).map_err(|e| at(&r, e))?;
         let acl = if key == OPEN_ACL_KEY {
-            Acl::open_unsafe()
+            warden_tree::open_acl()
         } else {
             acls.get(&key).cloned().ok_or_else(|| format!("node {path:?}: ACL key {key} not in the ACL cache"))?
         };
-        nodes.push((path, Znode { data, acl, stat, children: Default::default() }));
+        nodes.push((path, Znode::new(data.map(Vec::into_boxed_slice), acl, stat)));
     }
     check_seal(bytes, &mut r)?;
     // Optional trailing sections, each followed by its own seal: the digest (20 bytes with

@@ -5,6 +5,7 @@
 //! Pure: no I/O, clock, threads or randomness. Time arrives in txn headers and arguments.
 
 pub mod acl;
+pub(crate) mod acl_cache;
 pub mod outcome;
 pub mod owner;
 pub mod path;
@@ -27,4 +28,4 @@ pub use tree::DataTree;
 pub use watch::{SetWatchesLists, WatchManager, WatchTableKind};
 pub use watch_types::{AddWatchMode, FiredWatch, WatchEventType, WatchSummary, WatcherType};
 pub use write_op::{CreateKind, CreateMode, PrepContext, WriteOp};
-pub use znode::Znode;
+pub use znode::{empty_acl, open_acl, read_acl, Znode};

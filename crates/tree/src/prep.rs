@@ -122,7 +122,7 @@ impl Prep {
             return rec.node.clone().ok_or(ErrorCode::NoNode);
         }
         let n = tree.node(path).ok_or(ErrorCode::NoNode)?;
-        Ok(PendingNode { stat: n.stat, child_count: n.children.len() as i64, acl: n.acl.clone() })
+        Ok(PendingNode { stat: n.stat, child_count: i64::from(n.num_children), acl: n.acl.to_vec() })
     }
 
     fn add(&mut self, zxid: i64, path: &str, node: Option<PendingNode>) {

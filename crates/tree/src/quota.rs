@@ -95,7 +95,7 @@ impl DataTree {
         let Some(prefix) = self.quotas.max_prefix(path).map(str::to_string) else { return };
         let sp = stat_path(&prefix);
         let Some(text) =
-            self.nodes.get(&sp).map(|n| String::from_utf8_lossy(n.data.as_deref().unwrap_or(&[])).into_owned())
+            self.nodes.get(sp.as_str()).map(|n| String::from_utf8_lossy(n.data.as_deref().unwrap_or(&[])).into_owned())
         else {
             return;
         };
@@ -116,13 +116,11 @@ impl DataTree {
     }
 
     fn subtree_counts(&self, root: &str) -> (i64, i64) {
-        let (mut count, mut bytes) = (0i64, 0i64);
-        let mut stack = vec![root.to_string()];
-        while let Some(p) = stack.pop() {
-            let Some(n) = self.nodes.get(&p) else { continue };
+        let Some(n) = self.nodes.get(root) else { return (0, 0) };
+        let (mut count, mut bytes) = (1i64, n.data_len() as i64);
+        for (_, n) in self.descendants(root) {
             count += 1;
             bytes += n.data_len() as i64;
-            stack.extend(n.children.iter().map(|c| crate::path::join(&p, c)));
         }
         (count, bytes)
     }
@@ -130,9 +128,9 @@ impl DataTree {
     /// Replaces a stats node's data without touching its Stat, as ZooKeeper does.
     fn write_stats_raw(&mut self, path: &str, data: Vec<u8>) {
         if let Some(n) = self.nodes.get_mut(path).map(std::sync::Arc::make_mut) {
-            let old = node_size(path, n.data.as_ref());
-            n.data = Some(data);
-            self.data_size = self.data_size + node_size(path, n.data.as_ref()) - old;
+            let old = node_size(path, n.data.as_deref());
+            n.data = Some(data.into_boxed_slice());
+            self.data_size = self.data_size + node_size(path, n.data.as_deref()) - old;
         }
     }
 
@@ -146,7 +144,9 @@ impl DataTree {
     pub fn quota_exceeded(&self, path: &str) -> bool {
         let Some(prefix) = self.quotas.max_prefix(path) else { return false };
         let read = |p: String| {
-            self.nodes.get(&p).map(|n| StatsTrack::parse(&String::from_utf8_lossy(n.data.as_deref().unwrap_or(&[]))))
+            self.nodes
+                .get(p.as_str())
+                .map(|n| StatsTrack::parse(&String::from_utf8_lossy(n.data.as_deref().unwrap_or(&[]))))
         };
         let (Some(stats), Some(limits)) = (read(stat_path(prefix)), read(limit_path(prefix))) else { return false };
         let over = |limit: i64, used: i64| limit > -1 && used > limit;

@@ -2,16 +2,15 @@
 //! `DataTree.serializeNode` order) and rebuilding a tree from stored nodes
 //! (`DataTree.deserialize`). The byte format lives in `warden-storage`.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use imbl::{HashMap, OrdMap, OrdSet};
-use warden_proto::Acl;
+use imbl::{OrdMap, OrdSet};
 
+use crate::acl_cache::AclCache;
 use crate::path::{basename, join, parent};
 use crate::quota::{quota_target, QuotaIndex, LIMIT_NODE};
 use crate::tree::{node_size, DataTree, CONFIG_NODE, QUOTA_ROOT};
-use crate::znode::Znode;
+use crate::znode::{open_acl, read_acl, Znode};
 
 /// Pre-order walk over the tree: the root (path `""`), then each child subtree, children in
 /// sorted name order. Lazy: holds one stack of pending paths.
@@ -28,7 +27,9 @@ impl<'a> Iterator for SnapshotNodes<'a> {
             let path = self.stack.pop()?;
             // Every listed child exists (tree invariant); skip defensively if not.
             let Some(node) = self.tree.node(&path) else { continue };
-            self.stack.extend(node.children.iter().rev().map(|c| join(&path, c)));
+            if node.num_children != 0 {
+                self.stack.extend(self.tree.child_names(&path).into_iter().rev().map(|c| join(&path, c)));
+            }
             let out = if path == "/" { String::new() } else { path };
             return Some((out, node));
         }
@@ -44,30 +45,43 @@ impl DataTree {
     }
 
     /// Rebuilds a tree from snapshot nodes (ZooKeeper's `DataTree.deserialize`). Paths are as
-    /// stored (`""` or `"/"` for the root). Each node's `children` is ignored and rebuilt from
-    /// the paths; the ephemeral, container, TTL and quota indexes, the data size and the quota
-    /// stats nodes (`setupQuota`) are recomputed. Rejects a missing root, a duplicate path and a
-    /// node whose parent is missing. `/zookeeper`, `/zookeeper/quota` and `/zookeeper/config`
-    /// are added (zero Stat) when absent.
+    /// stored (`""` or `"/"` for the root). Each node's `num_children` is ignored and recomputed
+    /// from the paths; equal ACL lists are shared; the ephemeral, container, TTL and quota
+    /// indexes, the data size and the quota stats nodes (`setupQuota`) are recomputed. Rejects a
+    /// missing root, a duplicate path and a node whose parent is missing. `/zookeeper`,
+    /// `/zookeeper/quota` and `/zookeeper/config` are added (zero Stat) when absent.
     pub fn from_snapshot(nodes: Vec<(String, Znode)>, last_zxid: i64) -> Result<DataTree, String> {
-        let mut map: HashMap<String, Arc<Znode>> = HashMap::new();
-        let mut order = Vec::with_capacity(nodes.len());
+        let mut map: OrdMap<Box<str>, Arc<Znode>> = OrdMap::new();
+        let mut acls = AclCache::default();
+        let mut last_acl: Option<Arc<[warden_proto::Acl]>> = None;
+        let mut limits = Vec::new();
         for (path, mut node) in nodes {
             let path = if path.is_empty() { "/".to_string() } else { path };
             if !path.starts_with('/') || (path.len() > 1 && path.ends_with('/')) {
                 return Err(format!("invalid path {path:?} in snapshot"));
             }
-            node.children = BTreeSet::new();
-            if map.insert(path.clone(), Arc::new(node)).is_some() {
+            node.num_children = 0;
+            // Neighbouring nodes usually share their ACL: skip the cache lookup then.
+            node.acl = match &last_acl {
+                Some(prev) if Arc::ptr_eq(prev, &node.acl) || **prev == *node.acl => prev.clone(),
+                _ => acls.adopt(node.acl),
+            };
+            last_acl = Some(node.acl.clone());
+            if basename(&path) == LIMIT_NODE {
+                if let Some(target) = quota_target(&path) {
+                    limits.push(target.to_string());
+                }
+            }
+            if map.insert(path.as_str().into(), Arc::new(node)).is_some() {
                 return Err(format!("duplicate path {path} in snapshot"));
             }
-            order.push(path);
         }
         if !map.contains_key("/") {
             return Err("snapshot has no root node".into());
         }
         let mut tree = DataTree {
             nodes: map,
+            acls,
             ephemerals: OrdMap::new(),
             containers: OrdSet::new(),
             ttls: OrdSet::new(),
@@ -75,46 +89,45 @@ impl DataTree {
             last_processed_zxid: last_zxid,
             data_size: 0,
         };
-        for path in &order {
-            if path == "/" {
+        // Count children and collect the owned nodes in one pass over the (sorted) keys, holding
+        // copies of parent paths and non-persistent paths only; a parent sorts before its
+        // children, so a missing one is reported for its first child.
+        let mut counts: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+        let mut owned = Vec::new();
+        for (path, n) in &tree.nodes {
+            if &**path == "/" {
                 continue;
             }
             let p = parent(path);
-            let Some(pn) = tree.node_mut(p) else {
+            if !tree.nodes.contains_key(p) {
                 return Err(format!("invalid data tree: parent {p} of {path} is missing"));
-            };
-            pn.children.insert(basename(path).to_string());
-        }
-        for (path, data, acl) in [
-            ("/zookeeper", Some(Vec::new()), Acl::open_unsafe()),
-            (QUOTA_ROOT, Some(Vec::new()), Acl::open_unsafe()),
-            (CONFIG_NODE, Some(Vec::new()), Acl::read_unsafe()),
-        ] {
-            if !tree.nodes.contains_key(path) {
-                if let Some(pn) = tree.node_mut(parent(path)) {
-                    pn.children.insert(basename(path).to_string());
+            }
+            match counts.get_mut(p) {
+                Some(c) => *c += 1,
+                None => {
+                    counts.insert(p.to_string(), 1);
                 }
-                let node = Znode { data, acl, ..Znode::default() };
-                tree.nodes.insert(path.to_string(), Arc::new(node));
-                order.push(path.to_string());
+            }
+            if n.stat.ephemeral_owner != 0 {
+                owned.push((path.to_string(), n.stat.ephemeral_owner));
+            }
+        }
+        for (p, c) in counts {
+            if let Some(pn) = tree.node_mut(&p) {
+                pn.num_children = c;
+            }
+        }
+        for (path, owner) in owned {
+            tree.index_owner(&path, owner);
+        }
+        for (path, acl) in [("/zookeeper", open_acl()), (QUOTA_ROOT, open_acl()), (CONFIG_NODE, read_acl())] {
+            if !tree.nodes.contains_key(path) {
+                tree.insert_raw(path, acl);
             }
         }
         let mut size = 0;
-        let mut limits = Vec::new();
-        for path in &order {
-            let (owner, bytes) = {
-                let n = &tree.nodes[path];
-                (n.stat.ephemeral_owner, node_size(path, n.data.as_ref()))
-            };
-            size += bytes;
-            if path != "/" {
-                tree.index_owner(path, owner);
-            }
-            if basename(path) == LIMIT_NODE {
-                if let Some(target) = quota_target(path) {
-                    limits.push(target.to_string());
-                }
-            }
+        for (path, n) in &tree.nodes {
+            size += node_size(path, n.data.as_deref());
         }
         tree.data_size = size;
         for target in limits {

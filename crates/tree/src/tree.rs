@@ -4,17 +4,18 @@
 //! Applying never fails the process: a txn that does not fit the tree yields
 //! `TxnResult::Error`, as ZooKeeper's `DataTree.processTxn` does.
 
-use std::collections::BTreeSet;
+use std::ops::Bound;
 use std::sync::Arc;
 
-use imbl::{HashMap, OrdMap, OrdSet};
+use imbl::{OrdMap, OrdSet};
 use warden_proto::{Acl, ErrorCode, Stat, StatPersisted, Txn, TxnHeader};
 
+use crate::acl_cache::AclCache;
 use crate::outcome::{ApplyOutcome, TreeEvent, TreeEventKind, TxnResult};
 use crate::owner::{ttl_owner, OwnerKind, CONTAINER_OWNER};
-use crate::path::{basename, join, parent, validate_path};
+use crate::path::{join, parent, validate_path};
 use crate::quota::QuotaIndex;
-use crate::znode::Znode;
+use crate::znode::{open_acl, read_acl, Znode};
 
 /// Path of the ensemble configuration node.
 pub const CONFIG_NODE: &str = "/zookeeper/config";
@@ -26,9 +27,14 @@ pub const QUOTA_ROOT: &str = "/zookeeper/quota";
 /// Every map is a persistent (structurally shared) one and nodes sit behind `Arc`, so `clone()`
 /// is O(1) and the clone is `Send + 'static`: take it on the owner task, serialise it elsewhere.
 /// A write after a clone copies only the map chunks on its path and the nodes it touches.
+///
+/// Nodes are keyed by full path in byte order. Child names are not stored separately: the
+/// children of `P` are the keys `P/<name>` without a further `/`, found by range scans that jump
+/// over each child's subtree (`child_names`); a node keeps only its child count.
 #[derive(Debug, Clone)]
 pub struct DataTree {
-    pub(crate) nodes: HashMap<String, Arc<Znode>>,
+    pub(crate) nodes: OrdMap<Box<str>, Arc<Znode>>,
+    pub(crate) acls: AclCache,
     pub(crate) ephemerals: OrdMap<i64, OrdSet<String>>,
     pub(crate) containers: OrdSet<String>,
     pub(crate) ttls: OrdSet<String>,
@@ -44,8 +50,17 @@ impl Default for DataTree {
 }
 
 /// Size of a node for `approximate_data_size`: path length plus data length.
-pub(crate) fn node_size(path: &str, data: Option<&Vec<u8>>) -> u64 {
-    (path.len() + data.map_or(0, Vec::len)) as u64
+pub(crate) fn node_size(path: &str, data: Option<&[u8]>) -> u64 {
+    (path.len() + data.map_or(0, <[u8]>::len)) as u64
+}
+
+/// The key prefix shared by the strict descendants of `path`.
+pub(crate) fn descendant_prefix(path: &str) -> String {
+    if path == "/" {
+        "/".to_string()
+    } else {
+        format!("{path}/")
+    }
 }
 
 impl DataTree {
@@ -53,7 +68,8 @@ impl DataTree {
     /// (read-only ACL, empty data), all with zero Stats.
     pub fn new() -> Self {
         let mut t = Self {
-            nodes: HashMap::new(),
+            nodes: OrdMap::new(),
+            acls: AclCache::default(),
             ephemerals: OrdMap::new(),
             containers: OrdSet::new(),
             ttls: OrdSet::new(),
@@ -61,22 +77,23 @@ impl DataTree {
             last_processed_zxid: 0,
             data_size: 0,
         };
-        t.insert_raw("/", Some(Vec::new()), Acl::open_unsafe());
-        t.insert_raw("/zookeeper", Some(Vec::new()), Acl::open_unsafe());
-        t.insert_raw(QUOTA_ROOT, Some(Vec::new()), Acl::open_unsafe());
-        t.insert_raw(CONFIG_NODE, Some(Vec::new()), Acl::read_unsafe());
+        t.insert_raw("/", open_acl());
+        t.insert_raw("/zookeeper", open_acl());
+        t.insert_raw(QUOTA_ROOT, open_acl());
+        t.insert_raw(CONFIG_NODE, read_acl());
         t
     }
 
-    fn insert_raw(&mut self, path: &str, data: Option<Vec<u8>>, acl: Vec<Acl>) {
+    /// Adds a node with empty data and a zero Stat, linking it to its parent if present.
+    pub(crate) fn insert_raw(&mut self, path: &str, acl: Arc<[Acl]>) {
         if path != "/" {
             if let Some(p) = self.node_mut(parent(path)) {
-                p.children.insert(basename(path).to_string());
+                p.num_children += 1;
             }
         }
-        self.data_size += node_size(path, data.as_ref());
-        let node = Znode { data, acl, stat: StatPersisted::default(), children: BTreeSet::new() };
-        self.nodes.insert(path.to_string(), Arc::new(node));
+        self.data_size += node_size(path, Some(&[]));
+        let node = Znode::new(Some(Box::default()), acl, StatPersisted::default());
+        self.nodes.insert(path.into(), Arc::new(node));
     }
 
     /// The node at `path`. The empty path names the root too, as in ZooKeeper, whose node map holds
@@ -98,7 +115,45 @@ impl DataTree {
 
     /// Child names of `path`, sorted.
     pub fn children(&self, path: &str) -> Option<Vec<String>> {
-        self.node(path).map(|n| n.children.iter().cloned().collect())
+        let path = if path.is_empty() { "/" } else { path };
+        self.node(path)?;
+        Some(self.child_names(path).into_iter().map(str::to_string).collect())
+    }
+
+    /// Names of the children of `path` in byte order (empty if it has none or does not exist).
+    ///
+    /// The keys under `P/` are contiguous; a child's own subtree `P/c/...` is contiguous too, so
+    /// the scan emits each `P/c` and jumps past `P/c0` (`'0'` follows `'/'`) when it meets a
+    /// deeper key: O(children + subtrees jumped * log n).
+    pub(crate) fn child_names(&self, path: &str) -> Vec<&str> {
+        let mut out = Vec::new();
+        if self.nodes.get(path).is_some_and(|n| n.num_children == 0) {
+            return out;
+        }
+        let prefix = descendant_prefix(path);
+        let mut start = prefix.clone();
+        'seek: loop {
+            for (key, _) in self.nodes.range::<_, str>((Bound::Included(start.as_str()), Bound::Unbounded)) {
+                let Some(rest) = key.strip_prefix(prefix.as_str()) else { break 'seek };
+                match rest.find('/') {
+                    None if rest.is_empty() => {}
+                    None => out.push(rest),
+                    Some(i) => {
+                        start = format!("{prefix}{}0", &rest[..i]);
+                        continue 'seek;
+                    }
+                }
+            }
+            break;
+        }
+        out
+    }
+
+    /// The keys of `path`'s strict descendants, in byte order.
+    pub(crate) fn descendants(&self, path: &str) -> impl Iterator<Item = (&Box<str>, &Arc<Znode>)> + '_ {
+        let prefix = descendant_prefix(path);
+        let range = self.nodes.range::<_, str>((Bound::Included(prefix.as_str()), Bound::Unbounded));
+        range.take_while(move |(k, _)| k.starts_with(prefix.as_str())).filter(|(k, _)| &***k != "/")
     }
 
     /// getAllChildrenNumber: all descendants of `path`; for `/`, ZooKeeper's `nodes.size() - 2`
@@ -108,8 +163,7 @@ impl DataTree {
         if path == "/" || path.is_empty() {
             return Some(self.nodes.len() - 1);
         }
-        let prefix = format!("{path}/");
-        Some(self.nodes.keys().filter(|k| k.starts_with(&prefix)).count())
+        Some(self.descendants(path).count())
     }
 
     /// Paths of the ephemeral nodes owned by `session_id`, sorted.
@@ -155,9 +209,8 @@ impl DataTree {
 
     /// All paths, sorted (for dumps and snapshots).
     pub fn paths(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.nodes.keys().cloned().collect();
-        v.sort();
-        v
+        // The map is in byte order already.
+        self.nodes.keys().map(|k| k.to_string()).collect()
     }
 
     /// Containers and TTL nodes the container manager should delete now (sections 9.2, 9.3),
@@ -171,17 +224,17 @@ impl DataTree {
     pub fn containers_and_ttls_to_reap_with(&self, now_ms: i64, max_never_used_ms: i64) -> Vec<(String, bool)> {
         let mut out = Vec::new();
         for path in &self.containers {
-            let Some(n) = self.nodes.get(path) else { continue };
+            let Some(n) = self.nodes.get(path.as_str()) else { continue };
             let elapsed = now_ms.saturating_sub(n.stat.mtime);
             let never_used_expired = max_never_used_ms != 0 && elapsed > max_never_used_ms;
-            if n.children.is_empty() && (n.stat.cversion > 0 || never_used_expired) {
+            if n.num_children == 0 && (n.stat.cversion > 0 || never_used_expired) {
                 out.push((path.clone(), true));
             }
         }
         for path in &self.ttls {
-            let Some(n) = self.nodes.get(path) else { continue };
+            let Some(n) = self.nodes.get(path.as_str()) else { continue };
             if let OwnerKind::Ttl(ttl) = OwnerKind::of(n.stat.ephemeral_owner) {
-                if n.children.is_empty() && ttl != 0 && now_ms.saturating_sub(n.stat.mtime) > ttl {
+                if n.num_children == 0 && ttl != 0 && now_ms.saturating_sub(n.stat.mtime) > ttl {
                     out.push((path.clone(), false));
                 }
             }
@@ -194,7 +247,7 @@ impl DataTree {
     pub fn set_config_data(&mut self, data: Vec<u8>, config_version: i64) {
         if let Some(n) = self.nodes.get_mut(CONFIG_NODE).map(Arc::make_mut) {
             self.data_size = self.data_size + data.len() as u64 - n.data_len() as u64;
-            n.data = Some(data);
+            n.data = Some(data.into_boxed_slice());
             n.stat.mzxid = config_version;
             n.stat.version = -1;
         }
@@ -293,11 +346,11 @@ impl DataTree {
         }
         validate_path(path)?;
         let parent_path = parent(path);
-        let name = basename(path);
-        match self.nodes.get(parent_path) {
-            None => return Err(ErrorCode::NoNode),
-            Some(p) if p.children.contains(name) => return Err(ErrorCode::NodeExists),
-            Some(_) => {}
+        if !self.nodes.contains_key(parent_path) {
+            return Err(ErrorCode::NoNode);
+        }
+        if self.nodes.contains_key(path) {
+            return Err(ErrorCode::NodeExists);
         }
         let parent_node = self.node_mut(parent_path).ok_or(ErrorCode::NoNode)?;
         let pcv = if parent_cversion == -1 { parent_node.stat.cversion.wrapping_add(1) } else { parent_cversion };
@@ -305,8 +358,8 @@ impl DataTree {
             parent_node.stat.cversion = pcv;
             parent_node.stat.pzxid = zxid;
         }
-        parent_node.children.insert(name.to_string());
-        let parent_acl = parent_node.acl.clone();
+        parent_node.num_children += 1;
+        let parent_acl = parent_node.acl.to_vec();
         let stat = StatPersisted {
             czxid: zxid,
             mzxid: zxid,
@@ -318,10 +371,10 @@ impl DataTree {
             ephemeral_owner: owner,
             pzxid: zxid,
         };
-        let node = Znode { data: data.clone(), acl: acl.to_vec(), stat, children: BTreeSet::new() };
+        let node = Znode::new(data.as_deref().map(Box::from), self.acls.intern(acl), stat);
         let client_stat = node.client_stat();
-        self.data_size += node_size(path, data.as_ref());
-        self.nodes.insert(path.to_string(), Arc::new(node));
+        self.data_size += node_size(path, data.as_deref());
+        self.nodes.insert(path.into(), Arc::new(node));
         self.index_owner(path, owner);
         self.quota_on_create(path, data.as_ref().map_or(0, Vec::len));
         ev.push(event(path, TreeEventKind::Created, zxid, acl.to_vec()));
@@ -384,21 +437,24 @@ impl DataTree {
         if path == "/" || !path.starts_with('/') {
             return Err(ErrorCode::BadArguments);
         }
-        if self.nodes.get(path).is_some_and(|n| !n.children.is_empty()) {
+        if self.nodes.get(path).is_some_and(|n| n.num_children != 0) {
             return Err(ErrorCode::NotEmpty);
         }
         let parent_path = parent(path);
+        let exists = self.nodes.contains_key(path);
         let p = self.node_mut(parent_path).ok_or(ErrorCode::NoNode)?;
-        p.children.remove(basename(path));
+        if exists {
+            p.num_children -= 1;
+        }
         if zxid > p.stat.pzxid {
             p.stat.pzxid = zxid;
         }
-        let parent_acl = p.acl.clone();
+        let parent_acl = p.acl.to_vec();
         let node = self.nodes.remove(path).ok_or(ErrorCode::NoNode)?;
-        self.data_size -= node_size(path, node.data.as_ref());
+        self.data_size -= node_size(path, node.data.as_deref());
         self.unindex_owner(path, node.stat.ephemeral_owner);
         self.quota_on_delete(path, node.data_len());
-        ev.push(event(path, TreeEventKind::Deleted, zxid, node.acl.clone()));
+        ev.push(event(path, TreeEventKind::Deleted, zxid, node.acl.to_vec()));
         ev.push(event(parent_path, TreeEventKind::ChildrenChanged, zxid, parent_acl));
         Ok(())
     }
@@ -414,12 +470,12 @@ impl DataTree {
     ) -> Result<Stat, ErrorCode> {
         let n = self.node_mut(path).ok_or(ErrorCode::NoNode)?;
         let old_len = n.data_len();
-        n.data = data.clone();
+        n.data = data.as_deref().map(Box::from);
         n.stat.mtime = time;
         n.stat.mzxid = zxid;
         n.stat.version = version;
         let stat = n.client_stat();
-        let acl = n.acl.clone();
+        let acl = n.acl.to_vec();
         let new_len = n.data_len();
         self.data_size = self.data_size + new_len as u64 - old_len as u64;
         self.quota_on_set_data(path, new_len as i64 - old_len as i64);
@@ -428,8 +484,9 @@ impl DataTree {
     }
 
     fn set_acl(&mut self, path: &str, acl: &[Acl], version: i32) -> Result<Stat, ErrorCode> {
+        let acl = self.acls.intern(acl);
         let n = self.node_mut(path).ok_or(ErrorCode::NoNode)?;
-        n.acl = acl.to_vec();
+        n.acl = acl;
         n.stat.aversion = version;
         Ok(n.client_stat())
     }
@@ -454,7 +511,7 @@ impl DataTree {
         }
         let mut size = 0u64;
         for (path, n) in &self.nodes {
-            size += node_size(path, n.data.as_ref());
+            size += node_size(path, n.data.as_deref());
             self.check_links(path, n)?;
             self.check_owner_index(path, n.stat.ephemeral_owner)?;
         }
@@ -465,18 +522,17 @@ impl DataTree {
     }
 
     fn check_links(&self, path: &str, n: &Znode) -> Result<(), String> {
-        if path != "/" {
-            let p = self.nodes.get(parent(path)).ok_or_else(|| format!("{path}: parent missing"))?;
-            if !p.children.contains(basename(path)) {
-                return Err(format!("{path}: not listed in its parent"));
-            }
+        if path != "/" && !self.nodes.contains_key(parent(path)) {
+            return Err(format!("{path}: parent missing"));
         }
-        for c in &n.children {
-            if !self.nodes.contains_key(&join(path, c)) {
-                return Err(format!("{path}: child {c} missing"));
-            }
+        let children = self.child_names(path);
+        if children.len() != n.num_children as usize {
+            return Err(format!("{path}: num_children {} but {} children", n.num_children, children.len()));
         }
-        if crate::owner::is_session_ephemeral(n.stat.ephemeral_owner) && !n.children.is_empty() {
+        if let Some(c) = children.iter().find(|c| !self.nodes.contains_key(join(path, c).as_str())) {
+            return Err(format!("{path}: child {c} missing"));
+        }
+        if crate::owner::is_session_ephemeral(n.stat.ephemeral_owner) && n.num_children != 0 {
             return Err(format!("{path}: ephemeral node has children"));
         }
         Ok(())
@@ -502,7 +558,7 @@ impl DataTree {
                 return Err(format!("session {s:#x}: empty ephemeral set kept"));
             }
             for p in set {
-                let owner = self.nodes.get(p).map(|n| n.stat.ephemeral_owner);
+                let owner = self.nodes.get(p.as_str()).map(|n| n.stat.ephemeral_owner);
                 if owner != Some(*s) {
                     return Err(format!("{p}: indexed for session {s:#x}, owner {owner:?}"));
                 }
@@ -510,7 +566,7 @@ impl DataTree {
         }
         let kinds = self.containers.iter().map(|p| (p, true)).chain(self.ttls.iter().map(|p| (p, false)));
         for (p, is_container) in kinds {
-            let kind = self.nodes.get(p).map(|n| OwnerKind::of(n.stat.ephemeral_owner));
+            let kind = self.nodes.get(p.as_str()).map(|n| OwnerKind::of(n.stat.ephemeral_owner));
             let ok = match kind {
                 Some(OwnerKind::Container) => is_container,
                 Some(OwnerKind::Ttl(_)) => !is_container,

@@ -1,33 +1,49 @@
 //! One znode as the tree stores it.
 
-use std::collections::BTreeSet;
+use std::sync::{Arc, OnceLock};
 use warden_proto::{Acl, Stat, StatPersisted};
 
 use crate::owner::client_visible_owner;
 
-/// A znode: data (keeping null distinct from empty), ACL, persisted Stat and child names.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// A znode: data (keeping null distinct from empty), ACL, persisted Stat and its child count.
+///
+/// Laid out for memory: the data is a boxed slice (no spare capacity), the ACL list is shared
+/// (`Arc<[Acl]>`, interned by the tree, as ZooKeeper's `ReferenceCountedACLCache` does) and the
+/// child names are not stored here: they are the tree's paths one level down
+/// (`DataTree::children`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Znode {
     /// Node data; `None` is the null buffer a client may send.
-    pub data: Option<Vec<u8>>,
-    /// The fixed-up ACL.
-    pub acl: Vec<Acl>,
+    pub data: Option<Box<[u8]>>,
+    /// The fixed-up ACL, shared between nodes with equal lists.
+    pub acl: Arc<[Acl]>,
     /// The Stat as persisted (cversion counts child creations).
     pub stat: StatPersisted,
-    /// Names (not paths) of the children.
-    pub children: BTreeSet<String>,
+    /// Number of children. Maintained by the tree; `DataTree::from_snapshot` recomputes it.
+    pub num_children: u32,
+}
+
+impl Default for Znode {
+    fn default() -> Self {
+        Znode { data: None, acl: empty_acl(), stat: StatPersisted::default(), num_children: 0 }
+    }
 }
 
 impl Znode {
+    /// A node with no children.
+    pub fn new(data: Option<Box<[u8]>>, acl: Arc<[Acl]>, stat: StatPersisted) -> Self {
+        Znode { data, acl, stat, num_children: 0 }
+    }
+
     /// Length of the data; null counts as 0.
     pub fn data_len(&self) -> usize {
-        self.data.as_ref().map_or(0, Vec::len)
+        self.data.as_ref().map_or(0, |d| d.len())
     }
 
     /// The Stat a client sees (reference section 10.1).
     pub fn client_stat(&self) -> Stat {
         let s = &self.stat;
-        let num_children = i32::try_from(self.children.len()).unwrap_or(i32::MAX);
+        let num_children = i32::try_from(self.num_children).unwrap_or(i32::MAX);
         Stat {
             czxid: s.czxid,
             mzxid: s.mzxid,
@@ -42,4 +58,26 @@ impl Znode {
             pzxid: s.pzxid,
         }
     }
+}
+
+fn shared(cell: &'static OnceLock<Arc<[Acl]>>, make: fn() -> Vec<Acl>) -> Arc<[Acl]> {
+    cell.get_or_init(|| make().into()).clone()
+}
+
+/// The shared empty ACL list.
+pub fn empty_acl() -> Arc<[Acl]> {
+    static CELL: OnceLock<Arc<[Acl]>> = OnceLock::new();
+    shared(&CELL, Vec::new)
+}
+
+/// The shared `OPEN_ACL_UNSAFE` list (all permissions to world:anyone).
+pub fn open_acl() -> Arc<[Acl]> {
+    static CELL: OnceLock<Arc<[Acl]>> = OnceLock::new();
+    shared(&CELL, Acl::open_unsafe)
+}
+
+/// The shared `READ_ACL_UNSAFE` list (read permission to world:anyone).
+pub fn read_acl() -> Arc<[Acl]> {
+    static CELL: OnceLock<Arc<[Acl]>> = OnceLock::new();
+    shared(&CELL, Acl::read_unsafe)
 }

@@ -114,7 +114,7 @@ fn round_trip_rebuilds_indexes() {
     assert_eq!(back.approximate_data_size(), t.approximate_data_size());
     assert_eq!(back.last_processed_zxid(), t.last_processed_zxid());
     assert_eq!(back.node("/a").unwrap().data, None);
-    assert_eq!(back.node("/a/z").unwrap().data, Some(vec![]));
+    assert_eq!(back.node("/a/z").unwrap().data.as_deref(), Some(&[][..]));
     // Container /c (now with a child) and TTL /t are indexed: after deleting the child the
     // container is reaped; the TTL node expires.
     let mut back = back;
@@ -129,12 +129,12 @@ fn quota_stats_are_recomputed() {
     let mut nodes = owned(&t);
     for (p, n) in &mut nodes {
         if p == "/zookeeper/quota/a/zookeeper_stats" {
-            n.data = Some(b"count=99,bytes=99".to_vec());
+            n.data = Some(b"count=99,bytes=99"[..].into());
         }
     }
     let back = DataTree::from_snapshot(nodes, 0).unwrap();
     back.check_invariants().unwrap();
-    let stats = back.node("/zookeeper/quota/a/zookeeper_stats").unwrap().data.clone().unwrap();
+    let stats = back.node("/zookeeper/quota/a/zookeeper_stats").unwrap().data.clone().unwrap().into_vec();
     // /a, /a/eph, /a/y, /a/z: 4 nodes, 0 + 1 + 1 + 0 bytes.
     assert_eq!(String::from_utf8(stats).unwrap(), "count=4,bytes=2");
 }
@@ -158,11 +158,12 @@ fn rejects_orphans_duplicates_and_missing_root() {
 
 #[test]
 fn system_nodes_are_added_when_absent() {
-    let root = (String::new(), Znode { data: Some(vec![]), acl: Acl::open_unsafe(), ..Znode::default() });
+    let root =
+        (String::new(), Znode { data: Some(Box::default()), acl: Acl::open_unsafe().into(), ..Znode::default() });
     let t = DataTree::from_snapshot(vec![root], 7).unwrap();
     t.check_invariants().unwrap();
     assert_eq!(t.children("/zookeeper").unwrap(), vec!["config", "quota"]);
-    assert_eq!(t.node("/zookeeper/config").unwrap().acl, Acl::read_unsafe());
+    assert_eq!(t.node("/zookeeper/config").unwrap().acl.to_vec(), Acl::read_unsafe());
     assert_eq!(t.last_processed_zxid(), 7);
 }
 
@@ -181,4 +182,73 @@ fn clone_is_shared_send_and_isolated() {
     assert!(std::ptr::eq(t.node("/d").unwrap(), snap.node("/d").unwrap()));
     let handle = std::thread::spawn(move || snap.snapshot_nodes().count());
     assert_eq!(handle.join().unwrap(), 16);
+}
+
+/// Child names with characters that sort before `/` (`-`, `.`, space, `!`) interleave with
+/// subtrees in byte order; children, counts, the snapshot walk and ACL sharing must not care.
+#[test]
+fn names_sorting_before_slash() {
+    let mut t = DataTree::new();
+    let digest = vec![Acl::new(perms::ALL, Id::new("digest", "u:abc="))];
+    let paths = [
+        "/a", "/a-b", "/a/x", "/a-b/y", "/a.c", "/a/x/z", "/a/x-1", "/a/x/z/w", "/a0", "/ab", "/a b", "/a!", "/a/x.",
+        "/a-",
+    ];
+    for (i, p) in paths.iter().enumerate() {
+        let txn = Txn::Create {
+            path: p.to_string(),
+            data: Some(vec![i as u8]),
+            acl: if i % 2 == 0 { digest.clone() } else { Acl::open_unsafe() },
+            ephemeral: false,
+            parent_cversion: -1,
+        };
+        assert!(matches!(t.apply(&hdr(i as i64 + 1, 1), &txn).result, warden_tree::TxnResult::Created { .. }));
+    }
+    t.check_invariants().unwrap();
+    assert_eq!(t.children("/").unwrap(), vec!["a", "a b", "a!", "a-", "a-b", "a.c", "a0", "ab", "zookeeper"]);
+    assert_eq!(t.children("/a").unwrap(), vec!["x", "x-1", "x."]);
+    assert_eq!(t.children("/a/x").unwrap(), vec!["z"]);
+    assert_eq!(t.children("/a/x/z/w").unwrap(), Vec::<String>::new());
+    assert_eq!(t.children("/nope"), None);
+    assert_eq!(t.stat("/a").unwrap().num_children, 3);
+    assert_eq!(t.all_children_number("/a"), Some(5));
+    assert_eq!(t.all_children_number("/a-b"), Some(1));
+    let order: Vec<String> = t.snapshot_nodes().map(|(p, _)| p).collect();
+    assert_eq!(
+        order,
+        vec![
+            "",
+            "/a",
+            "/a/x",
+            "/a/x/z",
+            "/a/x/z/w",
+            "/a/x-1",
+            "/a/x.",
+            "/a b",
+            "/a!",
+            "/a-",
+            "/a-b",
+            "/a-b/y",
+            "/a.c",
+            "/a0",
+            "/ab",
+            "/zookeeper",
+            "/zookeeper/config",
+            "/zookeeper/quota"
+        ]
+    );
+    // Equal ACLs share one list, in the live tree and after a rebuild.
+    let same =
+        |t: &DataTree, a: &str, b: &str| std::sync::Arc::ptr_eq(&t.node(a).unwrap().acl, &t.node(b).unwrap().acl);
+    assert!(same(&t, "/a", "/a/x") && same(&t, "/a", "/a.c") && same(&t, "/a-b/y", "/zookeeper"));
+    assert!(!same(&t, "/a", "/a-b"));
+    let back = DataTree::from_snapshot(owned(&t), t.last_processed_zxid()).unwrap();
+    back.check_invariants().unwrap();
+    assert_eq!(back.snapshot_nodes().map(|(p, _)| p).collect::<Vec<_>>(), order);
+    assert!(same(&back, "/a", "/a/x") && same(&back, "/a-b/y", "/zookeeper"));
+    // Deleting a leaf among them keeps the counts right.
+    let del = Txn::Delete { path: "/a/x-1".into() };
+    assert_eq!(t.apply(&hdr(100, 1), &del).result, warden_tree::TxnResult::Deleted);
+    assert_eq!(t.children("/a").unwrap(), vec!["x", "x."]);
+    t.check_invariants().unwrap();
 }

@@ -18,9 +18,9 @@ fn initial_tree() {
     assert_eq!(t.stat("/").unwrap(), Stat { cversion: -1, num_children: 1, ..Stat::default() });
     assert_eq!(t.stat("/zookeeper").unwrap().cversion, -2);
     assert_eq!(t.stat("/zookeeper/quota").unwrap(), Stat::default());
-    assert_eq!(t.node("/zookeeper/config").unwrap().acl, Acl::read_unsafe());
-    assert_eq!(t.node("/zookeeper").unwrap().acl, Acl::open_unsafe());
-    assert_eq!(t.node("/zookeeper/config").unwrap().data, Some(vec![]));
+    assert_eq!(t.node("/zookeeper/config").unwrap().acl.to_vec(), Acl::read_unsafe());
+    assert_eq!(t.node("/zookeeper").unwrap().acl.to_vec(), Acl::open_unsafe());
+    assert_eq!(t.node("/zookeeper/config").unwrap().data.as_deref(), Some(&[][..]));
     assert_eq!(t.all_children_number("/"), Some(3));
     assert_eq!(t.all_children_number("/zookeeper"), Some(2));
     assert_eq!(t.all_children_number("/nope"), None);
@@ -81,7 +81,7 @@ fn null_and_empty_data_are_distinct() {
     .unwrap();
     h.write(1, create("/e", 0)).unwrap();
     assert_eq!(h.tree.node("/n").unwrap().data, None);
-    assert_eq!(h.tree.node("/e").unwrap().data, Some(vec![]));
+    assert_eq!(h.tree.node("/e").unwrap().data.as_deref(), Some(&[][..]));
     assert_eq!(h.tree.stat("/n").unwrap().data_length, 0);
 }
 
@@ -293,7 +293,7 @@ fn quota_stats_follow_the_subtree() {
     h.write(1, create_data("/zookeeper/quota/q/zookeeper_limits", 0, b"count=3,bytes=100")).unwrap();
     h.write(1, create_data("/zookeeper/quota/q/zookeeper_stats", 0, b"count=0,bytes=0")).unwrap();
     let stats = |h: &Harness| {
-        String::from_utf8(h.tree.node("/zookeeper/quota/q/zookeeper_stats").unwrap().data.clone().unwrap()).unwrap()
+        String::from_utf8(h.tree.node("/zookeeper/quota/q/zookeeper_stats").unwrap().data.clone().unwrap().into_vec()).unwrap()
     };
     assert_eq!(stats(&h), "count=2,bytes=5");
     h.write(1, create_data("/q/y", 0, b"1234")).unwrap();

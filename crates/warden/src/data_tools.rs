@@ -68,9 +68,9 @@ pub fn print_snapshot(path: &Path, with_data: bool) -> anyhow::Result<String> {
         let _ = writeln!(o, "----\n{}", if p.is_empty() { "/" } else { p });
         let _ = writeln!(o, "  cZxid = {:#018x}\n  ctime = {}\n  mZxid = {:#018x}\n  mtime = {}", s.czxid, s.ctime, s.mzxid, s.mtime);
         let _ = writeln!(o, "  pZxid = {:#018x}\n  cversion = {}\n  dataVersion = {}\n  aclVersion = {}", s.pzxid, s.cversion, s.version, s.aversion);
-        let _ = writeln!(o, "  ephemeralOwner = {:#018x}\n  dataLength = {}", s.ephemeral_owner, node.data.as_ref().map_or(0, Vec::len));
+        let _ = writeln!(o, "  ephemeralOwner = {:#018x}\n  dataLength = {}", s.ephemeral_owner, node.data_len());
         if with_data {
-            let _ = writeln!(o, "  data = {}", data_text(&node.data));
+            let _ = writeln!(o, "  data = {}", data_text(&node.data.as_deref().map(<[u8]>::to_vec)));
         }
     }
     let _ = writeln!(o, "----\nSession Details (sid, timeout):");
