@@ -106,8 +106,10 @@ pub struct Config {
     pub snap_count: u64,
     /// `autopurge.snapRetainCount` (at least 3): snapshots kept, with the logs they need.
     pub snap_retain_count: usize,
-    /// Purge old snapshots and logs after each snapshot. On by default, unlike ZooKeeper; turn off
-    /// with `autopurge.enabled=false`.
+    /// Purge old snapshots and logs after each snapshot. On by default, unlike ZooKeeper. Off with
+    /// `autopurge.purgeInterval=0` written explicitly (ZooKeeper's "disabled") or
+    /// `autopurge.enabled=false`; a positive purgeInterval keeps it on (Warden purges after every
+    /// snapshot rather than on an hourly timer).
     pub purge_enabled: bool,
     /// `server.N` lines: the ensemble. Empty or a single entry means standalone.
     pub servers: std::collections::BTreeMap<u64, PeerSpec>,
@@ -247,6 +249,7 @@ impl Config {
                 "snapCount" | "zookeeper.snapCount" => cfg.snap_count = num(val)?.max(2) as u64,
                 "autopurge.snapRetainCount" => cfg.snap_retain_count = num(val)?.max(3) as usize,
                 "autopurge.enabled" => cfg.purge_enabled = parse_bool(val),
+                "autopurge.purgeInterval" => cfg.purge_enabled = num(val)? > 0,
                 "initLimit" => cfg.init_limit = num(val)?.max(1) as u32,
                 "syncLimit" => cfg.sync_limit = num(val)?.max(1) as u32,
                 "peerType" => {
@@ -336,6 +339,14 @@ mod tests {
         assert!(e.contains("line 1"), "{e}");
         assert!(Config::parse("server.1=h:1\n").is_err());
         assert!(Config::parse("server.1=h:1:2:voter\n").is_err());
+    }
+
+    #[test]
+    fn purge_is_on_by_default_and_off_with_an_explicit_zero_interval() {
+        assert!(Config::parse("").unwrap().purge_enabled);
+        assert!(!Config::parse("autopurge.purgeInterval=0\n").unwrap().purge_enabled);
+        assert!(Config::parse("autopurge.purgeInterval=24\nautopurge.snapRetainCount=5\n").unwrap().purge_enabled);
+        assert_eq!(Config::parse("autopurge.snapRetainCount=1\n").unwrap().snap_retain_count, 3);
     }
 
     #[test]

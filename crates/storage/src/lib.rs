@@ -4,6 +4,7 @@
 //! File access goes through the `Fs` trait: the plain functions use `RealFs` (std::fs), the
 //! `_with_fs` variants take any `Fs`, such as the crash- and fault-injecting `FaultFs`.
 
+mod epoch;
 mod error;
 mod fs;
 mod log_format;
@@ -11,6 +12,7 @@ mod recover;
 mod snapshot;
 mod txn_log;
 
+pub use epoch::{read_epoch, read_epoch_with_fs, write_epoch, write_epoch_with_fs, EpochFile};
 pub use error::StorageError;
 pub use fs::{FaultFs, Fs, FsFile, RealFs};
 pub use log_format::{
