@@ -52,6 +52,7 @@
 //!
 //! Any other difference is a Warden bug.
 
+mod oracle;
 #[path = "differential/support.rs"]
 mod support;
 
@@ -1082,7 +1083,7 @@ impl Model {
 }
 
 async fn run_seed(seed: u64, ops: usize, classpath: &str, tally: &mut Tally) -> anyhow::Result<Vec<Diff>> {
-    let zk_proc = ZkProcess::start(classpath);
+    let zk_proc = ZkProcess::start_fresh(classpath);
     if std::env::var_os("WARDEN_DIFF_VERBOSE").is_some() {
         println!("zookeeper srvr: {:?}", support::four_letter(zk_proc.addr, "srvr").unwrap_or_default().lines().next());
     }

@@ -25,6 +25,7 @@
 
 #![allow(clippy::field_reassign_with_default, clippy::type_complexity)]
 
+mod oracle;
 #[path = "interchange/support.rs"]
 mod support;
 

@@ -1,0 +1,170 @@
+//! Apache ZooKeeper 3.8 (Debian package) as an oracle for tests: its classpath, four-letter words,
+//! and a server process on a given or private data directory, killed by PID when dropped.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The jars Debian's `zookeeper` package installs; the same list as `scripts/zk-classpath`.
+const JARS: &[&str] = &[
+    "zookeeper.jar",
+    "zookeeper-jute.jar",
+    "netty-handler.jar",
+    "netty-common.jar",
+    "netty-transport.jar",
+    "netty-buffer.jar",
+    "netty-codec.jar",
+    "netty-resolver.jar",
+    "netty-transport-native-epoll.jar",
+    "netty-transport-native-unix-common.jar",
+    "commons-io.jar",
+    "commons-cli.jar",
+    "metrics-core.jar",
+    "snappy-java.jar",
+    "slf4j-api.jar",
+    "slf4j-nop.jar",
+];
+
+pub const MISSING: &str =
+    "Apache ZooKeeper 3.8 (Debian package `zookeeper`) or java not found: run scripts/install-deps";
+
+/// Apache ZooKeeper's server classpath: `scripts/zk-classpath` if present, else built from the jar list.
+/// Panics (never skips) when ZooKeeper is not installed.
+pub fn zk_classpath() -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/zk-classpath");
+    if script.exists() {
+        let out = Command::new("bash")
+            .arg(&script)
+            .output()
+            .unwrap_or_else(|e| panic!("{MISSING}: running {}: {e}", script.display()));
+        if !out.status.success() {
+            panic!("{MISSING}\nscripts/zk-classpath said: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        return String::from_utf8_lossy(&out.stdout).trim().to_string();
+    }
+    let dir = std::env::var("ZK_JAVA_DIR").unwrap_or_else(|_| "/usr/share/java".into());
+    let mut parts = Vec::new();
+    for jar in JARS {
+        let p = PathBuf::from(&dir).join(jar);
+        if !p.exists() {
+            panic!("{MISSING} (missing {})", p.display());
+        }
+        parts.push(p.display().to_string());
+    }
+    parts.join(":")
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("bind ephemeral port").local_addr().unwrap().port()
+}
+
+/// Sends a four-letter word and returns the whole answer.
+pub fn four_letter(addr: SocketAddr, cmd: &str) -> std::io::Result<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    s.write_all(cmd.as_bytes())?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
+
+/// A running Apache ZooKeeper standalone server on a caller-owned data directory; killed with
+/// SIGKILL (by PID, `Child::kill`) when dropped, also on panic.
+pub struct ZkProcess {
+    child: Option<Child>,
+    pub addr: SocketAddr,
+    out_path: PathBuf,
+    _dir: tempfile::TempDir,
+    /// The data directory when the oracle owns it (`start_fresh`).
+    _data: Option<tempfile::TempDir>,
+}
+
+impl ZkProcess {
+    /// Starts ZooKeeper with `dataDir=data_dir`; `extra` is appended to its zoo.cfg (also passed as
+    /// `-Dzookeeper.<key>=<value>` so static initialisers see it whatever the class load order).
+    /// `container_check_ms`: `znode.container.checkIntervalMs` (container and TTL deletion).
+    pub fn start(classpath: &str, data_dir: &Path, extra: &[(&str, String)], container_check_ms: u64) -> ZkProcess {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let cfg = dir.path().join("zoo.cfg");
+        let mut text = format!(
+            "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
+             4lw.commands.whitelist=*\nextendedTypesEnabled=true\nadmin.enableServer=false\nmaxClientCnxns=0\n",
+            data_dir.display()
+        );
+        for (k, v) in extra {
+            text.push_str(&format!("{k}={v}\n"));
+        }
+        std::fs::write(&cfg, text).unwrap();
+        let out_path = dir.path().join("zk.out");
+        let log = std::fs::File::create(&out_path).unwrap();
+        let mut cmd = Command::new("java");
+        cmd.arg("-Xmx256m")
+            .arg(format!("-Dznode.container.checkIntervalMs={container_check_ms}"))
+            .arg("-Dzookeeper.admin.enableServer=false");
+        for (k, v) in extra {
+            cmd.arg(format!("-Dzookeeper.{k}={v}"));
+        }
+        let child = cmd
+            .arg("-cp")
+            .arg(classpath)
+            .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
+            .arg(&cfg)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{MISSING}: spawning java: {e}"));
+        let mut zk = ZkProcess {
+            child: Some(child),
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            out_path,
+            _dir: dir,
+            _data: None,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(status)) = zk.child.as_mut().unwrap().try_wait() {
+                panic!("Apache ZooKeeper exited early ({status}); output:\n{}\n{MISSING}", zk.output());
+            }
+            // `ruok` answers imok before the server serves; `srvr` then still says "not currently serving".
+            if four_letter(zk.addr, "ruok").map(|s| s == "imok").unwrap_or(false)
+                && four_letter(zk.addr, "srvr").map(|s| s.contains("Mode:")).unwrap_or(false)
+            {
+                return zk;
+            }
+            assert!(Instant::now() < deadline, "Apache ZooKeeper did not serve within 60 s; output:\n{}", zk.output());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Starts ZooKeeper on a private temporary data directory, removed when dropped.
+    pub fn start_fresh(classpath: &str) -> ZkProcess {
+        let data = tempfile::tempdir().expect("tempdir");
+        let mut zk = ZkProcess::start(classpath, data.path(), &[], 3_600_000);
+        zk._data = Some(data);
+        zk
+    }
+
+    /// What ZooKeeper printed so far (slf4j-nop: mostly JVM messages).
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(&self.out_path).unwrap_or_default()
+    }
+
+    /// SIGKILL (by PID) and reap.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for ZkProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
