@@ -4,8 +4,8 @@
 //!
 //! usage: cargo run --release -p warden-tree --example mem_per_znode -- [N] [--snapshot]
 //!   N           znodes to create under /bench (default 1000000)
-//!   --snapshot  also rebuild the tree with `DataTree::from_snapshot` from owned copies of the
-//!               nodes (as a snapshot load does) and report that tree's RSS per znode
+//!   --snapshot  build the tree with `DataTree::from_snapshot` from an owned node list instead
+//!               (as a snapshot load does: decoded nodes, one shared ACL list), list freed after
 
 use std::time::Instant;
 
@@ -55,13 +55,12 @@ fn main() {
     println!("size_of::<Znode>() = {} B", std::mem::size_of::<Znode>());
     let before = rss_bytes();
     let start = Instant::now();
-    let tree = build(n);
+    let (tree, how) = if snapshot { (load(n), "from_snapshot") } else { (build(n), "apply") };
     let built = start.elapsed();
     let after = rss_bytes();
-    let total = tree.znode_count() as u64;
     println!(
-        "apply:         {} znodes in {:.2?}; RSS {:.1} MiB -> {:.1} MiB; {:.0} B/znode",
-        total,
+        "{how}: {} znodes in {:.2?}; RSS {:.1} MiB -> {:.1} MiB; {:.0} B/znode",
+        tree.znode_count(),
         built,
         before as f64 / 1048576.0,
         after as f64 / 1048576.0,
@@ -71,21 +70,29 @@ fn main() {
     let c0 = rss_bytes();
     let start = Instant::now();
     let snap = tree.clone();
-    println!("clone:         {:.2?}, RSS +{} KiB", start.elapsed(), (rss_bytes() - c0) / 1024);
+    println!("clone: {:.2?}, RSS +{} KiB", start.elapsed(), (rss_bytes() - c0) / 1024);
     drop(snap);
-    if snapshot {
-        let owned: Vec<(String, Znode)> = tree.snapshot_nodes().map(|(p, z)| (p, z.clone())).collect();
-        drop(tree);
-        let base = rss_bytes();
-        let start = Instant::now();
-        let back = DataTree::from_snapshot(owned, 0).expect("from_snapshot");
-        let after = rss_bytes();
-        println!(
-            "from_snapshot: {} znodes in {:.2?}; RSS +{:.1} MiB; {:.0} B/znode (owned node list freed into the heap, not counted)",
-            back.znode_count(),
-            start.elapsed(),
-            (after as f64 - base as f64) / 1048576.0,
-            (after as f64 - base as f64) / n as f64
-        );
+}
+
+/// The same tree through `from_snapshot`: an owned node list as the snapshot decoder produces
+/// (fresh exact-size buffers, one shared ACL list), rebuilt, then freed.
+fn load(n: u64) -> DataTree {
+    let acl = warden_tree::open_acl();
+    let mut owned: Vec<(String, Znode)> = Vec::new();
+    let mut zxid = 0;
+    let mut push = |path: String, data: Vec<u8>| {
+        zxid += 1;
+        let stat = warden_proto::StatPersisted { czxid: zxid, mzxid: zxid, pzxid: zxid, ..Default::default() };
+        owned.push((path, Znode::new(Some(data.into_boxed_slice()), acl.clone(), stat)));
+    };
+    push(String::new(), Vec::new());
+    push("/bench".into(), Vec::new());
+    for i in 0..n {
+        if i % 1000 == 0 {
+            push(format!("/bench/{}", i / 1000), Vec::new());
+        }
+        let path = format!("/bench/{}/{}", i / 1000, i);
+        push(path.as_str().into(), format!("{:0100}", i).as_bytes().to_vec());
     }
+    DataTree::from_snapshot(owned, 0).expect("from_snapshot")
 }

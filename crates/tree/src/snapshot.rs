@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use imbl::ordmap::Entry;
 use imbl::{OrdMap, OrdSet};
 
 use crate::acl_cache::AclCache;
@@ -72,8 +73,12 @@ impl DataTree {
                     limits.push(target.to_string());
                 }
             }
-            if map.insert(path.as_str().into(), Arc::new(node)).is_some() {
-                return Err(format!("duplicate path {path} in snapshot"));
+            // The decoder's String becomes the key without a copy when it has no spare capacity.
+            match map.entry(path.into_boxed_str()) {
+                Entry::Occupied(e) => return Err(format!("duplicate path {} in snapshot", e.key())),
+                Entry::Vacant(e) => {
+                    e.insert(Arc::new(node));
+                }
             }
         }
         if !map.contains_key("/") {
