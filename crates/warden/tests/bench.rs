@@ -3,8 +3,7 @@
 //! workload with `--json`, and check that every operation of the mix completed and that the
 //! percentiles are ordered.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -20,21 +19,8 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    l.local_addr().unwrap().port()
-}
-
-fn ruok(addr: SocketAddr) -> bool {
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else { return false };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(b"ruok").is_err() {
-        return false;
-    }
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out == "imok"
-}
+mod common;
+use common::{free_port, ruok};
 
 fn start_server(dir: &std::path::Path) -> (Server, u16) {
     let port = free_port();

@@ -21,8 +21,7 @@
 //! long version.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,24 +59,8 @@ fn env_num(name: &str, default: u64) -> u64 {
     }
 }
 
-/// A loopback port that was free a moment ago.
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    l.local_addr().unwrap().port()
-}
-
-/// `ruok` -> `imok`, with short timeouts; any failure is "not yet".
-fn ruok(addr: SocketAddr) -> bool {
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else { return false };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(b"ruok").is_err() {
-        return false;
-    }
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out == "imok"
-}
+mod common;
+use common::{free_port, ruok};
 
 /// The data directory, the server child process, and what to print when something goes wrong.
 struct Harness {
