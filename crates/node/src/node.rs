@@ -114,7 +114,7 @@ pub struct Node {
     last_zxid: i64,
     /// Persisted but not yet applied, in zxid order.
     in_flight: VecDeque<(TxnHeader, Txn, Origin)>,
-    now: Clock,
+    pub(crate) now: Clock,
     last_reap_ms: u64,
     pub(crate) latency: Latency,
 }

@@ -137,11 +137,20 @@ impl Node {
         v
     }
 
-    /// Session ids with their timeouts, for `dump`.
-    pub fn session_timeouts(&self) -> Vec<(i64, u32)> {
-        let mut v: Vec<(i64, u32)> = self.sessions.iter().map(|s| (s.id, s.timeout_ms)).collect();
-        v.sort();
-        v
+    /// Live sessions grouped by expiry bucket, soonest first, as wall-clock ms (for `dump`).
+    pub fn session_buckets(&self) -> Vec<(i64, Vec<i64>)> {
+        let mut by_time: std::collections::BTreeMap<u64, Vec<i64>> = std::collections::BTreeMap::new();
+        for s in self.sessions.iter().filter(|s| !s.closing) {
+            by_time.entry(s.expires_at_ms).or_default().push(s.id);
+        }
+        let (now_mono, now_wall) = (self.now.mono_ms as i64, self.now.wall_ms);
+        by_time
+            .into_iter()
+            .map(|(at, mut ids)| {
+                ids.sort();
+                (now_wall + (at as i64 - now_mono), ids)
+            })
+            .collect()
     }
 
     /// Watches by connection's session (`wchc`) and by path (`wchp`).

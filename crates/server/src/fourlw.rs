@@ -180,10 +180,14 @@ fn watches_by_path(node: &Node) -> String {
 
 fn dump(node: &Node) -> String {
     let mut o = String::from("SessionTracker dump:\n");
-    let sessions = node.session_timeouts();
-    let _ = writeln!(o, "Global Sessions({}):", sessions.len());
-    for (id, to) in &sessions {
-        let _ = writeln!(o, "0x{id:x}\t{to}ms");
+    let buckets = node.session_buckets();
+    let total: usize = buckets.iter().map(|(_, ids)| ids.len()).sum();
+    let _ = writeln!(o, "Session Sets ({})/({}):", buckets.len(), total);
+    for (at_ms, ids) in &buckets {
+        let _ = writeln!(o, "{} expire at {}:", ids.len(), java_date(*at_ms));
+        for id in ids {
+            let _ = writeln!(o, "\t0x{id:x}");
+        }
     }
     o.push_str("ephemeral nodes dump:\n");
     let eph: Vec<_> = node.session_ephemerals().into_iter().filter(|(_, p)| !p.is_empty()).collect();
@@ -195,6 +199,29 @@ fn dump(node: &Node) -> String {
         }
     }
     o
+}
+
+/// A wall-clock time as Java's `Date.toString()` prints it in UTC: `Sun Nov 29 23:12:32 UTC 2026`.
+fn java_date(ms: i64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = crate::civil::civil_from_days(days);
+    let weekday = DAYS[days.rem_euclid(7) as usize];
+    let month = MONTHS[(m - 1).clamp(0, 11) as usize];
+    format!("{weekday} {month} {d:02} {:02}:{:02}:{:02} UTC {y}", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dates_print_as_java_does() {
+        // 2026-11-29T23:12:32Z, a Sunday (as ZooKeeper 3.8's dump printed it on this machine).
+        assert_eq!(super::java_date(1_795_993_952_000), "Sun Nov 29 23:12:32 UTC 2026");
+        assert_eq!(super::java_date(0), "Thu Jan 01 00:00:00 UTC 1970");
+    }
 }
 
 fn dirs(cfg: &Config) -> String {

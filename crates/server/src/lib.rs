@@ -2,6 +2,7 @@
 //! `Node`, timers and four-letter words. Protocol decisions live in `warden-node`; this crate moves
 //! bytes and time in and carries actions out.
 
+mod civil;
 pub mod config;
 mod connection;
 mod fourlw;
