@@ -4,6 +4,7 @@
 
 mod civil;
 pub mod config;
+pub mod election;
 mod connection;
 mod fourlw;
 mod owner;

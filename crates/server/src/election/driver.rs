@@ -1,0 +1,124 @@
+//! The task that owns the [`FastLeaderElection`] machine: it feeds it received notifications,
+//! ticks at its deadline and restart commands, and carries out its actions (queue a
+//! notification for a peer, publish the outcome). Every protocol decision stays in the machine.
+
+use std::collections::BTreeMap;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+use warden_proto::election::frame_message;
+use warden_quorum::{ElectionAction, FastLeaderElection, ServerState, Sid};
+
+use super::conn::Received;
+use super::link::LinkEvent;
+use super::queue::SharedQueue;
+use super::ElectionStatus;
+
+/// What the handle asks the driver.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Start a new round (`lookForLeader`).
+    Restart { last_zxid: i64, current_epoch: i64, done: oneshot::Sender<()> },
+}
+
+/// A peer as the driver sees it: its send queue and its link's event queue.
+pub(crate) struct PeerHandle {
+    pub queue: SharedQueue,
+    pub link: mpsc::Sender<LinkEvent>,
+}
+
+pub(crate) struct Driver {
+    pub election: FastLeaderElection,
+    pub started: Instant,
+    pub peers: BTreeMap<Sid, PeerHandle>,
+    pub received: mpsc::Receiver<Received>,
+    pub commands: mpsc::Receiver<Command>,
+    pub status: watch::Sender<ElectionStatus>,
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl Driver {
+    /// Starts the first round and runs until shutdown.
+    pub(crate) async fn run(mut self, last_zxid: i64, current_epoch: i64) {
+        let actions = self.election.start(self.now_ms(), last_zxid, current_epoch);
+        self.carry_out(actions);
+        loop {
+            let deadline = self.election.next_deadline_ms().map(|ms| self.started + std::time::Duration::from_millis(ms));
+            let mut restarted = None;
+            let actions = tokio::select! {
+                _ = self.shutdown.changed() => break,
+                cmd = self.commands.recv() => match cmd {
+                    Some(Command::Restart { last_zxid, current_epoch, done }) => {
+                        restarted = Some(done);
+                        self.election.start(self.now_ms(), last_zxid, current_epoch)
+                    }
+                    None => break,
+                },
+                Some((from, n)) = self.received.recv() => self.election.receive(from, &n, self.now_ms()),
+                _ = sleep_until(deadline) => self.election.tick(self.now_ms()),
+            };
+            self.carry_out(actions);
+            if let Some(done) = restarted {
+                // After `carry_out`, so the caller already sees the new round's status.
+                let _ = done.send(());
+            }
+            if *self.shutdown.borrow() {
+                break;
+            }
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    fn carry_out(&mut self, actions: Vec<ElectionAction>) {
+        #[cfg(debug_assertions)]
+        self.election.check_invariants();
+        let mut decided = None;
+        for action in actions {
+            match action {
+                ElectionAction::Send { to, notification } => self.send(to, frame_message(&notification.encode())),
+                ElectionAction::Elected(elected) => {
+                    tracing::info!(
+                        my_id = self.election.my_id(),
+                        leader = elected.leader,
+                        state = ?elected.state,
+                        epoch = elected.epoch,
+                        zxid = format_args!("{:#x}", elected.zxid),
+                        round = elected.election_epoch,
+                        "election decided"
+                    );
+                    decided = Some(elected);
+                }
+            }
+        }
+        let next = match (decided, self.election.state()) {
+            (Some(elected), _) => ElectionStatus::Decided(elected),
+            (None, ServerState::Looking) => ElectionStatus::Looking { round: self.election.logical_clock() },
+            // Still decided: answering LOOKING peers does not change the outcome.
+            (None, _) => return,
+        };
+        self.status.send_if_modified(|current| {
+            let changed = *current != next;
+            *current = next;
+            changed
+        });
+    }
+
+    fn send(&self, to: Sid, frame: Vec<u8>) {
+        let Some(peer) = self.peers.get(&to) else {
+            return tracing::warn!(to, "election wants to send to a server that is not configured");
+        };
+        peer.queue.put(frame.into());
+        // A full event queue already holds a wake-up for this link.
+        let _ = peer.link.try_send(LinkEvent::Wanted);
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,227 @@
+//! One peer's link (`QuorumCnxManager.connectOne` / `initiateConnection` and the worker
+//! bookkeeping): owns at most one connection to the peer and decides when to dial.
+//!
+//! Only the connection initiated by the larger sid survives:
+//! - we dial, send our [`InitialMessage`], and keep the connection if our sid is larger;
+//!   otherwise we close it right away (the peer sees our smaller sid and dials back);
+//! - the listener hands us connections the larger peer initiated ([`LinkEvent::Inbound`]), which
+//!   replace the current one; for a connection from a smaller peer it closes the socket and
+//!   tells us to drop ours and dial back ([`LinkEvent::DialBack`]).
+//!
+//! As in ZooKeeper, dialing is driven by sends: a queued message with no connection triggers a
+//! dial. Unlike ZooKeeper, a message still waiting after a failed or lost dial is retried with a
+//! backoff instead of waiting for the election's next resend.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use warden_proto::election::{InitialMessage, PROTOCOL_VERSION_V1};
+use warden_quorum::Sid;
+
+use super::conn::{self, ConnEnd, Received};
+use super::queue::SharedQueue;
+
+/// `QuorumCnxManager.cnxTO`: how long a dial may take.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_millis(5000);
+/// First and largest delay before re-dialing for a message still waiting.
+pub(crate) const REDIAL_MIN: Duration = Duration::from_millis(100);
+pub(crate) const REDIAL_MAX: Duration = Duration::from_millis(5000);
+/// Events queued for one link before further ones are dropped (they are all retried).
+pub(crate) const LINK_EVENT_QUEUE: usize = 16;
+
+/// What the listener and the driver tell a link.
+#[derive(Debug)]
+pub(crate) enum LinkEvent {
+    /// The peer (larger sid) connected and introduced itself; `leftover` is what followed its
+    /// initial message.
+    Inbound { stream: TcpStream, leftover: Vec<u8> },
+    /// The peer (smaller sid) connected: drop any connection to it and dial it.
+    DialBack,
+    /// A message was queued.
+    Wanted,
+}
+
+/// A connection task, aborted when dropped.
+struct ConnTask(JoinHandle<ConnEnd>);
+
+impl Drop for ConnTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The peer's address and our own introduction.
+#[derive(Debug, Clone)]
+pub(crate) struct LinkSpec {
+    pub my_id: Sid,
+    pub sid: Sid,
+    /// `host:port` of the peer's election port, resolved at each dial.
+    pub peer_addr: String,
+    /// The initial message we send (our sid and election address).
+    pub hello: Vec<u8>,
+}
+
+impl LinkSpec {
+    pub(crate) fn new(my_id: Sid, sid: Sid, peer_addr: String, my_addr: String) -> Self {
+        let hello = InitialMessage::Versioned { protocol_version: PROTOCOL_VERSION_V1, sid: my_id, addr: my_addr }.encode();
+        Self { my_id, sid, peer_addr, hello }
+    }
+}
+
+pub(crate) struct Link {
+    spec: LinkSpec,
+    queue: SharedQueue,
+    events: mpsc::Receiver<LinkEvent>,
+    received: mpsc::Sender<Received>,
+    shutdown: watch::Receiver<bool>,
+    conn: Option<ConnTask>,
+    redial_at: Option<Instant>,
+    backoff: Duration,
+}
+
+impl Link {
+    pub(crate) fn new(
+        spec: LinkSpec,
+        queue: SharedQueue,
+        events: mpsc::Receiver<LinkEvent>,
+        received: mpsc::Sender<Received>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        Self { spec, queue, events, received, shutdown, conn: None, redial_at: None, backoff: REDIAL_MIN }
+    }
+
+    /// Runs until shutdown; the connection task is aborted with the link.
+    pub(crate) async fn run(mut self) {
+        loop {
+            let redial_at = self.redial_at;
+            tokio::select! {
+                _ = self.shutdown.changed() => break,
+                ev = self.events.recv() => match ev {
+                    Some(ev) => self.on_event(ev).await,
+                    None => break,
+                },
+                end = wait_conn(&mut self.conn) => self.on_conn_end(end),
+                _ = sleep_until(redial_at) => {
+                    self.redial_at = None;
+                    self.dial_if_needed().await;
+                }
+            }
+            if *self.shutdown.borrow() {
+                break;
+            }
+        }
+        tracing::debug!(sid = self.spec.sid, "election link stopped");
+    }
+
+    async fn on_event(&mut self, ev: LinkEvent) {
+        match ev {
+            LinkEvent::Inbound { stream, leftover } => {
+                tracing::info!(my_id = self.spec.my_id, sid = self.spec.sid, "election connection from larger sid accepted");
+                self.adopt(stream, leftover);
+            }
+            LinkEvent::DialBack => {
+                self.conn = None;
+                self.redial_at = None;
+                self.dial().await;
+            }
+            LinkEvent::Wanted => {
+                if self.redial_at.is_none() {
+                    self.dial_if_needed().await;
+                }
+            }
+        }
+    }
+
+    fn on_conn_end(&mut self, end: ConnEnd) {
+        self.conn = None;
+        match &end {
+            ConnEnd::Malformed(_) => tracing::warn!(sid = self.spec.sid, %end, "closing election connection"),
+            _ => tracing::info!(sid = self.spec.sid, %end, "election connection ended"),
+        }
+        if self.queue.is_pending() {
+            self.schedule_redial();
+        }
+    }
+
+    fn adopt(&mut self, stream: TcpStream, leftover: Vec<u8>) {
+        let _ = stream.set_nodelay(true);
+        let task = conn::run(self.spec.sid, stream, leftover, self.queue.clone(), self.received.clone());
+        self.conn = Some(ConnTask(tokio::spawn(task)));
+        self.redial_at = None;
+        self.backoff = REDIAL_MIN;
+    }
+
+    async fn dial_if_needed(&mut self) {
+        if self.conn.is_none() && self.queue.is_pending() {
+            self.dial().await;
+        }
+    }
+
+    /// `connectOne` + `startConnection`: dial, introduce ourselves, keep the connection only if
+    /// our sid is the larger one.
+    async fn dial(&mut self) {
+        let mut shutdown = self.shutdown.clone();
+        let result = tokio::select! {
+            _ = shutdown.changed() => return,
+            r = tokio::time::timeout(CONNECT_TIMEOUT, self.connect_and_introduce()) => r,
+        };
+        match result {
+            Ok(Ok(stream)) if self.spec.my_id > self.spec.sid => {
+                tracing::info!(my_id = self.spec.my_id, sid = self.spec.sid, "election connection established");
+                self.adopt(stream, Vec::new());
+            }
+            Ok(Ok(stream)) => {
+                tracing::debug!(my_id = self.spec.my_id, sid = self.spec.sid, "smaller sid: dropping our connection, the peer dials back");
+                drop(stream);
+                self.schedule_redial();
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(sid = self.spec.sid, addr = %self.spec.peer_addr, error = %e, "cannot open election channel");
+                self.schedule_redial();
+            }
+            Err(_) => {
+                tracing::debug!(sid = self.spec.sid, addr = %self.spec.peer_addr, "election connect timed out");
+                self.schedule_redial();
+            }
+        }
+    }
+
+    async fn connect_and_introduce(&self) -> std::io::Result<TcpStream> {
+        use tokio::io::AsyncWriteExt;
+        let addr: SocketAddr = tokio::net::lookup_host(&self.spec.peer_addr)
+            .await?
+            .next()
+            .ok_or_else(|| std::io::Error::other("election address resolves to nothing"))?;
+        let mut stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        stream.write_all(&self.spec.hello).await?;
+        stream.flush().await?;
+        Ok(stream)
+    }
+
+    fn schedule_redial(&mut self) {
+        self.redial_at = Some(Instant::now() + self.backoff);
+        self.backoff = (self.backoff * 2).min(REDIAL_MAX);
+    }
+}
+
+async fn wait_conn(conn: &mut Option<ConnTask>) -> ConnEnd {
+    match conn {
+        Some(task) => match (&mut task.0).await {
+            Ok(end) => end,
+            Err(e) => ConnEnd::Io(std::io::Error::other(format!("connection task failed: {e}"))),
+        },
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,109 @@
+//! The election port listener (`QuorumCnxManager.Listener` + `handleConnection`): reads each
+//! initiator's [`InitialMessage`] and routes the socket by sid.
+//!
+//! - a larger sid keeps its connection: the socket goes to that peer's link;
+//! - a smaller sid loses: the socket is closed and the link dials back;
+//! - our own sid, an unknown sid, or a malformed introduction: closed and logged.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use warden_proto::election::{InitialMessage, INITIAL_ADDR_MAX};
+use warden_quorum::Sid;
+
+use super::link::LinkEvent;
+
+/// How long an initiator may take to introduce itself (ZooKeeper uses the socket timeout,
+/// `initLimit * tickTime`).
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Introductions being read at once; further connections are closed until one finishes.
+pub(crate) const MAX_PENDING_HANDSHAKES: usize = 64;
+/// The longest introduction: version, sid, length and the largest address.
+const INITIAL_MESSAGE_MAX: usize = 8 + 8 + 4 + INITIAL_ADDR_MAX;
+
+pub(crate) struct Listener {
+    pub my_id: Sid,
+    pub listener: TcpListener,
+    pub links: BTreeMap<Sid, mpsc::Sender<LinkEvent>>,
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl Listener {
+    /// Accepts until shutdown; pending handshakes are aborted with the listener.
+    pub(crate) async fn run(mut self) {
+        let mut handshakes = JoinSet::new();
+        loop {
+            tokio::select! {
+                _ = self.shutdown.changed() => break,
+                Some(_) = handshakes.join_next(), if !handshakes.is_empty() => {}
+                accepted = self.listener.accept() => match accepted {
+                    Ok((stream, peer)) if handshakes.len() < MAX_PENDING_HANDSHAKES => {
+                        tracing::debug!(%peer, "election connection request");
+                        handshakes.spawn(handshake(self.my_id, stream, self.links.clone()));
+                    }
+                    Ok((_, peer)) => tracing::warn!(%peer, "too many election handshakes in progress; closing"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "election accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                },
+            }
+            if *self.shutdown.borrow() {
+                break;
+            }
+        }
+    }
+}
+
+/// Reads the introduction and routes the socket.
+async fn handshake(my_id: Sid, mut stream: TcpStream, links: BTreeMap<Sid, mpsc::Sender<LinkEvent>>) {
+    let peer = stream.peer_addr().ok();
+    let (msg, leftover) = match tokio::time::timeout(HANDSHAKE_TIMEOUT, read_initial(&mut stream)).await {
+        Ok(Ok(ok)) => ok,
+        Ok(Err(why)) => return tracing::warn!(?peer, %why, "bad election introduction; closing"),
+        Err(_) => return tracing::warn!(?peer, "no election introduction in time; closing"),
+    };
+    if msg.addresses().is_none() {
+        return tracing::warn!(?peer, ?msg, "badly formed election address; closing");
+    }
+    let sid = msg.sid();
+    let Some(link) = links.get(&sid) else {
+        if sid == my_id {
+            return tracing::warn!(?peer, sid, "election connection from a server with our own id; closing");
+        }
+        return tracing::warn!(?peer, sid, "election connection from an unknown sid; closing");
+    };
+    let event = if sid < my_id {
+        drop(stream);
+        LinkEvent::DialBack
+    } else {
+        LinkEvent::Inbound { stream, leftover }
+    };
+    if link.try_send(event).is_err() {
+        tracing::warn!(sid, "election link busy; dropping the connection (the peer retries)");
+    }
+}
+
+/// Reads until a whole [`InitialMessage`] arrived; returns it with any bytes after it.
+async fn read_initial(stream: &mut TcpStream) -> Result<(InitialMessage, Vec<u8>), String> {
+    let mut buf = Vec::with_capacity(64);
+    loop {
+        match InitialMessage::decode(&buf) {
+            Ok(Some((msg, used))) => return Ok((msg, buf.split_off(used))),
+            Ok(None) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+        if buf.len() > INITIAL_MESSAGE_MAX + 4096 {
+            return Err("introduction too long".into());
+        }
+        match stream.read_buf(&mut buf).await {
+            Ok(0) => return Err("closed before introducing itself".into()),
+            Ok(_) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! The election port shell: ZooKeeper's `QuorumCnxManager` behaviour over tokio TCP, running the
+//! pure [`FastLeaderElection`] (DESIGN.md section 3; reference section 18.2).
+//!
+//! Tasks, all owned by [`ElectionNet`] and ended by [`ElectionNet::stop`] (or by dropping it):
+//! - the listener on this server's election port ([`listener`]), which reads each initiator's
+//!   introduction and routes the socket by sid;
+//! - one link per other server ([`link`]), owning at most one connection ([`conn`]) and dialing
+//!   when a message waits; only the connection initiated by the larger sid survives;
+//! - the driver ([`driver`]), owning the election machine: received notifications, ticks at its
+//!   deadline, and restart commands go in; queued notifications and the published
+//!   [`ElectionStatus`] come out.
+//!
+//! Limits: one queued message per peer (ZooKeeper's `SEND_CAPACITY` = 1, newest wins), 100
+//! received notifications waiting for the driver (`RECV_CAPACITY`), 512 KiB per message, 5 s to
+//! connect and to introduce, 64 introductions at once. Malformed input from a peer closes only
+//! that connection, with a log line.
+//!
+//! Absent: SASL/TLS on the election port, multiple addresses per server (protocol V2 is
+//! accepted, V1 is sent, as ZooKeeper does without `multiAddress.enabled`), reconfiguration
+//! (configs in notifications are carried, not applied), observers without ids (`OBSERVER_ID`),
+//! and `quorumListenOnAllIPs`.
+
+mod conn;
+mod driver;
+mod link;
+mod listener;
+mod queue;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinSet;
+use warden_quorum::{Elected, FastLeaderElection, QuorumConfig, Sid};
+
+use crate::config::{PeerRole, PeerSpec};
+use driver::{Command, Driver, PeerHandle};
+use link::{Link, LinkSpec, LINK_EVENT_QUEUE};
+use listener::Listener;
+use queue::PeerQueue;
+
+/// `QuorumCnxManager.RECV_CAPACITY`: received notifications waiting for the driver.
+pub const RECV_CAPACITY: usize = 100;
+
+/// Where this server's election stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElectionStatus {
+    /// Electing, in this round (logical clock).
+    Looking { round: i64 },
+    /// Left the election: the leader, our state (LEADING, FOLLOWING or OBSERVING) and epochs.
+    Decided(Elected),
+}
+
+impl ElectionStatus {
+    /// The outcome, once decided.
+    pub fn elected(&self) -> Option<Elected> {
+        match self {
+            ElectionStatus::Decided(e) => Some(*e),
+            ElectionStatus::Looking { .. } => None,
+        }
+    }
+}
+
+/// A running election shell.
+pub struct ElectionNet {
+    my_id: Sid,
+    local_addr: SocketAddr,
+    commands: mpsc::Sender<Command>,
+    status: watch::Receiver<ElectionStatus>,
+    shutdown: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+}
+
+impl ElectionNet {
+    /// Binds this server's election port (host and port from its `server.N` line), starts the
+    /// links to every other server and the first round with our `last_zxid` and
+    /// `current_epoch`.
+    pub async fn start(
+        my_id: u64,
+        servers: &BTreeMap<u64, PeerSpec>,
+        last_zxid: i64,
+        current_epoch: i64,
+    ) -> anyhow::Result<ElectionNet> {
+        let me = servers.get(&my_id).with_context(|| format!("myid {my_id} has no server.{my_id} line"))?;
+        let sid = |id: u64| Sid::try_from(id).with_context(|| format!("server id {id} does not fit a Java long"));
+        let my_sid = sid(my_id)?;
+        let bind = format!("{}:{}", me.host, me.election_port);
+        let listener = TcpListener::bind(&bind).await.with_context(|| format!("binding election port {bind}"))?;
+        let local_addr = listener.local_addr()?;
+
+        let mut voters = Vec::new();
+        let mut observers = Vec::new();
+        for spec in servers.values() {
+            match spec.role {
+                PeerRole::Participant => voters.push(sid(spec.id)?),
+                PeerRole::Observer => observers.push(sid(spec.id)?),
+            }
+        }
+        let mut election = FastLeaderElection::new(my_sid, QuorumConfig::new(voters, observers));
+        election.set_config_text(config_text(servers).into_bytes());
+
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let (received_tx, received_rx) = mpsc::channel(RECV_CAPACITY);
+        let my_addr = host_port(&me.host, local_addr.port());
+        let mut tasks = JoinSet::new();
+        let mut peers = BTreeMap::new();
+        let mut link_events = BTreeMap::new();
+        for spec in servers.values().filter(|s| s.id != my_id) {
+            let peer_sid = sid(spec.id)?;
+            let queue = Arc::new(PeerQueue::default());
+            let (events_tx, events_rx) = mpsc::channel(LINK_EVENT_QUEUE);
+            let link_spec =
+                LinkSpec::new(my_sid, peer_sid, host_port(&spec.host, spec.election_port), my_addr.clone());
+            let link = Link::new(link_spec, queue.clone(), events_rx, received_tx.clone(), shutdown_rx.clone());
+            tasks.spawn(link.run());
+            link_events.insert(peer_sid, events_tx.clone());
+            peers.insert(peer_sid, PeerHandle { queue, link: events_tx });
+        }
+        drop(received_tx);
+        tasks.spawn(Listener { my_id: my_sid, listener, links: link_events, shutdown: shutdown_rx.clone() }.run());
+
+        let (status_tx, status_rx) = watch::channel(ElectionStatus::Looking { round: 0 });
+        let (commands_tx, commands_rx) = mpsc::channel(4);
+        let driver = Driver {
+            election,
+            started: tokio::time::Instant::now(),
+            peers,
+            received: received_rx,
+            commands: commands_rx,
+            status: status_tx,
+            shutdown: shutdown_rx,
+        };
+        tasks.spawn(driver.run(last_zxid, current_epoch));
+        tracing::info!(my_id, addr = %local_addr, "election port listening");
+        Ok(ElectionNet { my_id: my_sid, local_addr, commands: commands_tx, status: status_rx, shutdown, tasks })
+    }
+
+    /// This server's sid.
+    pub fn my_id(&self) -> Sid {
+        self.my_id
+    }
+
+    /// The bound election address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The current status.
+    pub fn status(&self) -> ElectionStatus {
+        *self.status.borrow()
+    }
+
+    /// A receiver that sees every status change.
+    pub fn subscribe(&self) -> watch::Receiver<ElectionStatus> {
+        self.status.clone()
+    }
+
+    /// Waits up to `timeout` for a decision; `None` if still LOOKING then.
+    pub async fn wait_decided(&self, timeout: Duration) -> Option<Elected> {
+        let mut rx = self.status.clone();
+        let decided = async { rx.wait_for(|s| s.elected().is_some()).await.ok().and_then(|s| s.elected()) };
+        tokio::time::timeout(timeout, decided).await.ok().flatten()
+    }
+
+    /// Starts a new round, as a server does when it loses its leader (`lookForLeader` again);
+    /// returns once the driver has started it (the status is LOOKING until a decision).
+    pub async fn restart_election(&self, last_zxid: i64, current_epoch: i64) -> anyhow::Result<()> {
+        let (done, started) = oneshot::channel();
+        self.commands
+            .send(Command::Restart { last_zxid, current_epoch, done })
+            .await
+            .map_err(|_| anyhow::anyhow!("election driver stopped"))?;
+        started.await.map_err(|_| anyhow::anyhow!("election driver stopped"))
+    }
+
+    /// Stops every task and closes every connection; returns when all have ended.
+    pub async fn stop(mut self) {
+        let _ = self.shutdown.send(true);
+        while let Some(joined) = self.tasks.join_next().await {
+            if let Err(e) = joined {
+                if e.is_panic() {
+                    tracing::error!(error = %e, "election task panicked");
+                }
+            }
+        }
+    }
+}
+
+/// `host:port`, with brackets around an IPv6 literal (`NetUtils.formatInetAddr`).
+fn host_port(host: &str, port: u16) -> String {
+    match host.contains(':') && !host.starts_with('[') {
+        true => format!("[{host}]:{port}"),
+        false => format!("{host}:{port}"),
+    }
+}
+
+/// The QuorumVerifier text ZooKeeper peers expect in notifications (`QuorumMaj.toString`):
+/// one `server.N=host:quorumPort:electionPort:role` line each, then `version=0`. ZooKeeper only
+/// acts on a config whose version is above its own, which version 0 never is.
+fn config_text(servers: &BTreeMap<u64, PeerSpec>) -> String {
+    let mut text = String::new();
+    for s in servers.values() {
+        let role = match s.role {
+            PeerRole::Participant => "participant",
+            PeerRole::Observer => "observer",
+        };
+        text.push_str(&format!("server.{}={}:{}:{}:{role}\n", s.id, s.host, s.quorum_port, s.election_port));
+    }
+    text.push_str("version=0");
+    text
+}
