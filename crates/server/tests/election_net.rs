@@ -323,6 +323,21 @@ async fn warden_and_apache_zookeeper_elect_the_same_leader() {
     assert!(again.election_epoch >= e.election_epoch);
     assert_eq!(zk_leader(&mut zks, Instant::now() + Duration::from_secs(10)).await, leader, "ZooKeeper's leader unchanged");
 
+    // Kill ZooKeeper's leader. ZooKeeper server.2 and Warden are the only voters left, so
+    // neither can decide without the other's vote: both must settle on server.2 (its current
+    // epoch, 1 after the first leader, beats Warden's 0; neither has logged a txn). ZooKeeper then tries to lead
+    // without a follower on the quorum port, which `srvr` cannot show; Warden's side can.
+    let (_, mut old_leader) = zks.pop().expect("two ZooKeeper peers");
+    drop(old_leader.child.kill());
+    let _ = old_leader.child.wait();
+    warden.restart_election(0, 0).await.expect("restart Warden's election");
+    let third = match warden.wait_decided(ELECT).await {
+        Some(e) => e,
+        None => panic!("Warden and ZooKeeper server.2 did not agree; status {:?}", warden.status()),
+    };
+    assert_eq!((third.leader, third.state), (2, ServerState::Following), "{third:?}");
+    assert_eq!(third.epoch, 1, "server.2's current epoch after the first leader: {third:?}");
+
     tokio::time::timeout(Duration::from_secs(5), warden.stop()).await.expect("Warden's shell stops");
     drop(zks);
 }

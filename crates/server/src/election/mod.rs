@@ -13,7 +13,9 @@
 //! Limits: one queued message per peer (ZooKeeper's `SEND_CAPACITY` = 1, newest wins), 100
 //! received notifications waiting for the driver (`RECV_CAPACITY`), 512 KiB per message, 5 s to
 //! connect and to introduce, 64 introductions at once. Malformed input from a peer closes only
-//! that connection, with a log line.
+//! that connection, with a log line. Deviation: ZooKeeper closes on a bad length but skips an
+//! undecodable notification (shorter than 28 bytes, unknown state) and keeps the connection;
+//! Warden closes it (DESIGN.md principle 2). ZooKeeper never sends either.
 //!
 //! Absent: SASL/TLS on the election port, multiple addresses per server (protocol V2 is
 //! accepted, V1 is sent, as ZooKeeper does without `multiAddress.enabled`), reconfiguration
