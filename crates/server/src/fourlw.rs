@@ -214,6 +214,15 @@ fn java_date(ms: i64) -> String {
     format!("{weekday} {month} {d:02} {:02}:{:02}:{:02} UTC {y}", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
+fn dirs(cfg: &Config) -> String {
+    format!("datadir_size: {}\nlogdir_size: {}\n", dir_size(&cfg.data_dir), dir_size(&cfg.data_log_dir))
+}
+
+fn dir_size(dir: &std::path::Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir.join("version-2")) else { return 0 };
+    rd.filter_map(Result::ok).filter_map(|e| e.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -222,13 +231,4 @@ mod tests {
         assert_eq!(super::java_date(1_795_993_952_000), "Sun Nov 29 23:12:32 UTC 2026");
         assert_eq!(super::java_date(0), "Thu Jan 01 00:00:00 UTC 1970");
     }
-}
-
-fn dirs(cfg: &Config) -> String {
-    format!("datadir_size: {}\nlogdir_size: {}\n", dir_size(&cfg.data_dir), dir_size(&cfg.data_log_dir))
-}
-
-fn dir_size(dir: &std::path::Path) -> u64 {
-    let Ok(rd) = std::fs::read_dir(dir.join("version-2")) else { return 0 };
-    rd.filter_map(Result::ok).filter_map(|e| e.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
 }
