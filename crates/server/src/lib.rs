@@ -4,8 +4,8 @@
 
 mod civil;
 pub mod config;
-pub mod election;
 mod connection;
+pub mod election;
 mod fourlw;
 mod owner;
 mod snapshot;

@@ -19,7 +19,8 @@ use warden_server::election::{ElectionNet, ElectionStatus};
 
 /// How long an election may take.
 const ELECT: Duration = Duration::from_secs(30);
-const MISSING_ZK: &str = "Apache ZooKeeper 3.8 (Debian package `zookeeper`) or java not found: run scripts/install-deps";
+const MISSING_ZK: &str =
+    "Apache ZooKeeper 3.8 (Debian package `zookeeper`) or java not found: run scripts/install-deps";
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind ephemeral port").local_addr().unwrap().port()
@@ -279,7 +280,8 @@ async fn zk_leader(zks: &mut [(u64, ZkPeer)], deadline: Instant) -> u64 {
         for (id, zk) in zks.iter_mut() {
             modes.push((*id, tokio::task::block_in_place(|| zk.mode())));
         }
-        let leaders: Vec<u64> = modes.iter().filter(|(_, m)| m.as_deref() == Some("leader")).map(|(id, _)| *id).collect();
+        let leaders: Vec<u64> =
+            modes.iter().filter(|(_, m)| m.as_deref() == Some("leader")).map(|(id, _)| *id).collect();
         let followers = modes.iter().filter(|(_, m)| m.as_deref() == Some("follower")).count();
         if leaders.len() == 1 && followers == zks.len() - 1 {
             return leaders[0];
@@ -321,7 +323,11 @@ async fn warden_and_apache_zookeeper_elect_the_same_leader() {
     };
     assert_eq!((again.leader as u64, again.state), (leader, ServerState::Following), "{again:?}");
     assert!(again.election_epoch >= e.election_epoch);
-    assert_eq!(zk_leader(&mut zks, Instant::now() + Duration::from_secs(10)).await, leader, "ZooKeeper's leader unchanged");
+    assert_eq!(
+        zk_leader(&mut zks, Instant::now() + Duration::from_secs(10)).await,
+        leader,
+        "ZooKeeper's leader unchanged"
+    );
 
     // Kill ZooKeeper's leader. ZooKeeper server.2 and Warden are the only voters left, so
     // neither can decide without the other's vote: both must settle on server.2 (its current

@@ -293,7 +293,8 @@ fn quota_stats_follow_the_subtree() {
     h.write(1, create_data("/zookeeper/quota/q/zookeeper_limits", 0, b"count=3,bytes=100")).unwrap();
     h.write(1, create_data("/zookeeper/quota/q/zookeeper_stats", 0, b"count=0,bytes=0")).unwrap();
     let stats = |h: &Harness| {
-        String::from_utf8(h.tree.node("/zookeeper/quota/q/zookeeper_stats").unwrap().data.clone().unwrap().into_vec()).unwrap()
+        String::from_utf8(h.tree.node("/zookeeper/quota/q/zookeeper_stats").unwrap().data.clone().unwrap().into_vec())
+            .unwrap()
     };
     assert_eq!(stats(&h), "count=2,bytes=5");
     h.write(1, create_data("/q/y", 0, b"1234")).unwrap();

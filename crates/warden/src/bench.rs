@@ -691,7 +691,8 @@ async fn run_async(args: BenchArgs, workload: Vec<(Op, u32)>, prefix: String) ->
     let mut clients = Vec::with_capacity(args.sessions);
     for i in 0..args.sessions {
         let server = &servers[i % servers.len()];
-        let connect = zk::Client::connector().with_session_timeout(args.session_timeout).with_fail_eagerly().connect(server);
+        let connect =
+            zk::Client::connector().with_session_timeout(args.session_timeout).with_fail_eagerly().connect(server);
         let client = tokio::time::timeout(Duration::from_secs(15), connect)
             .await
             .map_err(|_| anyhow::anyhow!("timed out"))
@@ -873,7 +874,10 @@ async fn run_async(args: BenchArgs, workload: Vec<(Op, u32)>, prefix: String) ->
     };
     print_table(&report);
     if unfinished > 0 {
-        eprintln!("bench: {unfinished} request loops had not finished {}s after the end; abandoned", DRAIN_LIMIT.as_secs());
+        eprintln!(
+            "bench: {unfinished} request loops had not finished {}s after the end; abandoned",
+            DRAIN_LIMIT.as_secs()
+        );
     }
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&report)?;

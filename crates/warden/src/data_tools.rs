@@ -23,7 +23,14 @@ pub fn print_log(path: &Path) -> anyhow::Result<String> {
 }
 
 fn txn_line(hdr: &TxnHeader, txn: &Txn) -> String {
-    format!("time:{} session:{:#x} cxid:{:#x} zxid:{:#x} {}", hdr.time_ms, hdr.client_id, hdr.cxid, hdr.zxid, describe(txn))
+    format!(
+        "time:{} session:{:#x} cxid:{:#x} zxid:{:#x} {}",
+        hdr.time_ms,
+        hdr.client_id,
+        hdr.cxid,
+        hdr.zxid,
+        describe(txn)
+    )
 }
 
 fn data_text(data: &Option<Vec<u8>>) -> String {
@@ -41,7 +48,11 @@ fn acl_text(acl: &[Acl]) -> String {
 fn describe(txn: &Txn) -> String {
     match txn {
         Txn::Create { path, data, acl, ephemeral, parent_cversion } => {
-            format!("create '{path},{},{},ephemeral={ephemeral},parentCVersion={parent_cversion}", data_text(data), acl_text(acl))
+            format!(
+                "create '{path},{},{},ephemeral={ephemeral},parentCVersion={parent_cversion}",
+                data_text(data),
+                acl_text(acl)
+            )
         }
         Txn::CreateContainer { path, data, parent_cversion, .. } => {
             format!("createContainer '{path},{},parentCVersion={parent_cversion}", data_text(data))
@@ -66,8 +77,16 @@ pub fn print_snapshot(path: &Path, with_data: bool) -> anyhow::Result<String> {
     for (p, node) in &snap.nodes {
         let s = &node.stat;
         let _ = writeln!(o, "----\n{}", if p.is_empty() { "/" } else { p });
-        let _ = writeln!(o, "  cZxid = {:#018x}\n  ctime = {}\n  mZxid = {:#018x}\n  mtime = {}", s.czxid, s.ctime, s.mzxid, s.mtime);
-        let _ = writeln!(o, "  pZxid = {:#018x}\n  cversion = {}\n  dataVersion = {}\n  aclVersion = {}", s.pzxid, s.cversion, s.version, s.aversion);
+        let _ = writeln!(
+            o,
+            "  cZxid = {:#018x}\n  ctime = {}\n  mZxid = {:#018x}\n  mtime = {}",
+            s.czxid, s.ctime, s.mzxid, s.mtime
+        );
+        let _ = writeln!(
+            o,
+            "  pZxid = {:#018x}\n  cversion = {}\n  dataVersion = {}\n  aclVersion = {}",
+            s.pzxid, s.cversion, s.version, s.aversion
+        );
         let _ = writeln!(o, "  ephemeralOwner = {:#018x}\n  dataLength = {}", s.ephemeral_owner, node.data_len());
         if with_data {
             let _ = writeln!(o, "  data = {}", data_text(&node.data.as_deref().map(<[u8]>::to_vec)));

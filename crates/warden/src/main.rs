@@ -86,7 +86,8 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&args.log));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&args.log));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let mut cfg = match &args.zoo_cfg {
         Some(path) => Config::load(path).with_context(|| format!("loading {}", path.display()))?,

@@ -29,7 +29,10 @@ fn start_server(dir: &std::path::Path) -> (Server, u16) {
     let cfg = dir.join("zoo.cfg");
     std::fs::write(
         &cfg,
-        format!("tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=ruok\n", data.display()),
+        format!(
+            "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=ruok\n",
+            data.display()
+        ),
     )
     .unwrap();
     let child = Command::new(BIN)

@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use zookeeper_client as zk;
 use zk::{Acls, CreateMode};
+use zookeeper_client as zk;
 
 /// How long the server may take to answer after a (re)start; replay of a long log is included.
 const START_DEADLINE: Duration = Duration::from_secs(60);
@@ -146,7 +146,10 @@ impl Harness {
             let status = c.wait().expect("wait for killed server");
             if let Some(code) = status.code() {
                 // It exited by itself before the kill landed: that is a finding, not a crash point.
-                self.fail(&format!("server start #{} had already exited with code {code} when it was killed", self.starts));
+                self.fail(&format!(
+                    "server start #{} had already exited with code {code} when it was killed",
+                    self.starts
+                ));
             }
         }
     }
@@ -305,7 +308,15 @@ async fn op<T>(fut: impl std::future::Future<Output = Result<T, zk::Error>>) -> 
 
 /// One operation loop: random creates, sequential creates and versioned counter updates until
 /// `stop`, or until the first failure (the server died: the outcome of that request is unknown).
-async fn writer_loop(client: zk::Client, round: u32, w: usize, l: usize, seed: u64, stop: Arc<AtomicBool>, ledger: Arc<Mutex<RoundLedger>>) {
+async fn writer_loop(
+    client: zk::Client,
+    round: u32,
+    w: usize,
+    l: usize,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+    ledger: Arc<Mutex<RoundLedger>>,
+) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut known_version: i32 = -2; // unknown: read first
     let mut i: u64 = 0;
@@ -324,7 +335,11 @@ async fn writer_loop(client: zk::Client, round: u32, w: usize, l: usize, seed: u
             match op(client.create(&path, &data, &persistent())).await {
                 Ok(_) => ledger.lock().unwrap().acked_nodes.push(name),
                 Err(zk::Error::NodeExists) => {
-                    ledger.lock().unwrap().violations.push(format!("create {path}: NodeExists for a name never created before"));
+                    ledger
+                        .lock()
+                        .unwrap()
+                        .violations
+                        .push(format!("create {path}: NodeExists for a name never created before"));
                     return;
                 }
                 Err(e) => return unknown(&ledger, &format!("create {path}"), e),
@@ -352,7 +367,10 @@ async fn writer_loop(client: zk::Client, round: u32, w: usize, l: usize, seed: u
                 Ok(stat) => {
                     let mut g = ledger.lock().unwrap();
                     if stat.version != next {
-                        g.violations.push(format!("setData /counter expecting version {known_version} returned version {}", stat.version));
+                        g.violations.push(format!(
+                            "setData /counter expecting version {known_version} returned version {}",
+                            stat.version
+                        ));
                     }
                     g.counter_acked = g.counter_acked.max(stat.version);
                     g.counter_acks += 1;
@@ -378,7 +396,11 @@ fn unknown(ledger: &Mutex<RoundLedger>, what: &str, e: zk::Error) {
     g.unknown_outcomes += 1;
     match e {
         // The connection died with the server (a reset surfaces as `Custom` with the I/O error).
-        zk::Error::ConnectionLoss | zk::Error::Timeout | zk::Error::SessionExpired | zk::Error::ClientClosed | zk::Error::Custom(_) => {}
+        zk::Error::ConnectionLoss
+        | zk::Error::Timeout
+        | zk::Error::SessionExpired
+        | zk::Error::ClientClosed
+        | zk::Error::Custom(_) => {}
         other => g.violations.push(format!("{what}: unexpected error {other:?}")),
     }
 }
@@ -403,10 +425,16 @@ async fn verify(c: &zk::Client, truth: &mut Truth, upto_round: u32, rng: &mut St
     let counter_version = match op(c.get_data("/counter")).await {
         Ok((data, stat)) => {
             if stat.version < truth.counter_acked {
-                v.push(format!("/counter version {} < acknowledged setData version {}", stat.version, truth.counter_acked));
+                v.push(format!(
+                    "/counter version {} < acknowledged setData version {}",
+                    stat.version, truth.counter_acked
+                ));
             }
             if stat.version < truth.counter_observed {
-                v.push(format!("/counter version {} < version {} an earlier read returned", stat.version, truth.counter_observed));
+                v.push(format!(
+                    "/counter version {} < version {} an earlier read returned",
+                    stat.version, truth.counter_observed
+                ));
             }
             if data != stat.version.to_string().as_bytes() {
                 v.push(format!("/counter version {} has data {:?}", stat.version, String::from_utf8_lossy(&data)));
@@ -427,7 +455,11 @@ async fn verify(c: &zk::Client, truth: &mut Truth, upto_round: u32, rng: &mut St
         let parent = format!("/data/r{r}");
         let children: BTreeSet<String> = match op(c.get_children(&parent)).await {
             Ok((names, _)) => names.into_iter().collect(),
-            Err(zk::Error::NoNode) if !truth.acked_nodes.contains_key(&r) && !truth.frozen_children.contains_key(&r) => continue,
+            Err(zk::Error::NoNode)
+                if !truth.acked_nodes.contains_key(&r) && !truth.frozen_children.contains_key(&r) =>
+            {
+                continue
+            }
             Err(e) => {
                 v.push(format!("get_children {parent}: {e:?}"));
                 continue;
@@ -460,7 +492,11 @@ async fn verify(c: &zk::Client, truth: &mut Truth, upto_round: u32, rng: &mut St
                         Ok(d) => {
                             if let Some(want) = attempted.get(&name) {
                                 if &d != want {
-                                    v.push(format!("{p}: data {:?} != acknowledged {:?}", String::from_utf8_lossy(&d), String::from_utf8_lossy(want)));
+                                    v.push(format!(
+                                        "{p}: data {:?} != acknowledged {:?}",
+                                        String::from_utf8_lossy(&d),
+                                        String::from_utf8_lossy(want)
+                                    ));
                                 }
                             }
                             truth.present_data.insert(p, d);
@@ -524,7 +560,11 @@ async fn verify(c: &zk::Client, truth: &mut Truth, upto_round: u32, rng: &mut St
                 Ok(d) => {
                     if let Some(want) = parse_seq(&name).and_then(|n| acked.get(&n)) {
                         if &d != want {
-                            v.push(format!("{p}: data {:?} != acknowledged {:?}", String::from_utf8_lossy(&d), String::from_utf8_lossy(want)));
+                            v.push(format!(
+                                "{p}: data {:?} != acknowledged {:?}",
+                                String::from_utf8_lossy(&d),
+                                String::from_utf8_lossy(want)
+                            ));
                         }
                     } else if !truth.attempted_seq.contains(&d) {
                         v.push(format!("{p}: data {:?} was never written", String::from_utf8_lossy(&d)));
@@ -537,7 +577,10 @@ async fn verify(c: &zk::Client, truth: &mut Truth, upto_round: u32, rng: &mut St
         let prefix = format!("{parent}/");
         for (p, d) in truth.seq_checked.iter().filter(|(p, _)| p.starts_with(&prefix)) {
             if !names.contains(&p[prefix.len()..]) {
-                v.push(format!("{p} (data {:?}) was present after an earlier restart and is gone", String::from_utf8_lossy(d)));
+                v.push(format!(
+                    "{p} (data {:?}) was present after an earlier restart and is gone",
+                    String::from_utf8_lossy(d)
+                ));
             }
         }
         let acked_max = acked.keys().next_back().copied().unwrap_or(-1);
@@ -547,10 +590,14 @@ async fn verify(c: &zk::Client, truth: &mut Truth, upto_round: u32, rng: &mut St
             Ok((_, seq)) => {
                 let n = seq.into_i64();
                 if n <= acked_max {
-                    v.push(format!("sequence of {parent} went backwards: new suffix {n} <= acknowledged suffix {acked_max}"));
+                    v.push(format!(
+                        "sequence of {parent} went backwards: new suffix {n} <= acknowledged suffix {acked_max}"
+                    ));
                 }
                 if n <= max_existing {
-                    v.push(format!("sequence of {parent} went backwards: new suffix {n} <= existing child suffix {max_existing}"));
+                    v.push(format!(
+                        "sequence of {parent} went backwards: new suffix {n} <= existing child suffix {max_existing}"
+                    ));
                 }
                 acked.insert(n, probe.clone());
                 truth.seq_checked.insert(format!("{parent}/{}", seq_name(n)), probe);
@@ -644,7 +691,10 @@ async fn crash_restart_keeps_acknowledged_writes() {
 
         let ledger = std::mem::take(&mut *ledger.lock().unwrap());
         if !ledger.violations.is_empty() {
-            h.fail(&format!("round {round} (seed {seed}): violations under load:\n  {}", ledger.violations.join("\n  ")));
+            h.fail(&format!(
+                "round {round} (seed {seed}): violations under load:\n  {}",
+                ledger.violations.join("\n  ")
+            ));
         }
         let acked_here = ledger.acked_nodes.len() + ledger.acked_seq.len() + ledger.counter_acks as usize;
         total_acked += acked_here as u64;
@@ -658,7 +708,11 @@ async fn crash_restart_keeps_acknowledged_writes() {
         truth.attempted_seq.extend(ledger.attempted_seq.iter().cloned());
         for (n, d) in &ledger.acked_seq {
             if let Some(old) = truth.acked_seq.entry(round).or_default().insert(*n, d.clone()) {
-                h.fail(&format!("round {round} (seed {seed}): sequential suffix {n} acknowledged twice ({:?} and {:?})", String::from_utf8_lossy(&old), String::from_utf8_lossy(d)));
+                h.fail(&format!(
+                    "round {round} (seed {seed}): sequential suffix {n} acknowledged twice ({:?} and {:?})",
+                    String::from_utf8_lossy(&old),
+                    String::from_utf8_lossy(d)
+                ));
             }
         }
         truth.counter_acked = truth.counter_acked.max(ledger.counter_acked);
@@ -678,7 +732,11 @@ async fn crash_restart_keeps_acknowledged_writes() {
             ledger.unknown_outcomes,
         );
         if !violations.is_empty() {
-            h.fail(&format!("round {round} (seed {seed}): {} violations after restart:\n  {}", violations.len(), violations.join("\n  ")));
+            h.fail(&format!(
+                "round {round} (seed {seed}): {} violations after restart:\n  {}",
+                violations.len(),
+                violations.join("\n  ")
+            ));
         }
     }
 

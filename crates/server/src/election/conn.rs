@@ -78,7 +78,8 @@ fn next_notification(buf: &[u8]) -> Result<Option<(Notification, usize)>, String
     let Some((payload, used)) = split_message(buf).map_err(|e| e.to_string())? else {
         return Ok(None);
     };
-    let notification = Notification::decode(payload).map_err(|e| format!("notification of {} bytes: {e}", payload.len()))?;
+    let notification =
+        Notification::decode(payload).map_err(|e| format!("notification of {} bytes: {e}", payload.len()))?;
     Ok(Some((notification, used)))
 }
 

@@ -43,7 +43,8 @@ impl Driver {
         let actions = self.election.start(self.now_ms(), last_zxid, current_epoch);
         self.carry_out(actions);
         loop {
-            let deadline = self.election.next_deadline_ms().map(|ms| self.started + std::time::Duration::from_millis(ms));
+            let deadline =
+                self.election.next_deadline_ms().map(|ms| self.started + std::time::Duration::from_millis(ms));
             let mut restarted = None;
             let actions = tokio::select! {
                 _ = self.shutdown.changed() => break,

@@ -67,7 +67,8 @@ pub(crate) struct LinkSpec {
 
 impl LinkSpec {
     pub(crate) fn new(my_id: Sid, sid: Sid, peer_addr: String, my_addr: String) -> Self {
-        let hello = InitialMessage::Versioned { protocol_version: PROTOCOL_VERSION_V1, sid: my_id, addr: my_addr }.encode();
+        let hello =
+            InitialMessage::Versioned { protocol_version: PROTOCOL_VERSION_V1, sid: my_id, addr: my_addr }.encode();
         Self { my_id, sid, peer_addr, hello }
     }
 }
@@ -120,7 +121,11 @@ impl Link {
     async fn on_event(&mut self, ev: LinkEvent) {
         match ev {
             LinkEvent::Inbound { stream, leftover } => {
-                tracing::info!(my_id = self.spec.my_id, sid = self.spec.sid, "election connection from larger sid accepted");
+                tracing::info!(
+                    my_id = self.spec.my_id,
+                    sid = self.spec.sid,
+                    "election connection from larger sid accepted"
+                );
                 self.adopt(stream, leftover);
             }
             LinkEvent::DialBack => {
@@ -175,7 +180,11 @@ impl Link {
                 self.adopt(stream, Vec::new());
             }
             Ok(Ok(stream)) => {
-                tracing::debug!(my_id = self.spec.my_id, sid = self.spec.sid, "smaller sid: dropping our connection, the peer dials back");
+                tracing::debug!(
+                    my_id = self.spec.my_id,
+                    sid = self.spec.sid,
+                    "smaller sid: dropping our connection, the peer dials back"
+                );
                 drop(stream);
                 self.schedule_redial();
             }

@@ -115,8 +115,7 @@ impl ElectionNet {
             let peer_sid = sid(spec.id)?;
             let queue = Arc::new(PeerQueue::default());
             let (events_tx, events_rx) = mpsc::channel(LINK_EVENT_QUEUE);
-            let link_spec =
-                LinkSpec::new(my_sid, peer_sid, host_port(&spec.host, spec.election_port), my_addr.clone());
+            let link_spec = LinkSpec::new(my_sid, peer_sid, host_port(&spec.host, spec.election_port), my_addr.clone());
             let link = Link::new(link_spec, queue.clone(), events_rx, received_tx.clone(), shutdown_rx.clone());
             tasks.spawn(link.run());
             link_events.insert(peer_sid, events_tx.clone());
