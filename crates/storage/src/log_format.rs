@@ -172,10 +172,38 @@ fn torn_or_corrupt(
     data_end: usize,
     reason: String,
 ) -> Result<FileEnd, StorageError> {
-    match next_valid_frame(buf, off + 1, data_end) {
-        Some(at) => Err(corrupt(file, off, format!("{reason}; a valid record follows at offset {at}"))),
-        None => Ok(FileEnd::Torn { offset: off as u64, reason }),
+    if let Some(at) = next_valid_frame(buf, off + 1, data_end) {
+        return Err(corrupt(file, off, format!("{reason}; a valid record follows at offset {at}")));
     }
+    if written_completely(buf, off) {
+        // A torn write leaves unwritten sectors (zeros, the preallocation) or a short record; a
+        // record that is all there, end byte included, was damaged after it was written. It may
+        // have been acknowledged, so it is reported, never cut away.
+        return Err(corrupt(
+            file,
+            off,
+            format!("{reason}; the record was written completely, so this is damage, not a torn write"),
+        ));
+    }
+    Ok(FileEnd::Torn { offset: off as u64, reason })
+}
+
+/// Sector size assumed for torn writes: the unit a crash can leave unwritten.
+const SECTOR: usize = 512;
+
+/// True when the record at `off` is present in full (its length fits, its end byte is written and
+/// non-zero) and none of its sectors is entirely zero, i.e. nothing about it looks unwritten.
+fn written_completely(buf: &[u8], off: usize) -> bool {
+    let mut r = Reader::new(&buf[off..]);
+    let (Ok(_crc), Ok(len)) = (r.read_i64(), r.read_i32()) else { return false };
+    let Some(end) = usize::try_from(len).ok().filter(|&l| l > 0).map(|l| off + l + RECORD_OVERHEAD) else {
+        return false;
+    };
+    if end > buf.len() || buf[end - 1] == 0 {
+        return false;
+    }
+    let first_sector = off.div_ceil(SECTOR) * SECTOR;
+    !(first_sector..end.saturating_sub(SECTOR - 1)).step_by(SECTOR).any(|s| buf[s..s + SECTOR].iter().all(|&b| b == 0))
 }
 
 /// The first offset at or after `from` where a record with good framing starts. A record ends

@@ -130,19 +130,31 @@ fn torn_tail_at_every_offset_is_truncated() {
 }
 
 #[test]
-fn flipped_bit_in_last_record_is_truncated() {
+fn flipped_bit_in_a_complete_last_record_is_corrupt_not_cut() {
+    // A flipped bit in the checksum, the body or the end byte of a record that was written in full
+    // is damage to a possibly acknowledged txn: refused, as ZooKeeper refuses a CRC mismatch. Only a
+    // flip in the length field may not be told from a torn write; then that record is cut and reported.
     let (src, _, last_start) = one_file_log(6);
     let len = fs::metadata(src.path().join("version-2/log.1")).unwrap().len();
+    let length_field = last_start + 8..last_start + 12;
     for pos in last_start..len {
         let dir = copy_dir(src.path());
         let f = dir.path().join("version-2/log.1");
         let mut bytes = fs::read(&f).unwrap();
         bytes[pos as usize] ^= 0x10;
         fs::write(&f, &bytes).unwrap();
-        let (log, back) = TxnLog::open(dir.path(), 0).unwrap();
-        assert_eq!(back, txns(1..=5), "flip at {pos}");
-        assert!(log.recovered_tail().is_some());
-        assert_eq!(fs::metadata(&f).unwrap().len(), last_start);
+        match TxnLog::open(dir.path(), 0) {
+            Err(StorageError::Corrupt { offset, .. }) => {
+                assert_eq!(offset, last_start, "flip at {pos}");
+                assert_eq!(fs::read(&f).unwrap(), bytes, "a refused file is left as it was");
+            }
+            Ok((log, back)) => {
+                assert!(length_field.contains(&pos), "flip at {pos} was cut as a torn write");
+                assert_eq!(back, txns(1..=5));
+                assert!(log.recovered_tail().is_some());
+            }
+            Err(e) => panic!("flip at {pos}: {e}"),
+        }
     }
 }
 
