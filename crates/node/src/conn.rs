@@ -13,6 +13,9 @@ use warden_proto::Id;
 pub(crate) enum Pending {
     /// A write waiting for its txn to be applied.
     Write { zxid: i64, arrived_ms: u64 },
+    /// A write (or sync) a learner forwarded to the leader, waiting for the txn with this session's
+    /// `cxid` to be applied (or for the leader's SYNC). The zxid is the leader's to assign.
+    Forwarded { cxid: i32, arrived_ms: u64 },
     /// A read waiting for the writes ahead of it (per-session FIFO).
     Read { xid: i32, req: Request, arrived_ms: u64 },
     /// A finished reply waiting for the entries ahead of it.
@@ -59,6 +62,19 @@ impl Conn {
         for p in self.queue.iter_mut() {
             if let Pending::Write { zxid: z, arrived_ms } = *p {
                 if z == zxid {
+                    *p = Pending::Done { frame, arrived_ms, close_after };
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Resolves the forwarded write (or sync) with this cxid into a finished reply.
+    pub fn complete_forwarded(&mut self, cxid: i32, frame: Vec<u8>, close_after: bool) -> bool {
+        for p in self.queue.iter_mut() {
+            if let Pending::Forwarded { cxid: c, arrived_ms } = *p {
+                if c == cxid {
                     *p = Pending::Done { frame, arrived_ms, close_after };
                     return true;
                 }

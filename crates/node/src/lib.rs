@@ -8,11 +8,13 @@
 mod conn;
 mod node;
 mod reads;
+mod roles;
 pub mod session;
 mod stats;
 mod writes;
 
 pub use node::{Clock, ConnId, Input, Node, NodeConfig, Output};
+pub use roles::{QuorumOutput, QuorumSetup, RoleKind, SnapshotData};
 pub use stats::{ConnInfo, NodeStats};
 #[cfg(test)]
 mod tests;

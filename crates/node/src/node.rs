@@ -10,7 +10,12 @@ use warden_proto::response::{encode_notification, encode_reply, Response};
 use warden_proto::{perms, xid, ErrorCode, Txn, TxnHeader};
 use warden_tree::{check_acl, DataTree, Prep, WatchManager};
 
+use warden_proto::quorum::QuorumPacket;
+use warden_quorum::zab::EpochKind;
+use warden_quorum::Sid;
+
 use crate::conn::{Conn, Pending};
+use crate::roles::{Quorum, SnapshotData};
 use crate::session::{session_password, SessionTracker};
 use crate::stats::Latency;
 
@@ -76,6 +81,22 @@ pub enum Input {
     Tick,
     /// Every txn up to this zxid is durable. Only storage produces this.
     Durable { zxid: i64 },
+    /// Quorum mode: a packet from peer `from` on the quorum port (in order per peer, TCP).
+    Peer { from: Sid, packet: QuorumPacket },
+    /// Quorum mode: a leader's snapshot stream, delivered in place of the SNAP packet it followed.
+    PeerSnapshot { from: Sid, snapshot: SnapshotData },
+    /// Quorum mode: the quorum connection to `sid` closed.
+    PeerDisconnected { sid: Sid },
+    /// Election result: lead.
+    BecomeLeader,
+    /// Election result: follow `leader`.
+    BecomeFollower { leader: Sid },
+    /// Election result (or configuration): observe `leader`.
+    BecomeObserver { leader: Sid },
+    /// Give up the current role (an election is starting). No `Elect` is emitted for it.
+    BecomeLooking,
+    /// An epoch file written for `QuorumOutput::PersistEpoch` is durable. Only storage produces this.
+    EpochDurable { kind: EpochKind, epoch: i64 },
 }
 
 /// What the node asks the shell to do.
@@ -90,13 +111,14 @@ pub enum Output {
     Persist { hdr: TxnHeader, txn: Txn },
 }
 
-/// Who is waiting for a txn.
+/// Who is waiting for a txn. `fwd` marks a request this learner forwarded to the leader: its
+/// queue entry is keyed by cxid (`Pending::Forwarded`), not by zxid.
 #[derive(Debug)]
-enum Origin {
+pub(crate) enum Origin {
     /// A client write; `ops` are the request's opcode(s), which choose the reply's shape.
-    Client { conn: ConnId, xid: i32, ops: Vec<i32> },
+    Client { conn: ConnId, xid: i32, ops: Vec<i32>, fwd: bool },
     /// A new session's handshake.
-    Connect { conn: ConnId },
+    Connect { conn: ConnId, fwd: bool },
     /// Expiry or reaping: nobody waits.
     Internal,
 }
@@ -105,11 +127,11 @@ enum Origin {
 pub struct Node {
     pub(crate) cfg: NodeConfig,
     pub(crate) tree: DataTree,
-    prep: Prep,
+    pub(crate) prep: Prep,
     pub(crate) watches: WatchManager,
     pub(crate) sessions: SessionTracker,
     pub(crate) conns: HashMap<ConnId, Conn>,
-    session_conn: HashMap<i64, ConnId>,
+    pub(crate) session_conn: HashMap<i64, ConnId>,
     /// The last zxid handed out.
     last_zxid: i64,
     /// Persisted but not yet applied, in zxid order.
@@ -117,6 +139,8 @@ pub struct Node {
     pub(crate) now: Clock,
     last_reap_ms: u64,
     pub(crate) latency: Latency,
+    /// Quorum mode (`None`: standalone).
+    pub(crate) quorum: Option<Box<Quorum>>,
 }
 
 impl Node {
@@ -135,6 +159,7 @@ impl Node {
             now,
             last_reap_ms: now.mono_ms,
             latency: Latency::default(),
+            quorum: None,
         }
     }
 
@@ -151,6 +176,9 @@ impl Node {
     /// session timeout after the restart to reconnect.
     pub fn restore(&mut self, tree: DataTree, sessions: &[(i64, i32)]) {
         self.last_zxid = tree.last_processed_zxid();
+        if let Some(q) = self.quorum.as_mut() {
+            q.restored(self.last_zxid);
+        }
         self.tree = tree;
         self.prep = Prep::new();
         for &(id, timeout_ms) in sessions {
@@ -178,13 +206,20 @@ impl Node {
             }
             Input::Disconnected { conn } => self.on_disconnect(conn),
             Input::Tick => self.on_tick(out),
+            Input::Durable { zxid } if self.quorum.is_some() => self.quorum_durable(zxid, out),
             Input::Durable { zxid } => self.on_durable(zxid, out),
+            other => self.quorum_input(other, out),
         }
     }
 
     fn on_connect(&mut self, conn: ConnId, addr: SocketAddr, req: ConnectRequest, out: &mut Vec<Output>) {
         let mut c = Conn::new(addr);
         c.read_only_byte = req.read_only.map(|_| false);
+        if !self.serving() {
+            // ZooKeeper serves clients only once its role is established (synced or leading).
+            out.push(Output::Close { conn });
+            return;
+        }
         if req.last_zxid_seen > self.last_processed_zxid() {
             tracing::info!(conn, seen = req.last_zxid_seen, "client has seen a newer zxid than this server; refusing");
             out.push(Output::Close { conn });
@@ -196,8 +231,12 @@ impl Node {
         if req.session_id == 0 {
             let id = self.sessions.next_session_id();
             self.conns.insert(conn, c);
-            let zxid =
-                self.propose(id, 0, Txn::CreateSession { timeout_ms: timeout as i32 }, Origin::Connect { conn }, out);
+            if self.is_learner() {
+                self.forward_create_session(conn, id, timeout, out);
+                return;
+            }
+            let origin = Origin::Connect { conn, fwd: false };
+            let zxid = self.propose(id, 0, Txn::CreateSession { timeout_ms: timeout as i32 }, origin, out);
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.queue.push_back(Pending::Write { zxid, arrived_ms: self.now.mono_ms });
             }
@@ -226,6 +265,7 @@ impl Node {
         let timeout = self.sessions.get(id).map_or(c.timeout_ms, |s| s.timeout_ms);
         c.session_id = id;
         c.timeout_ms = timeout;
+        self.learner_touched(id, timeout);
         let frame = ConnectResponse {
             protocol_version: 0,
             timeout_ms: timeout as i32,
@@ -247,7 +287,7 @@ impl Node {
         self.drop_conn(conn);
     }
 
-    fn drop_conn(&mut self, conn: ConnId) {
+    pub(crate) fn drop_conn(&mut self, conn: ConnId) {
         self.conns.remove(&conn);
         self.watches.remove_connection(conn);
     }
@@ -269,6 +309,14 @@ impl Node {
             // ZooKeeper drops requests of a closing or unknown session; its close ends the connection.
             return;
         }
+        if self.is_learner() {
+            let timeout = self.sessions.get(session_id).map_or(0, |s| s.timeout_ms);
+            self.learner_touched(session_id, timeout);
+            if matches!(req, Request::Sync(_)) || crate::writes::write_ops(&req).is_some() {
+                self.forward_request(conn, xid, session_id, req, out);
+                return;
+            }
+        }
         if let Some(ops) = crate::writes::write_ops(&req) {
             self.on_write(conn, xid, session_id, &req, ops, out);
         } else {
@@ -289,7 +337,7 @@ impl Node {
         ops: Vec<i32>,
         out: &mut Vec<Output>,
     ) {
-        let zxid = self.last_zxid + 1;
+        let zxid = self.next_zxid();
         let txn = if matches!(req, Request::CloseSession) {
             self.sessions.set_closing(session_id);
             self.prep.prep_close_session(&self.tree, session_id, zxid)
@@ -309,14 +357,14 @@ impl Node {
                 Err(e) => Txn::Error { err: e.code() },
             }
         };
-        let zxid = self.propose(session_id, xid, txn, Origin::Client { conn, xid, ops }, out);
+        let zxid = self.propose(session_id, xid, txn, Origin::Client { conn, xid, ops, fwd: false }, out);
         if let Some(c) = self.conns.get_mut(&conn) {
             c.queue.push_back(Pending::Write { zxid, arrived_ms: self.now.mono_ms });
         }
     }
 
     /// The ids prep checks ACLs against; with skipACL every caller counts as `super`.
-    fn prep_ids(&self, conn: ConnId) -> Vec<warden_proto::Id> {
+    pub(crate) fn prep_ids(&self, conn: ConnId) -> Vec<warden_proto::Id> {
         let mut ids = self.conns.get(&conn).map(|c| c.auth.clone()).unwrap_or_default();
         if self.cfg.skip_acl {
             ids.push(warden_proto::Id::new("super", ""));
@@ -324,8 +372,26 @@ impl Node {
         ids
     }
 
-    /// Assigns the next zxid and asks for the txn to be made durable.
-    fn propose(&mut self, session_id: i64, cxid: i32, txn: Txn, origin: Origin, out: &mut Vec<Output>) -> i64 {
+    /// The zxid the next proposal gets (prep records pending changes under it).
+    pub(crate) fn next_zxid(&self) -> i64 {
+        match self.leader() {
+            Some(l) => crate::roles::leader_next_zxid(l),
+            None => self.last_zxid + 1,
+        }
+    }
+
+    /// Assigns the next zxid and asks for the txn to be made durable (as leader: proposes it).
+    pub(crate) fn propose(
+        &mut self,
+        session_id: i64,
+        cxid: i32,
+        txn: Txn,
+        origin: Origin,
+        out: &mut Vec<Output>,
+    ) -> i64 {
+        if self.quorum.is_some() {
+            return self.leader_propose(session_id, cxid, txn, origin, out);
+        }
         self.last_zxid += 1;
         let hdr = TxnHeader {
             client_id: session_id,
@@ -347,7 +413,7 @@ impl Node {
     }
 
     /// Applies one durable txn: tree, watches, sessions, then the waiting reply.
-    fn apply(&mut self, hdr: TxnHeader, txn: Txn, origin: Origin, out: &mut Vec<Output>) {
+    pub(crate) fn apply(&mut self, hdr: TxnHeader, txn: Txn, origin: Origin, out: &mut Vec<Output>) {
         let outcome = self.tree.apply(&hdr, &txn);
         self.prep.applied(hdr.zxid);
         for ev in &outcome.events {
@@ -370,21 +436,25 @@ impl Node {
             _ => {}
         }
         match origin {
-            Origin::Client { conn, xid, ops } => {
+            Origin::Client { conn, xid, ops, fwd } => {
                 let close_after = matches!(txn, Txn::CloseSession { .. });
                 let (err, body) = crate::writes::reply_body(&ops, &outcome.result);
                 let frame = self.reply_frame(xid, err, body.as_ref());
                 if let Some(c) = self.conns.get_mut(&conn) {
-                    c.complete_write(hdr.zxid, frame, close_after);
+                    if fwd {
+                        c.complete_forwarded(xid, frame, close_after);
+                    } else {
+                        c.complete_write(hdr.zxid, frame, close_after);
+                    }
                 }
                 self.drain(conn, out);
             }
-            Origin::Connect { conn } => self.finish_handshake(conn, hdr, out),
+            Origin::Connect { conn, fwd } => self.finish_handshake(conn, hdr, fwd, out),
             Origin::Internal => {}
         }
     }
 
-    fn finish_handshake(&mut self, conn: ConnId, hdr: TxnHeader, out: &mut Vec<Output>) {
+    fn finish_handshake(&mut self, conn: ConnId, hdr: TxnHeader, fwd: bool, out: &mut Vec<Output>) {
         let id = hdr.client_id;
         let Some(c) = self.conns.get_mut(&conn) else { return };
         c.session_id = id;
@@ -396,7 +466,11 @@ impl Node {
             read_only: c.read_only_byte,
         }
         .encode_frame();
-        c.complete_write(hdr.zxid, frame, false);
+        if fwd {
+            c.complete_forwarded(hdr.cxid, frame, false);
+        } else {
+            c.complete_write(hdr.zxid, frame, false);
+        }
         let early = std::mem::take(&mut c.before_session);
         self.session_conn.insert(id, conn);
         self.drain(conn, out);
@@ -435,7 +509,7 @@ impl Node {
             let Some(c) = self.conns.get_mut(&conn) else { return };
             let Some(head) = c.queue.front() else { return };
             match head {
-                Pending::Write { .. } => return,
+                Pending::Write { .. } | Pending::Forwarded { .. } => return,
                 Pending::Done { .. } => {
                     let Some(Pending::Done { frame, arrived_ms, close_after }) = c.queue.pop_front() else { return };
                     self.send_reply(conn, frame, arrived_ms, out);
@@ -498,8 +572,15 @@ impl Node {
     }
 
     fn on_tick(&mut self, out: &mut Vec<Output>) {
+        if self.quorum.is_some() {
+            self.quorum_tick(out);
+            if !self.is_established_leader() {
+                // Sessions expire and nodes are reaped only where proposals are made.
+                return;
+            }
+        }
         for id in self.sessions.expire(self.now.mono_ms) {
-            let zxid = self.last_zxid + 1;
+            let zxid = self.next_zxid();
             let txn = self.prep.prep_close_session(&self.tree, id, zxid);
             self.propose(id, 0, txn, Origin::Internal, out);
         }
@@ -513,7 +594,7 @@ impl Node {
     fn reap(&mut self, out: &mut Vec<Output>) {
         let ctx_ids = vec![warden_proto::Id::new("super", "")];
         for (path, _) in self.tree.containers_and_ttls_to_reap(self.now.wall_ms) {
-            let zxid = self.last_zxid + 1;
+            let zxid = self.next_zxid();
             let ctx = warden_tree::PrepContext {
                 session_id: 0,
                 auth_ids: &ctx_ids,
@@ -542,6 +623,12 @@ impl Node {
         for (sid, conn) in &self.session_conn {
             let c = self.conns.get(conn).expect("session maps to a live connection");
             assert_eq!(c.session_id, *sid);
+        }
+        if let Some(q) = &self.quorum {
+            if let Err(e) = self.check_quorum_invariants(q) {
+                panic!("quorum invariant: {e}");
+            }
+            return;
         }
         let mut last = self.tree.last_processed_zxid();
         for (h, _, _) in &self.in_flight {

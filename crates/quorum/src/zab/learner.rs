@@ -147,6 +147,9 @@ impl Learner {
     pub fn leader(&self) -> Sid {
         self.cfg.leader_sid
     }
+    pub fn role(&self) -> LearnerRole {
+        self.cfg.role
+    }
     pub fn accepted_epoch(&self) -> i64 {
         self.accepted_epoch
     }

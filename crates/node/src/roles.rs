@@ -1,0 +1,795 @@
+//! The node in a ZAB ensemble: LEADER, FOLLOWER or OBSERVER (DESIGN.md section 3), on top of the
+//! pure `warden_quorum::zab` machines. Standalone mode (no [`Quorum`]) is untouched by this file.
+//!
+//! * The role is one of Looking, Leader (`zab::Leader`) or Learner (`zab::Learner`, follower or
+//!   observer). Election results come in as `Input::Become*`; a machine that gives up its role
+//!   (`Action::GoLooking`) makes the node emit [`QuorumOutput::Elect`].
+//! * Leader: client writes are prepped as in standalone mode against the zxid the leader machine
+//!   will assign (`epoch << 32 | counter`), then `Leader::propose`d. A learner's forwarded REQUEST
+//!   (session id, cxid, type, request bytes) is decoded with `Request::decode` and prepped as that
+//!   session's write, with the REQUEST's authinfo as the caller's ids. Sessions are owned by the
+//!   leader: only it expires them (and reaps containers / TTL nodes); learners report the sessions
+//!   their clients touched in each PING reply (`codec::encode_touches`).
+//! * Learner: reads are answered locally behind the session's earlier writes (per-session FIFO, as
+//!   standalone); writes, createSession, closeSession and sync are forwarded to the leader. When a
+//!   committed txn is applied and it carries one of this server's waiting (session id, cxid) pairs,
+//!   this server replies to its client. A sync is answered when the leader's SYNC comes back (every
+//!   COMMIT sent before it is applied by then: the quorum connection is in order).
+//! * Every server applies `ApplyCommitted` txns through the standalone `apply`, in zxid order, so
+//!   watches, sessions and ephemerals behave exactly as in standalone mode.
+//!
+//! Why the quorum work leaves through a second list ([`Node::take_quorum_outputs`]) rather than new
+//! `Output` variants: the server's owner task matches `Output` exhaustively and is being changed
+//! concurrently; a second list keeps it building. Log writes stay `Output::Persist` in both modes
+//! (one storage path, answered by `Input::Durable`). Ordering between the lists: within one step the
+//! node never emits a `Truncate` or `InstallSnapshot` together with a `Persist` (each follows a
+//! single TRUNC / SNAP packet), so "carry out `Output`s, then quorum outputs" keeps ZAB's order.
+//!
+//! Shell contract, in addition to `zab`'s: deliver `Become*` only once every `Persist` so far is
+//! durable (the new machine is told the log's last zxid is durable); on becoming anything, the node
+//! applies its whole log to the tree first (as ZooKeeper reloads its database), then closes every
+//! client connection (as a ZooKeeper server that changes role drops its clients; sessions survive,
+//! clients reconnect).
+//!
+//! Deviations and absences, for now: a reconnect on a learner is validated against the learner's
+//! own session table (which holds every applied createSession) instead of a REVALIDATE round trip;
+//! a TRUNC below what this server already applied cannot rebuild the tree in memory, so the node
+//! gives up the role (`Elect`) and logs an error (the shell must restart it from its storage);
+//! local sessions and reconfig are not supported.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use warden_proto::quorum::{packet_type as pt, QuorumPacket};
+use warden_proto::request::Request;
+use warden_proto::response::Response;
+use warden_proto::{ErrorCode, OpCode, Txn};
+use warden_quorum::zab::{
+    codec, counter_of, epoch_of, follows, make_zxid, Action, EpochKind, Leader, LeaderConfig, LeaderInit, Learner,
+    LearnerConfig, LearnerRole, LocalState, TxnEntry, Zxid,
+};
+use warden_quorum::Sid;
+use warden_tree::DataTree;
+
+use crate::conn::Pending;
+use crate::node::{ConnId, Node, Origin, Output};
+
+/// Committed txns kept in memory for DIFF sync (ZooKeeper's `commitLogCount`); older learners get
+/// a SNAP.
+const LOG_KEEP: usize = 500;
+
+/// What the node needs to take part in an ensemble.
+#[derive(Debug, Clone)]
+pub struct QuorumSetup {
+    pub my_sid: Sid,
+    /// Every voting member (observers are not listed).
+    pub voters: BTreeSet<Sid>,
+    pub init_limit: u32,
+    pub sync_limit: u32,
+    /// The `acceptedEpoch` / `currentEpoch` files as loaded at start-up.
+    pub accepted_epoch: i64,
+    pub current_epoch: i64,
+}
+
+impl QuorumSetup {
+    pub fn new(my_sid: Sid, voters: impl IntoIterator<Item = Sid>) -> Self {
+        Self {
+            my_sid,
+            voters: voters.into_iter().collect(),
+            init_limit: 10,
+            sync_limit: 5,
+            accepted_epoch: 0,
+            current_epoch: 0,
+        }
+    }
+}
+
+/// A snapshot as it travels after a SNAP packet: the tree at `zxid` and the sessions.
+#[derive(Debug, Clone)]
+pub struct SnapshotData {
+    pub zxid: Zxid,
+    pub tree: DataTree,
+    pub sessions: Vec<(i64, i32)>,
+}
+
+/// Quorum work for the shell, in order (after the step's `Output`s).
+#[derive(Debug, Clone)]
+pub enum QuorumOutput {
+    /// Write `packet` on the quorum connection of `to`.
+    PeerSend { to: Sid, packet: QuorumPacket },
+    /// Close the quorum connection of `sid`.
+    PeerClose { sid: Sid, reason: String },
+    /// Write the epoch file durably, then answer `Input::EpochDurable`.
+    PersistEpoch { kind: EpochKind, epoch: i64 },
+    /// Drop every log record above `zxid`; durable before anything later is carried out.
+    Truncate { zxid: Zxid },
+    /// Write this snapshot stream to `to` right after the SNAP packet sent just before.
+    SendSnapshot { to: Sid, snapshot: SnapshotData },
+    /// The snapshot from the leader replaced the tree: write it durably, keep no log record above
+    /// its zxid, then answer `Input::Durable { zxid }`.
+    InstallSnapshot { snapshot: SnapshotData },
+    /// The role is established: the server serves clients in `epoch`.
+    Serving { epoch: i64 },
+    /// The role was lost: start a leader election.
+    Elect { reason: String },
+}
+
+/// The node's role, as the outside sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoleKind {
+    Standalone,
+    Looking,
+    Leader,
+    Follower,
+    Observer,
+}
+
+#[derive(Debug)]
+pub(crate) enum Machine {
+    Looking,
+    Leader(Box<Leader>),
+    Learner(Box<Learner>),
+}
+
+/// Quorum-mode state of a node.
+#[derive(Debug)]
+pub(crate) struct Quorum {
+    setup: QuorumSetup,
+    machine: Machine,
+    accepted_epoch: i64,
+    current_epoch: i64,
+    /// The log tail held in memory (persisted txns after `log_base`, gap-free).
+    log: VecDeque<TxnEntry>,
+    log_base: Zxid,
+    durable: Zxid,
+    /// Leader: this server's clients waiting for the txn with this zxid.
+    origins: HashMap<Zxid, Origin>,
+    /// Learner: this server's clients waiting for the txn of (session id, cxid).
+    awaiting: HashMap<(i64, i32), Origin>,
+    /// Learner: forwarded syncs, oldest first.
+    syncs: VecDeque<(ConnId, i32, String)>,
+    /// Learner: sessions touched since the last PING reply.
+    touched: BTreeMap<i64, i32>,
+    /// A snapshot received in place of SNAP, consumed by the learner's `InstallSnapshot`.
+    incoming_snapshot: Option<SnapshotData>,
+    out: Vec<QuorumOutput>,
+}
+
+impl Quorum {
+    pub(crate) fn restored(&mut self, zxid: Zxid) {
+        self.log.clear();
+        self.log_base = zxid;
+        self.durable = zxid;
+    }
+
+    fn last_logged(&self) -> Zxid {
+        self.log.back().map_or(self.log_base, TxnEntry::zxid)
+    }
+}
+
+/// The zxid `Leader::propose` will assign next.
+pub(crate) fn leader_next_zxid(l: &Leader) -> Zxid {
+    let last = l.last_proposed();
+    match l.epoch() {
+        Some(e) if epoch_of(last) == e => last + 1,
+        Some(e) => make_zxid(e, 1),
+        None => last + 1,
+    }
+}
+
+impl Node {
+    /// A node that takes part in an ensemble. It starts LOOKING: the shell runs the election and
+    /// reports its result with `Input::Become*`. `cfg.server_id` should be `setup.my_sid` (it
+    /// goes into the top byte of the session ids this server hands out).
+    pub fn new_quorum(cfg: crate::NodeConfig, setup: QuorumSetup, now: crate::Clock) -> Self {
+        let mut node = Node::new(cfg, now);
+        node.quorum = Some(Box::new(Quorum {
+            accepted_epoch: setup.accepted_epoch,
+            current_epoch: setup.current_epoch,
+            setup,
+            machine: Machine::Looking,
+            log: VecDeque::new(),
+            log_base: 0,
+            durable: 0,
+            origins: HashMap::new(),
+            awaiting: HashMap::new(),
+            syncs: VecDeque::new(),
+            touched: BTreeMap::new(),
+            incoming_snapshot: None,
+            out: Vec::new(),
+        }));
+        node
+    }
+
+    /// Quorum work emitted by the steps so far (empty when standalone). Carry it out after the
+    /// step's `Output`s.
+    pub fn take_quorum_outputs(&mut self) -> Vec<QuorumOutput> {
+        self.quorum.as_mut().map(|q| std::mem::take(&mut q.out)).unwrap_or_default()
+    }
+
+    pub fn role(&self) -> RoleKind {
+        match self.quorum.as_ref().map(|q| &q.machine) {
+            None => RoleKind::Standalone,
+            Some(Machine::Looking) => RoleKind::Looking,
+            Some(Machine::Leader(_)) => RoleKind::Leader,
+            Some(Machine::Learner(l)) if l.role() == LearnerRole::Follower => RoleKind::Follower,
+            Some(Machine::Learner(_)) => RoleKind::Observer,
+        }
+    }
+
+    /// The (accepted, current) epochs this node knows to be durable.
+    pub fn epochs(&self) -> Option<(i64, i64)> {
+        self.quorum.as_ref().map(|q| (q.accepted_epoch, q.current_epoch))
+    }
+
+    /// Whether clients are served: always standalone; once established or synced in a quorum.
+    pub fn serving(&self) -> bool {
+        match self.quorum.as_ref().map(|q| &q.machine) {
+            None => true,
+            Some(Machine::Looking) => false,
+            Some(Machine::Leader(l)) => l.is_established(),
+            Some(Machine::Learner(l)) => l.is_synced(),
+        }
+    }
+
+    pub(crate) fn leader(&self) -> Option<&Leader> {
+        match self.quorum.as_ref().map(|q| &q.machine) {
+            Some(Machine::Leader(l)) => Some(l),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn is_learner(&self) -> bool {
+        matches!(self.quorum.as_ref().map(|q| &q.machine), Some(Machine::Learner(_)))
+    }
+
+    pub(crate) fn is_established_leader(&self) -> bool {
+        self.leader().is_some_and(Leader::is_established)
+    }
+
+    fn qout(&mut self, o: QuorumOutput) {
+        if let Some(q) = self.quorum.as_mut() {
+            q.out.push(o);
+        }
+    }
+
+    // ----- inputs -----
+
+    pub(crate) fn quorum_input(&mut self, input: crate::Input, out: &mut Vec<Output>) {
+        use crate::Input as I;
+        if self.quorum.is_none() {
+            tracing::warn!("quorum input on a standalone node ignored");
+            return;
+        }
+        let now_ms = self.now.mono_ms;
+        match input {
+            I::Peer { from, packet } => {
+                let actions = match self.quorum.as_mut().map(|q| &mut q.machine) {
+                    Some(Machine::Leader(l)) => l.on_packet(from, &packet, now_ms),
+                    Some(Machine::Learner(l)) if l.leader() == from => l.on_packet(&packet, now_ms),
+                    _ => Vec::new(),
+                };
+                self.run(actions, out);
+            }
+            I::PeerSnapshot { from, snapshot } => {
+                let packet = QuorumPacket::new(pt::SNAP, snapshot.zxid);
+                if let Some(q) = self.quorum.as_mut() {
+                    q.incoming_snapshot = Some(snapshot);
+                }
+                self.quorum_input(I::Peer { from, packet }, out);
+                if let Some(q) = self.quorum.as_mut() {
+                    q.incoming_snapshot = None;
+                }
+            }
+            I::PeerDisconnected { sid } => {
+                let actions = match self.quorum.as_mut().map(|q| &mut q.machine) {
+                    Some(Machine::Leader(l)) => l.on_disconnect(sid),
+                    Some(Machine::Learner(l)) if l.leader() == sid => l.on_disconnect(),
+                    _ => Vec::new(),
+                };
+                self.run(actions, out);
+            }
+            I::BecomeLeader => self.become_leader(out),
+            I::BecomeFollower { leader } => self.become_learner(leader, LearnerRole::Follower, out),
+            I::BecomeObserver { leader } => self.become_learner(leader, LearnerRole::Observer, out),
+            I::BecomeLooking => self.leave_role(out),
+            I::EpochDurable { kind, epoch } => {
+                let Some(q) = self.quorum.as_mut() else { return };
+                match kind {
+                    EpochKind::Accepted => q.accepted_epoch = q.accepted_epoch.max(epoch),
+                    EpochKind::Current => q.current_epoch = q.current_epoch.max(epoch),
+                }
+                let actions = match &mut q.machine {
+                    Machine::Leader(l) => l.on_epoch_durable(kind, epoch),
+                    Machine::Learner(l) => l.on_epoch_durable(kind, epoch),
+                    Machine::Looking => Vec::new(),
+                };
+                self.run(actions, out);
+            }
+            I::Connect { .. }
+            | I::Request { .. }
+            | I::Invalid { .. }
+            | I::Disconnected { .. }
+            | I::Tick
+            | I::Durable { .. } => {}
+        }
+    }
+
+    pub(crate) fn quorum_durable(&mut self, zxid: Zxid, out: &mut Vec<Output>) {
+        let Some(q) = self.quorum.as_mut() else { return };
+        q.durable = q.durable.max(zxid.min(q.last_logged()));
+        let actions = match &mut q.machine {
+            Machine::Leader(l) => l.on_durable(zxid),
+            Machine::Learner(l) => l.on_durable(zxid),
+            Machine::Looking => Vec::new(),
+        };
+        self.run(actions, out);
+    }
+
+    pub(crate) fn quorum_tick(&mut self, out: &mut Vec<Output>) {
+        let now_ms = self.now.mono_ms;
+        let Some(q) = self.quorum.as_mut() else { return };
+        let actions = match &mut q.machine {
+            Machine::Leader(l) => l.on_tick(now_ms),
+            Machine::Learner(l) => l.on_tick(now_ms),
+            Machine::Looking => Vec::new(),
+        };
+        self.run(actions, out);
+    }
+
+    // ----- role changes -----
+
+    /// Closes every client connection, forgets what they waited for, and applies the whole log.
+    fn reset_for_role(&mut self, out: &mut Vec<Output>) {
+        let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        conns.sort_unstable();
+        for conn in conns {
+            self.drop_conn(conn);
+            out.push(Output::Close { conn });
+        }
+        self.session_conn.clear();
+        self.prep.clear();
+        let Some(q) = self.quorum.as_mut() else { return };
+        q.origins.clear();
+        q.awaiting.clear();
+        q.syncs.clear();
+        q.touched.clear();
+        let applied = self.tree.last_processed_zxid();
+        let pending: Vec<TxnEntry> = q.log.iter().filter(|e| e.zxid() > applied).cloned().collect();
+        for e in pending {
+            // The log is this server's history: a new role starts from all of it, as ZooKeeper
+            // reloads its database (the new leader's sync confirms or truncates it).
+            self.apply(e.hdr, e.txn, Origin::Internal, out);
+        }
+    }
+
+    /// Stops the current machine without asking for an election.
+    fn stop_machine(&mut self) {
+        let Some(q) = self.quorum.as_mut() else { return };
+        if let Machine::Leader(l) = &mut q.machine {
+            // Its GoLooking is the reason we are here; nothing to carry out.
+            let _ = l.step_down("role change");
+        }
+        q.machine = Machine::Looking;
+    }
+
+    fn leave_role(&mut self, out: &mut Vec<Output>) {
+        self.stop_machine();
+        self.reset_for_role(out);
+    }
+
+    /// The machine gave up its role: go LOOKING and ask for an election.
+    fn lose_role(&mut self, reason: String, out: &mut Vec<Output>) {
+        tracing::info!(%reason, "leaving the quorum role");
+        self.leave_role(out);
+        self.qout(QuorumOutput::Elect { reason });
+    }
+
+    fn become_leader(&mut self, out: &mut Vec<Output>) {
+        self.leave_role(out);
+        let tick_ms = u64::from(self.cfg.tick_time_ms);
+        let now_ms = self.now.mono_ms;
+        let Some(q) = self.quorum.as_mut() else { return };
+        let mut cfg = LeaderConfig::new(q.setup.my_sid, q.setup.voters.iter().copied());
+        cfg.tick_ms = tick_ms;
+        cfg.init_limit = q.setup.init_limit;
+        cfg.sync_limit = q.setup.sync_limit;
+        cfg.max_committed_log = LOG_KEEP;
+        let init = LeaderInit {
+            accepted_epoch: q.accepted_epoch,
+            current_epoch: q.current_epoch,
+            last_zxid: q.last_logged(),
+            history_base: q.log_base,
+            history: q.log.iter().cloned().collect(),
+        };
+        match Leader::new(cfg, init, now_ms) {
+            Ok((leader, actions)) => {
+                q.machine = Machine::Leader(Box::new(leader));
+                // The leader owns expiry now: every session gets a fresh deadline, as ZooKeeper's
+                // new leader does when it builds its session tracker.
+                let sessions: Vec<(i64, u32)> = self.sessions.iter().map(|s| (s.id, s.timeout_ms)).collect();
+                for (id, timeout_ms) in sessions {
+                    self.sessions.add(id, timeout_ms, now_ms);
+                }
+                self.run(actions, out);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot lead");
+                self.qout(QuorumOutput::Elect { reason: e });
+            }
+        }
+    }
+
+    fn become_learner(&mut self, leader: Sid, role: LearnerRole, out: &mut Vec<Output>) {
+        self.leave_role(out);
+        let tick_ms = u64::from(self.cfg.tick_time_ms);
+        let now_ms = self.now.mono_ms;
+        let Some(q) = self.quorum.as_mut() else { return };
+        let mut cfg = LearnerConfig::new(q.setup.my_sid, leader, role);
+        cfg.tick_ms = tick_ms;
+        cfg.init_limit = q.setup.init_limit;
+        cfg.sync_limit = q.setup.sync_limit;
+        let state =
+            LocalState { accepted_epoch: q.accepted_epoch, current_epoch: q.current_epoch, last_zxid: q.last_logged() };
+        let (learner, actions) = Learner::new(cfg, state, now_ms);
+        q.machine = Machine::Learner(Box::new(learner));
+        self.run(actions, out);
+    }
+
+    // ----- carrying out the machines' actions -----
+
+    fn run(&mut self, actions: Vec<Action>, out: &mut Vec<Output>) {
+        for action in actions {
+            if self.quorum.as_ref().is_some_and(|q| matches!(q.machine, Machine::Looking))
+                && !matches!(action, Action::GoLooking { .. })
+            {
+                // The role was given up earlier in this batch; the rest is moot.
+                continue;
+            }
+            self.run_one(action, out);
+        }
+    }
+
+    fn run_one(&mut self, action: Action, out: &mut Vec<Output>) {
+        match action {
+            Action::Send { to, packet } => self.qout(QuorumOutput::PeerSend { to, packet }),
+            Action::SendSnapshot { to, zxid } => {
+                let (tree, sessions) = self.snapshot_state();
+                self.qout(QuorumOutput::SendSnapshot { to, snapshot: SnapshotData { zxid, tree, sessions } });
+            }
+            Action::Disconnect { sid, reason } => self.qout(QuorumOutput::PeerClose { sid, reason }),
+            Action::Persist(entry) => {
+                out.push(Output::Persist { hdr: entry.hdr, txn: entry.txn.clone() });
+                if let Some(q) = self.quorum.as_mut() {
+                    q.log.push_back(entry);
+                }
+                self.trim_log();
+            }
+            Action::PersistEpoch { kind, epoch } => self.qout(QuorumOutput::PersistEpoch { kind, epoch }),
+            Action::Truncate { zxid } => self.truncate(zxid, out),
+            Action::InstallSnapshot { zxid } => self.install_snapshot(zxid, out),
+            Action::ApplyCommitted(entry) => self.apply_committed(entry, out),
+            Action::Synced { epoch } | Action::Broadcasting { epoch } => self.qout(QuorumOutput::Serving { epoch }),
+            Action::PingReply { to, zxid } => {
+                let touches: Vec<codec::SessionTouch> = self
+                    .quorum
+                    .as_mut()
+                    .map(|q| std::mem::take(&mut q.touched))
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(session_id, timeout_ms)| codec::SessionTouch { session_id, timeout_ms })
+                    .collect();
+                self.qout(QuorumOutput::PeerSend { to, packet: codec::ping_reply(zxid, &touches) });
+            }
+            Action::TouchSessions { touches, .. } => {
+                for t in touches {
+                    self.sessions.touch(t.session_id, self.now.mono_ms);
+                }
+            }
+            Action::Forwarded { from, request } => self.on_forwarded(from, request, out),
+            Action::Revalidate { from, session_id, .. } => {
+                let valid = self.sessions.touch(session_id, self.now.mono_ms);
+                self.qout(QuorumOutput::PeerSend { to: from, packet: codec::revalidate_reply(session_id, valid) });
+            }
+            Action::SyncDone => self.sync_done(out),
+            Action::GoLooking { reason } => self.lose_role(reason, out),
+        }
+    }
+
+    fn trim_log(&mut self) {
+        let applied = self.tree.last_processed_zxid();
+        let Some(q) = self.quorum.as_mut() else { return };
+        while q.log.len() > LOG_KEEP && q.log.front().is_some_and(|e| e.zxid() <= applied) {
+            if let Some(e) = q.log.pop_front() {
+                q.log_base = e.zxid();
+            }
+        }
+    }
+
+    fn truncate(&mut self, zxid: Zxid, out: &mut Vec<Output>) {
+        let Some(q) = self.quorum.as_mut() else { return };
+        q.log.retain(|e| e.zxid() <= zxid);
+        if q.log_base > zxid {
+            q.log_base = zxid;
+        }
+        q.durable = q.durable.min(zxid);
+        q.out.push(QuorumOutput::Truncate { zxid });
+        if self.tree.last_processed_zxid() > zxid {
+            tracing::error!(zxid, applied = self.tree.last_processed_zxid(), "TRUNC below the applied tree");
+            self.lose_role(format!("cannot roll the tree back to {zxid:#x} in memory; restart from storage"), out);
+        }
+    }
+
+    fn install_snapshot(&mut self, zxid: Zxid, out: &mut Vec<Output>) {
+        let snapshot = self.quorum.as_mut().and_then(|q| q.incoming_snapshot.take());
+        let Some(snapshot) = snapshot.filter(|s| s.zxid == zxid && s.tree.last_processed_zxid() == zxid) else {
+            return self.lose_role("SNAP without a matching snapshot stream".into(), out);
+        };
+        self.tree = snapshot.tree.clone();
+        self.prep.clear();
+        let live: Vec<i64> = self.sessions.iter().map(|s| s.id).collect();
+        for id in live {
+            self.sessions.remove(id);
+        }
+        for &(id, timeout_ms) in &snapshot.sessions {
+            self.sessions.add(id, timeout_ms.max(0) as u32, self.now.mono_ms);
+        }
+        if let Some(q) = self.quorum.as_mut() {
+            q.log.clear();
+            q.log_base = zxid;
+            q.durable = q.durable.min(zxid);
+            q.out.push(QuorumOutput::InstallSnapshot { snapshot });
+        }
+    }
+
+    fn apply_committed(&mut self, entry: TxnEntry, out: &mut Vec<Output>) {
+        let origin = self.quorum.as_mut().and_then(|q| match q.machine {
+            Machine::Leader(_) => q.origins.remove(&entry.zxid()),
+            _ => q.awaiting.remove(&(entry.hdr.client_id, entry.hdr.cxid)),
+        });
+        self.apply(entry.hdr, entry.txn, origin.unwrap_or(Origin::Internal), out);
+        self.trim_log();
+    }
+
+    // ----- leader -----
+
+    /// Proposes a prepped txn through the leader machine (its zxid was `next_zxid()`).
+    pub(crate) fn leader_propose(
+        &mut self,
+        session_id: i64,
+        cxid: i32,
+        txn: Txn,
+        origin: Origin,
+        out: &mut Vec<Output>,
+    ) -> i64 {
+        let wall_ms = self.now.wall_ms;
+        let result = match self.quorum.as_mut().map(|q| &mut q.machine) {
+            Some(Machine::Leader(l)) => l.propose(session_id, cxid, wall_ms, txn).map_err(|e| format!("{e:?}")),
+            _ => Err("not leading".to_string()),
+        };
+        match result {
+            Ok((zxid, actions)) => {
+                if let Some(q) = self.quorum.as_mut() {
+                    if !matches!(origin, Origin::Internal) {
+                        q.origins.insert(zxid, origin);
+                    }
+                }
+                self.run(actions, out);
+                zxid
+            }
+            Err(e) => {
+                // Prepped changes were recorded under a zxid that will never apply.
+                let zxid = self.next_zxid();
+                if let Some(Machine::Leader(l)) = self.quorum.as_mut().map(|q| &mut q.machine) {
+                    let actions = l.step_down(&format!("cannot propose: {e}"));
+                    self.run(actions, out);
+                } else {
+                    self.lose_role(format!("cannot propose: {e}"), out);
+                }
+                zxid
+            }
+        }
+    }
+
+    /// A learner's forwarded client request: prepped as that session's write, then proposed.
+    fn on_forwarded(&mut self, from: Sid, req: codec::ForwardedRequest, out: &mut Vec<Output>) {
+        let codec::ForwardedRequest { session_id, cxid, op_type, request, authinfo } = req;
+        let zxid = self.next_zxid();
+        let live = self.sessions.get(session_id).is_some_and(|s| !s.closing);
+        let txn = if op_type == OpCode::CreateSession.code() {
+            let Ok(bytes) = <[u8; 4]>::try_from(request.get(..4).unwrap_or_default()) else {
+                self.qout(QuorumOutput::PeerClose { sid: from, reason: "malformed createSession".into() });
+                return;
+            };
+            Txn::CreateSession { timeout_ms: i32::from_be_bytes(bytes) }
+        } else if op_type == OpCode::Sync.code() {
+            let actions = match self.quorum.as_mut().map(|q| &mut q.machine) {
+                Some(Machine::Leader(l)) => l.sync(from),
+                _ => Vec::new(),
+            };
+            return self.run(actions, out);
+        } else if op_type == OpCode::CloseSession.code() {
+            self.sessions.set_closing(session_id);
+            self.prep.prep_close_session(&self.tree, session_id, zxid)
+        } else if !live {
+            Txn::Error { err: ErrorCode::SessionExpired.code() }
+        } else {
+            self.prep_forwarded(session_id, op_type, &request, authinfo, zxid)
+        };
+        self.propose(session_id, cxid, txn, Origin::Internal, out);
+    }
+
+    fn prep_forwarded(
+        &mut self,
+        session_id: i64,
+        op_type: i32,
+        request: &[u8],
+        mut auth: Vec<warden_proto::Id>,
+        zxid: Zxid,
+    ) -> Txn {
+        let req = match Request::decode(op_type, request) {
+            Ok(r) if crate::writes::write_ops(&r).is_some() => r,
+            _ => return Txn::Error { err: ErrorCode::MarshallingError.code() },
+        };
+        if self.cfg.skip_acl {
+            auth.push(warden_proto::Id::new("super", ""));
+        }
+        let ctx = warden_tree::PrepContext {
+            session_id,
+            auth_ids: &auth,
+            ttl_enabled: self.cfg.ttl_enabled,
+            is_ephemeral_allowed: true,
+        };
+        match crate::writes::to_write_op(&req) {
+            Ok(op) => match self.prep.prep(&self.tree, &ctx, zxid, &op) {
+                Ok(txn) => txn,
+                Err(e) => Txn::Error { err: e.code() },
+            },
+            Err(e) => Txn::Error { err: e.code() },
+        }
+    }
+
+    // ----- learner -----
+
+    pub(crate) fn learner_touched(&mut self, session_id: i64, timeout_ms: u32) {
+        if !self.is_learner() {
+            return;
+        }
+        if let Some(q) = self.quorum.as_mut() {
+            q.touched.insert(session_id, timeout_ms as i32);
+        }
+    }
+
+    fn forward(&mut self, request: codec::ForwardedRequest, origin: Option<Origin>, out: &mut Vec<Output>) {
+        let Some(q) = self.quorum.as_mut() else { return };
+        let Machine::Learner(l) = &mut q.machine else { return };
+        let actions = l.forward(&request);
+        if let Some(origin) = origin {
+            q.awaiting.insert((request.session_id, request.cxid), origin);
+        }
+        self.run(actions, out);
+    }
+
+    /// A new session on a learner: the id is ours (our sid in its top byte), the createSession txn
+    /// is the leader's.
+    pub(crate) fn forward_create_session(&mut self, conn: ConnId, id: i64, timeout_ms: u32, out: &mut Vec<Output>) {
+        let arrived_ms = self.now.mono_ms;
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.queue.push_back(Pending::Forwarded { cxid: 0, arrived_ms });
+        }
+        let request = codec::ForwardedRequest {
+            session_id: id,
+            cxid: 0,
+            op_type: OpCode::CreateSession.code(),
+            request: (timeout_ms as i32).to_be_bytes().to_vec(),
+            authinfo: Vec::new(),
+        };
+        self.forward(request, Some(Origin::Connect { conn, fwd: true }), out);
+    }
+
+    /// A write, closeSession or sync from a learner's client goes to the leader; the reply waits
+    /// in the connection's queue (reads behind it wait too).
+    pub(crate) fn forward_request(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        session_id: i64,
+        req: Request,
+        out: &mut Vec<Output>,
+    ) {
+        let arrived_ms = self.now.mono_ms;
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.queue.push_back(Pending::Forwarded { cxid: xid, arrived_ms });
+        }
+        let mut w = warden_proto::jute::Writer::new();
+        req.encode_body(&mut w);
+        let request = codec::ForwardedRequest {
+            session_id,
+            cxid: xid,
+            op_type: req.op_code().code(),
+            request: w.into_inner(),
+            authinfo: self.conns.get(&conn).map(|c| c.auth.clone()).unwrap_or_default(),
+        };
+        let origin = match &req {
+            Request::Sync(r) => {
+                if let Some(q) = self.quorum.as_mut() {
+                    q.syncs.push_back((conn, xid, r.path.clone()));
+                }
+                None
+            }
+            _ => {
+                if matches!(req, Request::CloseSession) {
+                    self.sessions.set_closing(session_id);
+                }
+                let ops = crate::writes::write_ops(&req).unwrap_or_default();
+                Some(Origin::Client { conn, xid, ops, fwd: true })
+            }
+        };
+        self.forward(request, origin, out);
+    }
+
+    fn sync_done(&mut self, out: &mut Vec<Output>) {
+        let Some((conn, xid, path)) = self.quorum.as_mut().and_then(|q| q.syncs.pop_front()) else { return };
+        let frame = self.reply_frame(xid, 0, Some(&Response::Sync { path }));
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.complete_forwarded(xid, frame, false);
+        }
+        self.drain(conn, out);
+    }
+
+    // ----- invariants -----
+
+    pub(crate) fn check_quorum_invariants(&self, q: &Quorum) -> Result<(), String> {
+        let mut prev = q.log_base;
+        for e in &q.log {
+            if !follows(prev, e.zxid()) {
+                return Err(format!("log has a hole: {:#x} after {prev:#x}", e.zxid()));
+            }
+            prev = e.zxid();
+        }
+        let applied = self.tree.last_processed_zxid();
+        if applied > q.last_logged() && !matches!(&q.machine, Machine::Learner(_)) {
+            return Err(format!("applied {applied:#x} beyond the log's end {:#x}", q.last_logged()));
+        }
+        if q.durable > q.last_logged() {
+            return Err("durable beyond the log's end".into());
+        }
+        if q.accepted_epoch < q.current_epoch {
+            return Err("acceptedEpoch below currentEpoch".into());
+        }
+        match &q.machine {
+            Machine::Looking => {
+                if !self.conns.is_empty() {
+                    return Err("clients connected while LOOKING".into());
+                }
+                if !q.origins.is_empty() || !q.awaiting.is_empty() {
+                    return Err("requests waiting while LOOKING".into());
+                }
+            }
+            Machine::Leader(l) => {
+                l.check_invariants()?;
+                if !q.awaiting.is_empty() || !q.syncs.is_empty() {
+                    return Err("leader holds learner-side waits".into());
+                }
+                if q.origins.keys().any(|z| *z <= applied || *z > l.last_proposed()) {
+                    return Err("a client waits for a txn already applied or never proposed".into());
+                }
+                if l.last_committed() != applied && l.is_established() {
+                    return Err(format!("leader committed {:#x} but applied {applied:#x}", l.last_committed()));
+                }
+            }
+            Machine::Learner(l) => {
+                l.check_invariants()?;
+                if !q.origins.is_empty() {
+                    return Err("learner holds leader-side waits".into());
+                }
+                if l.is_synced() && l.last_applied() != applied {
+                    return Err(format!("learner applied {:#x}, tree at {applied:#x}", l.last_applied()));
+                }
+                if epoch_of(applied) > l.accepted_epoch() && counter_of(applied) != 0 {
+                    return Err("applied a txn of an epoch never accepted".into());
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,358 @@
+//! An in-memory ensemble of three voting `Node`s and one observer, wired by a harness that delivers
+//! quorum packets in order per (from, to) pair (TCP semantics), reports every persisted txn and
+//! epoch file durable right after the step that asked for it, and decides elections by fiat.
+//! Everything is deterministic: queues are drained in (from, to) order, time moves only on `tick`.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+
+use warden_node::{Clock, Input, Node, NodeConfig, Output, QuorumOutput, QuorumSetup, RoleKind, SnapshotData};
+use warden_proto::connect::{ConnectRequest, ConnectResponse};
+use warden_proto::header::ReplyHeader;
+use warden_proto::quorum::{packet_type as pt, QuorumPacket};
+use warden_proto::request::{CreateRequest, PathWatch, Request};
+use warden_proto::response::{decode_reply, Response};
+use warden_proto::{Acl, Record};
+
+type Sid = i64;
+
+const TICK_MS: u64 = 100;
+
+enum Item {
+    Packet(QuorumPacket),
+    Snapshot(SnapshotData),
+}
+
+struct Cluster {
+    nodes: BTreeMap<Sid, Node>,
+    now: Clock,
+    queues: BTreeMap<(Sid, Sid), VecDeque<Item>>,
+    /// Client frames (`Send`) and closes per node, in emission order.
+    client_out: BTreeMap<Sid, Vec<Output>>,
+    elect_requests: Vec<(Sid, String)>,
+}
+
+fn addr() -> SocketAddr {
+    "127.0.0.1:5000".parse().unwrap()
+}
+
+impl Cluster {
+    /// Voters 1..=3 and observer 4, all LOOKING.
+    fn new() -> Self {
+        let now = Clock { mono_ms: 10_000, wall_ms: 1_700_000_000_000 };
+        let mut nodes = BTreeMap::new();
+        for sid in 1..=4 {
+            let cfg = NodeConfig {
+                tick_time_ms: TICK_MS as u32,
+                min_session_timeout_ms: 200,
+                max_session_timeout_ms: 10_000,
+                server_id: sid as u8,
+                ..NodeConfig::default()
+            };
+            nodes.insert(sid, Node::new_quorum(cfg, QuorumSetup::new(sid, [1, 2, 3]), now));
+        }
+        Self { nodes, now, queues: BTreeMap::new(), client_out: BTreeMap::new(), elect_requests: Vec::new() }
+    }
+
+    /// Steps one node and carries out everything it asks for: client outputs are recorded, txns
+    /// and epoch files are durable at once (fed back as inputs), packets are queued.
+    fn step(&mut self, sid: Sid, input: Input) {
+        let Some(node) = self.nodes.get_mut(&sid) else { return };
+        let mut out = Vec::new();
+        node.step(self.now, input, &mut out);
+        node.check_invariants();
+        let quorum = node.take_quorum_outputs();
+        let mut durable = None;
+        for o in out {
+            match o {
+                Output::Persist { hdr, .. } => durable = Some(hdr.zxid),
+                other => self.client_out.entry(sid).or_default().push(other),
+            }
+        }
+        let mut follow_up = Vec::new();
+        for q in quorum {
+            match q {
+                QuorumOutput::PeerSend { to, packet } => {
+                    self.queues.entry((sid, to)).or_default().push_back(Item::Packet(packet));
+                }
+                QuorumOutput::SendSnapshot { to, snapshot } => {
+                    let queue = self.queues.entry((sid, to)).or_default();
+                    match queue.back() {
+                        Some(Item::Packet(p)) if p.packet_type == pt::SNAP => {
+                            queue.pop_back();
+                            queue.push_back(Item::Snapshot(snapshot));
+                        }
+                        _ => panic!("SendSnapshot without a SNAP just before"),
+                    }
+                }
+                QuorumOutput::PersistEpoch { kind, epoch } => follow_up.push(Input::EpochDurable { kind, epoch }),
+                QuorumOutput::InstallSnapshot { snapshot } => follow_up.push(Input::Durable { zxid: snapshot.zxid }),
+                QuorumOutput::Elect { reason } => self.elect_requests.push((sid, reason)),
+                QuorumOutput::PeerClose { sid: other, reason } => panic!("{sid} closed its link to {other}: {reason}"),
+                QuorumOutput::Truncate { .. } | QuorumOutput::Serving { .. } => {}
+            }
+        }
+        if let Some(zxid) = durable {
+            self.step(sid, Input::Durable { zxid });
+        }
+        for input in follow_up {
+            self.step(sid, input);
+        }
+    }
+
+    /// Delivers queued packets, one at a time in (from, to) order, until none is left.
+    fn run(&mut self) {
+        for _ in 0..100_000 {
+            let Some((&(from, to), _)) = self.queues.iter().find(|(_, q)| !q.is_empty()) else { return };
+            let item = self.queues.get_mut(&(from, to)).and_then(VecDeque::pop_front).unwrap();
+            if !self.nodes.contains_key(&to) {
+                continue;
+            }
+            let input = match item {
+                Item::Packet(packet) => Input::Peer { from, packet },
+                Item::Snapshot(snapshot) => Input::PeerSnapshot { from, snapshot },
+            };
+            self.step(to, input);
+        }
+        panic!("the ensemble never went quiet");
+    }
+
+    /// Election by fiat: the highest sid among the voters alive leads.
+    fn elect(&mut self) -> Sid {
+        let leader = *self.nodes.keys().filter(|s| **s <= 3).max().unwrap();
+        let sids: Vec<Sid> = self.nodes.keys().copied().collect();
+        for sid in sids {
+            let input = match sid {
+                s if s == leader => Input::BecomeLeader,
+                4 => Input::BecomeObserver { leader },
+                _ => Input::BecomeFollower { leader },
+            };
+            self.step(sid, input);
+        }
+        self.run();
+        for (sid, node) in &self.nodes {
+            assert!(node.serving(), "server {sid} is not serving after the election");
+        }
+        assert_eq!(self.nodes[&leader].role(), RoleKind::Leader);
+        assert_eq!(self.nodes[&4].role(), RoleKind::Observer);
+        leader
+    }
+
+    /// Moves time by one tick on every node, delivering what the ticks send.
+    fn tick(&mut self, n: usize) {
+        for _ in 0..n {
+            self.now.mono_ms += TICK_MS;
+            self.now.wall_ms += TICK_MS as i64;
+            let sids: Vec<Sid> = self.nodes.keys().copied().collect();
+            for sid in sids {
+                self.step(sid, Input::Tick);
+                self.run();
+            }
+        }
+    }
+
+    /// Kills a server: its node is dropped and every peer sees the connection close.
+    fn kill(&mut self, dead: Sid) {
+        self.nodes.remove(&dead);
+        self.queues.retain(|(from, to), _| *from != dead && *to != dead);
+        let sids: Vec<Sid> = self.nodes.keys().copied().collect();
+        for sid in sids {
+            self.step(sid, Input::PeerDisconnected { sid: dead });
+        }
+        self.run();
+    }
+
+    fn take_client(&mut self, sid: Sid, conn: u64) -> Vec<Output> {
+        let all = self.client_out.remove(&sid).unwrap_or_default();
+        let (mine, rest): (Vec<Output>, Vec<Output>) = all.into_iter().partition(|o| match o {
+            Output::Send { conn: c, .. } | Output::Close { conn: c } => *c == conn,
+            Output::Persist { .. } => false,
+        });
+        self.client_out.insert(sid, rest);
+        mine
+    }
+
+    fn connect(&mut self, sid: Sid, conn: u64, session_id: i64, passwd: Vec<u8>) -> ConnectResponse {
+        let req = ConnectRequest { timeout_ms: 1_000, session_id, passwd, ..Default::default() };
+        self.step(sid, Input::Connect { conn, addr: addr(), req });
+        self.run();
+        let out = self.take_client(sid, conn);
+        let Some(Output::Send { frame, .. }) = out.first() else { panic!("no handshake reply: {out:?}") };
+        ConnectResponse::from_bytes(&frame[4..]).unwrap()
+    }
+
+    /// Sends a request and returns the only reply (panics on none or more than one).
+    fn request(&mut self, sid: Sid, conn: u64, xid: i32, req: Request) -> (ReplyHeader, Option<Response>) {
+        let op = req.op_code().code();
+        self.step(sid, Input::Request { conn, xid, req });
+        self.run();
+        let replies: Vec<Vec<u8>> = self
+            .take_client(sid, conn)
+            .into_iter()
+            .filter_map(|o| match o {
+                Output::Send { frame, completes_request: true, .. } => Some(frame),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(replies.len(), 1, "exactly one reply");
+        decode_reply(op, &replies[0][4..]).unwrap()
+    }
+
+    fn data(&self, sid: Sid, path: &str) -> Option<Vec<u8>> {
+        self.nodes[&sid].tree().node(path).map(|n| n.data.as_deref().unwrap_or_default().to_vec())
+    }
+
+    /// Every live server applied the same history.
+    fn assert_converged(&self) {
+        let zxids: Vec<i64> = self.nodes.values().map(Node::last_processed_zxid).collect();
+        assert!(zxids.windows(2).all(|w| w[0] == w[1]), "servers applied different prefixes: {zxids:?}");
+    }
+}
+
+fn create(path: &str, data: &[u8], flags: i32) -> Request {
+    Request::Create(CreateRequest { path: path.into(), data: Some(data.to_vec()), acl: Acl::open_unsafe(), flags })
+}
+
+fn get(path: &str) -> Request {
+    Request::GetData(PathWatch { path: path.into(), watch: false })
+}
+
+fn epoch_of(zxid: i64) -> i64 {
+    zxid >> 32
+}
+
+#[test]
+fn a_write_on_the_leader_commits_everywhere_and_is_answered_once() {
+    let mut c = Cluster::new();
+    let leader = c.elect();
+    assert_eq!(leader, 3);
+    let hs = c.connect(3, 1, 0, Vec::new());
+    assert_ne!(hs.session_id, 0);
+    assert_eq!((hs.session_id as u64) >> 56, 3, "the leader's sid is in its session ids");
+    let (hdr, body) = c.request(3, 1, 1, create("/a", b"x", 0));
+    assert_eq!(hdr.err, 0);
+    assert_eq!(body, Some(Response::Create { path: "/a".into() }));
+    assert_eq!(epoch_of(hdr.zxid), 1);
+    for sid in 1..=4 {
+        assert_eq!(c.data(sid, "/a").as_deref(), Some(&b"x"[..]), "server {sid}");
+    }
+    c.assert_converged();
+    for sid in 1..=2 {
+        assert!(c.client_out.get(&sid).is_none_or(Vec::is_empty), "followers have no client to answer");
+    }
+}
+
+#[test]
+fn a_write_on_a_follower_is_forwarded_committed_and_answered_by_the_follower() {
+    let mut c = Cluster::new();
+    c.elect();
+    let hs = c.connect(1, 7, 0, Vec::new());
+    assert_eq!((hs.session_id as u64) >> 56, 1);
+    assert!(c.nodes[&3].tree().node("/").is_some());
+    let (hdr, _) = c.request(1, 7, 1, create("/b", b"from-1", 0));
+    assert_eq!(hdr.err, 0);
+    for sid in 1..=4 {
+        assert_eq!(c.data(sid, "/b").as_deref(), Some(&b"from-1"[..]), "server {sid}");
+    }
+    // The same session reads its write on the follower.
+    let (hdr, body) = c.request(1, 7, 2, get("/b"));
+    assert_eq!(hdr.err, 0);
+    let Some(Response::GetData { data, .. }) = body else { panic!("{body:?}") };
+    assert_eq!(data.as_deref(), Some(&b"from-1"[..]));
+    // A failing write is answered with the leader's error.
+    let (hdr, _) = c.request(1, 7, 3, create("/b", b"again", 0));
+    assert_eq!(hdr.err, warden_proto::ErrorCode::NodeExists.code());
+    // sync goes to the leader and comes back.
+    let (hdr, body) = c.request(1, 7, 4, Request::Sync(warden_proto::request::SyncRequest { path: "/b".into() }));
+    assert_eq!(hdr.err, 0);
+    assert_eq!(body, Some(Response::Sync { path: "/b".into() }));
+    // An observer forwards too.
+    c.connect(4, 8, 0, Vec::new());
+    let (hdr, _) = c.request(4, 8, 1, create("/obs", b"", 0));
+    assert_eq!(hdr.err, 0);
+    assert!(c.data(2, "/obs").is_some());
+    c.assert_converged();
+    assert!(c.client_out.get(&3).is_none_or(Vec::is_empty), "the leader answers no forwarded request");
+}
+
+#[test]
+fn an_ephemeral_made_through_a_follower_goes_when_the_leader_expires_its_session() {
+    let mut c = Cluster::new();
+    c.elect();
+    let hs = c.connect(2, 5, 0, Vec::new());
+    let (hdr, _) = c.request(2, 5, 1, create("/e", b"", 1));
+    assert_eq!(hdr.err, 0);
+    for sid in 1..=4 {
+        assert_eq!(c.nodes[&sid].tree().node("/e").unwrap().stat.ephemeral_owner, hs.session_id);
+    }
+    // Pings from the client keep it alive through the follower's PING touch reports.
+    for xid in 2..12 {
+        c.tick(2);
+        let (hdr, _) = c.request(2, 5, xid, Request::Ping);
+        assert_eq!(hdr.err, 0);
+    }
+    assert!(c.data(3, "/e").is_some(), "a session touched on a follower does not expire on the leader");
+    // Silence: the leader expires it, and the closeSession removes the ephemeral everywhere.
+    c.tick(20);
+    for sid in 1..=4 {
+        assert!(c.data(sid, "/e").is_none(), "server {sid} still has the ephemeral");
+    }
+    let out = c.take_client(2, 5);
+    assert!(out.iter().any(|o| matches!(o, Output::Close { conn: 5 })), "the follower closes the expired client");
+    c.assert_converged();
+}
+
+#[test]
+fn a_session_made_on_one_follower_reconnects_to_another_with_its_password() {
+    let mut c = Cluster::new();
+    c.elect();
+    let hs = c.connect(1, 1, 0, Vec::new());
+    c.request(1, 1, 1, create("/s", b"1", 0));
+    c.step(1, Input::Disconnected { conn: 1 });
+    let again = c.connect(2, 2, hs.session_id, hs.passwd.clone());
+    assert_eq!(again.session_id, hs.session_id);
+    assert!(again.timeout_ms > 0);
+    let (hdr, _) = c.request(2, 2, 2, create("/s2", b"2", 1));
+    assert_eq!(hdr.err, 0);
+    assert_eq!(c.nodes[&3].tree().node("/s2").unwrap().stat.ephemeral_owner, hs.session_id);
+    // A wrong password is refused.
+    let bad = c.connect(2, 3, hs.session_id, vec![0; 16]);
+    assert_eq!(bad.session_id, 0);
+}
+
+#[test]
+fn after_the_leader_dies_a_new_leader_keeps_every_acknowledged_write_in_a_new_epoch() {
+    let mut c = Cluster::new();
+    assert_eq!(c.elect(), 3);
+    c.connect(3, 1, 0, Vec::new());
+    c.connect(1, 2, 0, Vec::new());
+    let mut acked = Vec::new();
+    for i in 0..5 {
+        let (sid, conn) = if i % 2 == 0 { (3, 1) } else { (1, 2) };
+        let path = format!("/k{i}");
+        let (hdr, _) = c.request(sid, conn, i + 1, create(&path, path.as_bytes(), 0));
+        assert_eq!(hdr.err, 0);
+        acked.push(path);
+    }
+    let before = c.nodes[&1].last_processed_zxid();
+    c.kill(3);
+    assert!(c.elect_requests.iter().any(|(s, _)| *s == 1) && c.elect_requests.iter().any(|(s, _)| *s == 2));
+    for sid in [1, 2, 4] {
+        assert_eq!(c.nodes[&sid].role(), RoleKind::Looking);
+    }
+    assert_eq!(c.elect(), 2);
+    for sid in [1, 2, 4] {
+        for path in &acked {
+            assert_eq!(c.data(sid, path).as_deref(), Some(path.as_bytes()), "server {sid} lost {path}");
+        }
+        assert_eq!(c.nodes[&sid].epochs(), Some((2, 2)), "server {sid}");
+    }
+    let hs = c.connect(1, 3, 0, Vec::new());
+    assert_ne!(hs.session_id, 0);
+    let (hdr, _) = c.request(1, 3, 1, create("/after", b"", 0));
+    assert_eq!(hdr.err, 0);
+    assert_eq!(epoch_of(hdr.zxid), 2);
+    assert!(hdr.zxid > before);
+    assert_eq!(hdr.zxid & 0xffff_ffff, 2, "counter restarts in the new epoch (createSession was 1)");
+    c.assert_converged();
+}
