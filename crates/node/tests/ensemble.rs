@@ -30,6 +30,8 @@ struct Cluster {
     /// Client frames (`Send`) and closes per node, in emission order.
     client_out: BTreeMap<Sid, Vec<Output>>,
     elect_requests: Vec<(Sid, String)>,
+    /// Snapshot streams delivered (SNAP syncs).
+    snapshots: usize,
 }
 
 fn addr() -> SocketAddr {
@@ -51,7 +53,14 @@ impl Cluster {
             };
             nodes.insert(sid, Node::new_quorum(cfg, QuorumSetup::new(sid, [1, 2, 3]), now));
         }
-        Self { nodes, now, queues: BTreeMap::new(), client_out: BTreeMap::new(), elect_requests: Vec::new() }
+        Self {
+            nodes,
+            now,
+            queues: BTreeMap::new(),
+            client_out: BTreeMap::new(),
+            elect_requests: Vec::new(),
+            snapshots: 0,
+        }
     }
 
     /// Steps one node and carries out everything it asks for: client outputs are recorded, txns
@@ -110,7 +119,10 @@ impl Cluster {
             }
             let input = match item {
                 Item::Packet(packet) => Input::Peer { from, packet },
-                Item::Snapshot(snapshot) => Input::PeerSnapshot { from, snapshot },
+                Item::Snapshot(snapshot) => {
+                    self.snapshots += 1;
+                    Input::PeerSnapshot { from, snapshot }
+                }
             };
             self.step(to, input);
         }
@@ -226,6 +238,7 @@ fn a_write_on_the_leader_commits_everywhere_and_is_answered_once() {
     let mut c = Cluster::new();
     let leader = c.elect();
     assert_eq!(leader, 3);
+    assert_eq!(c.snapshots, 0, "fresh servers sync by DIFF");
     let hs = c.connect(3, 1, 0, Vec::new());
     assert_ne!(hs.session_id, 0);
     assert_eq!((hs.session_id as u64) >> 56, 3, "the leader's sid is in its session ids");
@@ -354,5 +367,50 @@ fn after_the_leader_dies_a_new_leader_keeps_every_acknowledged_write_in_a_new_ep
     assert_eq!(epoch_of(hdr.zxid), 2);
     assert!(hdr.zxid > before);
     assert_eq!(hdr.zxid & 0xffff_ffff, 2, "counter restarts in the new epoch (createSession was 1)");
+    c.assert_converged();
+}
+
+#[test]
+fn close_session_through_a_follower_is_answered_then_the_connection_closes() {
+    let mut c = Cluster::new();
+    c.elect();
+    let hs = c.connect(1, 9, 0, Vec::new());
+    c.request(1, 9, 1, create("/mine", b"", 1));
+    c.step(1, Input::Request { conn: 9, xid: 2, req: Request::CloseSession });
+    c.run();
+    let out = c.take_client(1, 9);
+    assert!(matches!(out.first(), Some(Output::Send { completes_request: true, .. })), "{out:?}");
+    assert!(matches!(out.last(), Some(Output::Close { conn: 9 })), "{out:?}");
+    for sid in 1..=4 {
+        assert!(c.data(sid, "/mine").is_none(), "server {sid}");
+    }
+    let gone = c.connect(2, 10, hs.session_id, hs.passwd);
+    assert_eq!(gone.session_id, 0, "a closed session cannot be resumed anywhere");
+    c.assert_converged();
+}
+
+#[test]
+fn a_follower_that_joins_after_the_in_memory_log_is_synced_by_snapshot() {
+    let mut c = Cluster::new();
+    let late = c.nodes.remove(&1).unwrap();
+    assert_eq!(c.elect(), 3);
+    c.connect(3, 1, 0, Vec::new());
+    for i in 0..510 {
+        let (hdr, _) = c.request(3, 1, i + 1, create(&format!("/n{i}"), b"v", 0));
+        assert_eq!(hdr.err, 0);
+    }
+    c.nodes.insert(1, late);
+    c.step(1, Input::BecomeFollower { leader: 3 });
+    c.run();
+    assert_eq!(c.snapshots, 1, "synced by SNAP, not DIFF");
+    assert!(c.nodes[&1].serving());
+    assert_eq!(c.data(1, "/n0").as_deref(), Some(&b"v"[..]));
+    assert_eq!(c.data(1, "/n509").as_deref(), Some(&b"v"[..]));
+    c.assert_converged();
+    // The synced follower takes part in later commits.
+    let hs = c.connect(1, 2, 0, Vec::new());
+    assert_ne!(hs.session_id, 0);
+    let (hdr, _) = c.request(1, 2, 1, create("/late", b"", 0));
+    assert_eq!(hdr.err, 0);
     c.assert_converged();
 }
