@@ -8,6 +8,7 @@ mod connection;
 pub mod election;
 mod fourlw;
 mod owner;
+pub mod quorum_net;
 mod snapshot;
 mod storage;
 

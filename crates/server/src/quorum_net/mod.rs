@@ -1,0 +1,105 @@
+//! The quorum port shell: the leader-learner transport that ZAB runs over (reference section
+//! 18.1), as ZooKeeper's `LearnerCnxAcceptor` + `LearnerHandler` (leader side, [`LeaderNet`]) and
+//! `Learner.connectToLeader` / `readPacket` / `writePacket` (learner side, [`LearnerNet`]).
+//!
+//! Wire: jute `QuorumPacket`s written back to back with no extra length prefix, as ZooKeeper's
+//! `BinaryOutputArchive.writeRecord(qp, "packet")` does over a buffered socket stream. Each jute
+//! buffer in a packet is limited to `max_buffer` (jute.maxbuffer + extrasize, as
+//! `BinaryInputArchive.readBuffer` checks), and the bytes buffered for one undecoded packet to
+//! `max_buffer` + 64 KiB (header and authinfo); a packet beyond either limit, or one that does not
+//! decode, closes that connection with a log line (DESIGN.md principle 2).
+//!
+//! The contract the pure ZAB machines rely on (`warden_quorum::zab`): per connection, packets are
+//! delivered in order, each once, and nothing is dropped silently. So:
+//! - incoming packets go to the consumer through a bounded channel with backpressure (a reader
+//!   waits, TCP's window closes, the peer's writer waits) — never dropped;
+//! - outgoing packets go through a bounded per-connection queue; when it is full (the peer reads
+//!   too slowly) the connection is closed and reported, rather than a packet being dropped;
+//! - every connection the consumer has seen ends with exactly one `Disconnected`, whatever ended
+//!   it (peer close, I/O error, malformed input, full queue, write timeout, `disconnect`, or — on
+//!   the leader — a newer connection from the same sid), and nothing of that connection is
+//!   delivered after it.
+//!
+//! Tasks: each shell owns its tasks (acceptor and connections, or the one connection) and ends
+//! them in `stop` (or when dropped: the tasks watch the shutdown sender).
+//!
+//! Absent: the snapshot stream that follows SNAP (ZooKeeper writes the serialized tree and
+//! "BenWasHere" raw into the same stream, not as QuorumPackets), so a leader cannot yet carry out
+//! `Action::SendSnapshot` and a learner receiving SNAP from a ZooKeeper leader closes the connection
+//! as malformed; SSL on the quorum port; multiple leader addresses; the observer-master port.
+//! Deviations: a FOLLOWERINFO/OBSERVERINFO without LearnerInfo data (pre-3.4 learners, to which
+//! ZooKeeper assigns a negative counter sid) is refused; the learner retries with backoff (100 ms
+//! doubling to 1 s) where ZooKeeper sleeps a fixed 100 ms, both within `initLimit * tickTime` and at
+//! most 5 tries by default.
+
+mod conn;
+mod leader;
+mod learner;
+
+use std::time::Duration;
+
+use warden_proto::quorum::QuorumPacket;
+
+pub use leader::{LeaderEvent, LeaderNet};
+pub use learner::{ConnectError, LearnerEvent, LearnerNet};
+
+/// Limits and timeouts of the quorum port shell.
+#[derive(Debug, Clone)]
+pub struct QuorumNetConfig {
+    /// Largest jute buffer in a packet (jute.maxbuffer + `zookeeper.jute.maxbuffer.extrasize`).
+    pub max_buffer: usize,
+    /// Packets queued to one connection; a peer that lets it fill is disconnected.
+    pub send_queue: usize,
+    /// Received packets (and connection events) waiting for the consumer.
+    pub recv_queue: usize,
+    /// Leader: how long a new connection may take to send its first packet (ZooKeeper's socket
+    /// timeout, `initLimit * tickTime`).
+    pub handshake_timeout: Duration,
+    /// Learner: the deadline for connecting to the leader (`initLimit * tickTime`).
+    pub connect_timeout: Duration,
+    /// Learner: connection attempts before giving up (ZooKeeper: 5).
+    pub max_connect_tries: u32,
+    /// Learner: first pause between attempts; doubles up to 1 s.
+    pub retry_delay: Duration,
+    /// A batch of queued packets (about 64 KiB, or one larger packet) not written within this
+    /// long closes the connection (a peer that stopped reading).
+    pub write_timeout: Duration,
+    /// Leader: learner connections open at once (registered or in handshake).
+    pub max_connections: usize,
+}
+
+impl QuorumNetConfig {
+    /// Timeouts from zoo.cfg's `tickTime`, `initLimit` and `syncLimit`.
+    pub fn from_ticks(tick_ms: u64, init_limit: u32, sync_limit: u32) -> Self {
+        let init = Duration::from_millis(tick_ms.saturating_mul(u64::from(init_limit)));
+        let sync = Duration::from_millis(tick_ms.saturating_mul(u64::from(sync_limit)));
+        QuorumNetConfig { handshake_timeout: init, connect_timeout: init, write_timeout: sync, ..Self::default() }
+    }
+}
+
+impl Default for QuorumNetConfig {
+    /// ZooKeeper's defaults: tickTime 2000 ms, initLimit 10, syncLimit 5.
+    fn default() -> Self {
+        QuorumNetConfig {
+            max_buffer: QuorumPacket::DEFAULT_MAX_LEN,
+            send_queue: 16_384,
+            recv_queue: 4096,
+            handshake_timeout: Duration::from_secs(20),
+            connect_timeout: Duration::from_secs(20),
+            max_connect_tries: 5,
+            retry_delay: Duration::from_millis(100),
+            write_timeout: Duration::from_secs(10),
+            max_connections: 256,
+        }
+    }
+}
+
+/// Why a packet could not be queued. The connection is closed (if it was open) and its
+/// `Disconnected` event is on its way; the packet was not sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    #[error("no connection")]
+    NotConnected,
+    #[error("send queue full; the connection was closed")]
+    QueueFull,
+}
