@@ -2,16 +2,32 @@
 
 use std::fmt::Write;
 
-use warden_node::Node;
+use warden_node::{Node, RoleKind};
 use warden_proto::frame::FourLetterWord;
 
 use crate::config::Config;
 use crate::{BUILT_ON, ZK_VERSION};
 
+const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
+
+/// The mode `srvr` and `mntr` report: `standalone`, `leader`, `follower`, `observer` (or `looking`).
+fn mode(node: &Node) -> &'static str {
+    match node.role() {
+        RoleKind::Standalone => "standalone",
+        RoleKind::Looking => "looking",
+        RoleKind::Leader => "leader",
+        RoleKind::Follower => "follower",
+        RoleKind::Observer => "observer",
+    }
+}
+
 /// Runs one command against the node and returns the text to send before closing.
 pub(crate) fn run(cmd: FourLetterWord, node: &mut Node, cfg: &Config, uptime_ms: u64) -> String {
+    let not_serving = !node.serving();
     match cmd.name() {
         "ruok" => "imok".into(),
+        // ZooKeeper answers these only from a server with an established role.
+        "srvr" | "stat" | "cons" | "wchs" | "wchc" | "wchp" | "dump" if not_serving => NOT_SERVING.into(),
         "isro" => "rw".into(),
         "srvr" => server_stats(node, false),
         "stat" => server_stats(node, true),
@@ -59,7 +75,7 @@ fn server_stats(node: &Node, with_clients: bool) -> String {
     let _ = writeln!(o, "Connections: {}", s.connections);
     let _ = writeln!(o, "Outstanding: {}", s.outstanding);
     let _ = writeln!(o, "Zxid: 0x{:x}", s.zxid);
-    let _ = writeln!(o, "Mode: standalone");
+    let _ = writeln!(o, "Mode: {}", mode(node));
     let _ = writeln!(o, "Node count: {}", s.node_count);
     o
 }
@@ -123,7 +139,7 @@ fn monitor(node: &Node, uptime_ms: u64) -> String {
     let open_fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
     let rows: [(&str, String); 17] = [
         ("zk_version", format!("{ZK_VERSION}, built on {BUILT_ON}")),
-        ("zk_server_state", "standalone".into()),
+        ("zk_server_state", mode(node).into()),
         ("zk_uptime", uptime_ms.to_string()),
         ("zk_open_file_descriptor_count", open_fds.to_string()),
         ("zk_local_sessions", "0".into()),

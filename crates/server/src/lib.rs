@@ -6,6 +6,7 @@ mod civil;
 pub mod config;
 mod connection;
 pub mod election;
+mod ensemble;
 mod fourlw;
 mod owner;
 pub mod quorum_net;
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
-use warden_storage::recover;
+use warden_storage::{read_epoch, recover, EpochFile};
 
 pub use config::Config;
 
@@ -37,11 +38,12 @@ pub struct Server {
 impl Server {
     /// Binds the client port and starts serving.
     pub async fn start(cfg: Config) -> anyhow::Result<Server> {
-        if cfg.servers.len() > 1 {
-            // Serving alone what was configured as an ensemble would split its data; refuse instead.
+        let ensemble = cfg.servers.len() > 1;
+        if ensemble && cfg.my_id.is_none() {
             anyhow::bail!(
-                "zoo.cfg lists {} servers, but Warden runs standalone only (replication is not built yet)",
-                cfg.servers.len()
+                "zoo.cfg lists {} servers but {} has no myid file",
+                cfg.servers.len(),
+                cfg.data_dir.display()
             );
         }
         std::fs::create_dir_all(&cfg.data_dir)
@@ -71,7 +73,24 @@ impl Server {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (events_tx, events_rx) = mpsc::channel(owner::EVENT_QUEUE);
         let (batch_tx, batch_rx) = mpsc::channel(storage::STORAGE_QUEUE);
-        let storage_thread = storage::spawn(recovered.log, cfg.force_sync, batch_rx, events_tx.clone())?;
+        let quorum = match ensemble {
+            true => {
+                let last_zxid = recovered.tree.last_processed_zxid();
+                let read = |which| {
+                    read_epoch(&cfg.data_dir, which)
+                        .with_context(|| format!("reading {} in {}", which.file_name(), cfg.data_dir.display()))
+                };
+                // ZooKeeper: a missing currentEpoch is the epoch of the last zxid.
+                let current = read(EpochFile::Current)?.unwrap_or(last_zxid >> 32);
+                let accepted = read(EpochFile::Accepted)?.unwrap_or(current).max(current);
+                let ens = ensemble::Ensemble::start(&cfg, last_zxid, current).await?;
+                let setup = owner::quorum_setup(&cfg, ens.my_sid, accepted, current);
+                Some((ens, setup))
+            }
+            false => None,
+        };
+        let storage_thread =
+            storage::spawn(recovered.log, cfg.data_dir.clone(), cfg.force_sync, batch_rx, events_tx.clone())?;
         let (snap_tx, snap_rx) = mpsc::channel(1);
         let dirs = snapshot::SnapshotDirs {
             data_dir: cfg.data_dir.clone(),
@@ -79,7 +98,7 @@ impl Server {
             retain: cfg.purge_enabled.then_some(cfg.snap_retain_count),
         };
         let snapshot_thread = snapshot::spawn(dirs, snap_rx)?;
-        let mut owner = owner::Owner::new(cfg.clone(), events_rx, shutdown_rx.clone(), batch_tx, snap_tx);
+        let mut owner = owner::Owner::new(cfg.clone(), events_rx, shutdown_rx.clone(), batch_tx, snap_tx, quorum);
         owner.restore(recovered.tree, &recovered.sessions, recovered.snapshot_zxid, recovered.snapshot.is_some());
         let owner_task = tokio::spawn(owner.run());
         let accept = connection::accept_loop(listener, cfg, events_tx, shutdown_rx.clone());

@@ -4,17 +4,18 @@
 //! Persisted txns are collected while a batch of events is stepped, then handed to the storage thread
 //! in one message; the storage thread answers with `Input::Durable`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rand::Rng;
 use tokio::sync::{mpsc, oneshot, watch};
-use warden_node::{Clock, ConnId, Input, Node, NodeConfig, Output};
+use warden_node::{Clock, ConnId, Input, Node, NodeConfig, Output, QuorumOutput, QuorumSetup, RoleKind};
 use warden_proto::frame::FourLetterWord;
 use warden_tree::DataTree;
 
-use crate::config::Config;
+use crate::config::{Config, PeerRole};
+use crate::ensemble::{become_input, EnsEvent, Ensemble};
 use crate::fourlw;
 use crate::snapshot::SnapshotJob;
 use crate::storage::{Batch, StorageMsg};
@@ -64,6 +65,15 @@ pub(crate) struct Owner {
     /// Txns between snapshots: random in [snapCount/2 + 1, snapCount], so servers do not snapshot together.
     snap_threshold: i64,
     fatal: Option<String>,
+    /// Quorum mode: the election and quorum ports.
+    ens: Option<Ensemble>,
+    /// Quorum outputs not yet carried out, in order.
+    qpending: VecDeque<QuorumOutput>,
+    /// A decision waiting until every persisted txn is durable (the node's contract for `Become*`).
+    decision: Option<warden_quorum::Elected>,
+    /// Highest zxid handed to the storage thread, and highest reported durable.
+    persisted: i64,
+    durable: i64,
 }
 
 impl Owner {
@@ -73,13 +83,15 @@ impl Owner {
         shutdown: watch::Receiver<bool>,
         storage: mpsc::Sender<StorageMsg>,
         snapshots: mpsc::Sender<SnapshotJob>,
+        quorum: Option<(Ensemble, QuorumSetup)>,
     ) -> Self {
         let wall = wall_ms();
+        let server_id = if cfg.servers.len() > 1 { cfg.my_id.unwrap_or(0) as u8 } else { 0 };
         let node_cfg = NodeConfig {
             tick_time_ms: cfg.tick_time_ms,
             min_session_timeout_ms: cfg.min_session_timeout_ms,
             max_session_timeout_ms: cfg.max_session_timeout_ms,
-            server_id: 0,
+            server_id,
             super_digest: cfg.super_digest.clone(),
             skip_acl: cfg.skip_acl,
             ttl_enabled: cfg.extended_types_enabled,
@@ -88,7 +100,11 @@ impl Owner {
             container_check_interval_ms: cfg.container_check_interval_ms,
         };
         let mono_base_ms = wall.max(0) as u64;
-        let node = Node::new(node_cfg, Clock { mono_ms: mono_base_ms, wall_ms: wall });
+        let now = Clock { mono_ms: mono_base_ms, wall_ms: wall };
+        let node = match &quorum {
+            Some((_, setup)) => Node::new_quorum(node_cfg, setup.clone(), now),
+            None => Node::new(node_cfg, now),
+        };
         let snap_threshold = snap_threshold(cfg.snap_count);
         Self {
             cfg,
@@ -105,6 +121,11 @@ impl Owner {
             last_snapshot_zxid: 0,
             snap_threshold,
             fatal: None,
+            ens: quorum.map(|(e, _)| e),
+            qpending: VecDeque::new(),
+            decision: None,
+            persisted: 0,
+            durable: 0,
         }
     }
 
@@ -112,6 +133,8 @@ impl Owner {
     /// already holds everything, so the data directory always has a snapshot to start from.
     pub(crate) fn restore(&mut self, tree: DataTree, sessions: &[(i64, i32)], snapshot_zxid: i64, had_snapshot: bool) {
         let zxid = tree.last_processed_zxid();
+        self.persisted = zxid;
+        self.durable = zxid;
         self.node.restore(tree, sessions);
         self.last_snapshot_zxid = snapshot_zxid;
         if !had_snapshot || zxid != snapshot_zxid {
@@ -160,12 +183,20 @@ impl Owner {
                 }
                 _ = ticker.tick() => self.step(Input::Tick),
                 _ = self.shutdown.changed() => break,
+                ev = ens_next(self.ens.as_mut()) => match ev {
+                    EnsEvent::Decided(e) => {
+                        tracing::info!(leader = e.leader, state = ?e.state, epoch = e.epoch, "election decided");
+                        self.decision = Some(e);
+                    }
+                    EnsEvent::Node(input) => self.step(input),
+                },
             }
-            if !self.to_persist.is_empty() {
-                let batch = std::mem::take(&mut self.to_persist);
-                if self.storage.send(StorageMsg::Append(batch)).await.is_err() {
-                    self.fatal.get_or_insert_with(|| "storage thread ended".into());
-                }
+            self.carry_quorum().await;
+            self.flush_persist().await;
+            if self.decision.is_some() && self.durable >= self.persisted {
+                self.take_decision().await;
+                self.carry_quorum().await;
+                self.flush_persist().await;
             }
             if self.node.last_processed_zxid() - self.last_snapshot_zxid >= self.snap_threshold {
                 self.take_snapshot();
@@ -177,9 +208,107 @@ impl Owner {
         for (_, tx) in self.conns.drain() {
             let _ = tx.try_send(ConnMsg::Close);
         }
+        if let Some(ens) = self.ens.take() {
+            ens.stop().await;
+        }
         match self.fatal {
             Some(why) => Err(anyhow::anyhow!(why)),
             None => Ok(()),
+        }
+    }
+
+    async fn flush_persist(&mut self) {
+        if !self.to_persist.is_empty() {
+            let batch = std::mem::take(&mut self.to_persist);
+            if let Some((hdr, _)) = batch.last() {
+                self.persisted = self.persisted.max(hdr.zxid);
+            }
+            if self.storage.send(StorageMsg::Append(batch)).await.is_err() {
+                self.fatal.get_or_insert_with(|| "storage thread ended".into());
+            }
+        }
+    }
+
+    async fn send_storage(&mut self, msg: StorageMsg) {
+        self.flush_persist().await;
+        if self.storage.send(msg).await.is_err() {
+            self.fatal.get_or_insert_with(|| "storage thread ended".into());
+        }
+    }
+
+    /// Carries out an election decision: a leader opens its quorum port first, then the node takes
+    /// the role (a learner dials its leader when the node sends its first packet).
+    async fn take_decision(&mut self) {
+        let Some(e) = self.decision.take() else { return };
+        let Some(ens) = self.ens.as_mut() else { return };
+        let Some(input) = become_input(&e, ens.my_sid) else {
+            tracing::warn!(?e, "election decided nothing this server can act on; electing again");
+            return self.elect().await;
+        };
+        if matches!(input, Input::BecomeLeader) {
+            if let Err(e) = ens.start_leading().await {
+                tracing::error!(error = %e, "cannot open the quorum port; electing again");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                return self.elect().await;
+            }
+        }
+        self.step(input);
+    }
+
+    async fn elect(&mut self) {
+        let last_zxid = self.node.last_processed_zxid();
+        let current_epoch = self.node.epochs().map_or(0, |(_, c)| c);
+        if let Some(ens) = self.ens.as_mut() {
+            ens.elect(last_zxid, current_epoch).await;
+        }
+    }
+
+    /// Carries out the node's quorum outputs in order (stepping the node may add more).
+    async fn carry_quorum(&mut self) {
+        while let Some(o) = self.qpending.pop_front() {
+            let Some(ens) = self.ens.as_mut() else { continue };
+            match o {
+                QuorumOutput::PeerSend { to, packet } => {
+                    let learner = matches!(self.node.role(), RoleKind::Follower | RoleKind::Observer);
+                    if learner && ens.learner_needs_dial() {
+                        if let Err(e) = ens.connect_learner(to, packet).await {
+                            tracing::warn!(leader = to, error = %e, "cannot connect to the leader");
+                            self.step(Input::PeerDisconnected { sid: to });
+                        }
+                    } else {
+                        ens.send(to, packet);
+                    }
+                }
+                QuorumOutput::PeerClose { sid, reason } => ens.close(sid, &reason),
+                QuorumOutput::PersistEpoch { kind, epoch } => {
+                    self.send_storage(StorageMsg::Epoch { kind, epoch }).await
+                }
+                QuorumOutput::Truncate { zxid } => {
+                    self.persisted = self.persisted.min(zxid);
+                    self.durable = self.durable.min(zxid);
+                    self.send_storage(StorageMsg::Truncate(zxid)).await
+                }
+                QuorumOutput::SendSnapshot { to, snapshot } => {
+                    tracing::error!(
+                        to,
+                        zxid = format_args!("{:#x}", snapshot.zxid),
+                        "learner needs a snapshot, which the quorum port cannot carry yet; disconnecting it"
+                    );
+                    ens.close(to, "snapshot sync not supported");
+                }
+                QuorumOutput::InstallSnapshot { snapshot } => {
+                    tracing::error!(zxid = format_args!("{:#x}", snapshot.zxid), "snapshot install not supported");
+                    self.step(Input::BecomeLooking);
+                    self.elect().await;
+                }
+                QuorumOutput::Serving { epoch } => {
+                    tracing::info!(epoch, role = ?self.node.role(), "serving clients");
+                }
+                QuorumOutput::Elect { reason } => {
+                    tracing::info!(%reason, "leaving the role; electing a leader");
+                    self.elect().await;
+                }
+            }
         }
     }
 
@@ -189,7 +318,12 @@ impl Owner {
             Event::Register { conn, tx } => {
                 self.conns.insert(conn, tx);
             }
-            Event::Node(input) => self.step(input),
+            Event::Node(input) => {
+                if let Input::Durable { zxid } = &input {
+                    self.durable = self.durable.max(*zxid);
+                }
+                self.step(input)
+            }
             Event::FourLetter { cmd, reply } => {
                 let text = fourlw::run(cmd, &mut self.node, &self.cfg, self.started.elapsed().as_millis() as u64);
                 let _ = reply.send(text);
@@ -210,6 +344,7 @@ impl Owner {
         while !self.out.is_empty() {
             self.dispatch_batch();
         }
+        self.qpending.extend(self.node.take_quorum_outputs());
     }
 
     fn dispatch_batch(&mut self) {
@@ -241,6 +376,24 @@ impl Owner {
             self.node.step(now, Input::Disconnected { conn }, &mut self.out);
         }
     }
+}
+
+async fn ens_next(ens: Option<&mut Ensemble>) -> EnsEvent {
+    match ens {
+        Some(e) => e.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The node's view of the ensemble from zoo.cfg: voters are the participants.
+pub(crate) fn quorum_setup(cfg: &Config, my_sid: i64, accepted_epoch: i64, current_epoch: i64) -> QuorumSetup {
+    let voters = cfg.servers.values().filter(|s| s.role == PeerRole::Participant).map(|s| s.id as i64);
+    let mut setup = QuorumSetup::new(my_sid, voters);
+    setup.init_limit = cfg.init_limit;
+    setup.sync_limit = cfg.sync_limit;
+    setup.accepted_epoch = accepted_epoch;
+    setup.current_epoch = current_epoch;
+    setup
 }
 
 fn snap_threshold(snap_count: u64) -> i64 {

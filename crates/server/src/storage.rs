@@ -4,10 +4,13 @@
 
 use std::thread::JoinHandle;
 
+use std::path::PathBuf;
 use tokio::sync::mpsc;
 use warden_node::Input;
 use warden_proto::{Txn, TxnHeader};
-use warden_storage::TxnLog;
+
+use warden_quorum::zab::EpochKind;
+use warden_storage::{write_epoch, EpochFile, TxnLog};
 
 use crate::owner::Event;
 
@@ -22,12 +25,18 @@ pub(crate) enum StorageMsg {
     Append(Batch),
     /// Start a new log file at the next append (a snapshot was just taken).
     Roll,
+    /// Quorum mode: write an epoch file durably (after every append queued before it), then answer
+    /// `Input::EpochDurable`.
+    Epoch { kind: EpochKind, epoch: i64 },
+    /// Quorum mode: drop every log record above this zxid, durably (ZAB's TRUNC).
+    Truncate(i64),
 }
 
 /// Starts the thread. It ends when the batch sender is dropped. A failed append or fsync stops the
 /// server (a hole in the log must never be skipped): the thread reports `Event::Fatal` and ends.
 pub(crate) fn spawn(
     mut log: TxnLog,
+    data_dir: PathBuf,
     force_sync: bool,
     mut batches: mpsc::Receiver<StorageMsg>,
     events: mpsc::Sender<Event>,
@@ -35,10 +44,11 @@ pub(crate) fn spawn(
     std::thread::Builder::new().name("warden-storage".into()).spawn(move || {
         while let Some(first) = batches.blocking_recv() {
             let mut last = None;
-            let mut result = append(&mut log, first, &mut last);
-            while result.is_ok() {
+            let mut epochs = Vec::new();
+            let mut result = append(&mut log, &data_dir, first, &mut last, &mut epochs);
+            while result.is_ok() && epochs.is_empty() {
                 match batches.try_recv() {
-                    Ok(more) => result = append(&mut log, more, &mut last),
+                    Ok(more) => result = append(&mut log, &data_dir, more, &mut last, &mut epochs),
                     Err(_) => break,
                 }
             }
@@ -57,14 +67,42 @@ pub(crate) fn spawn(
                     return;
                 }
             }
+            for (kind, epoch) in epochs {
+                if events.blocking_send(Event::Node(Input::EpochDurable { kind, epoch })).is_err() {
+                    return;
+                }
+            }
         }
     })
 }
 
-fn append(log: &mut TxnLog, msg: StorageMsg, last: &mut Option<i64>) -> Result<(), String> {
+fn append(
+    log: &mut TxnLog,
+    data_dir: &std::path::Path,
+    msg: StorageMsg,
+    last: &mut Option<i64>,
+    epochs: &mut Vec<(EpochKind, i64)>,
+) -> Result<(), String> {
     let batch = match msg {
         StorageMsg::Append(batch) => batch,
         StorageMsg::Roll => return log.roll().map_err(|e| e.to_string()),
+        StorageMsg::Epoch { kind, epoch } => {
+            // Everything appended before it is made durable first (an epoch file never gets ahead
+            // of the log it vouches for).
+            log.sync().map_err(|e| e.to_string())?;
+            let which = match kind {
+                EpochKind::Accepted => EpochFile::Accepted,
+                EpochKind::Current => EpochFile::Current,
+            };
+            write_epoch(data_dir, which, epoch).map_err(|e| e.to_string())?;
+            epochs.push((kind, epoch));
+            return Ok(());
+        }
+        StorageMsg::Truncate(zxid) => {
+            log.truncate_after(zxid).map_err(|e| e.to_string())?;
+            *last = None;
+            return Ok(());
+        }
     };
     for (hdr, txn) in &batch {
         log.append(hdr, txn).map_err(|e| e.to_string())?;

@@ -135,6 +135,48 @@ impl TxnLog {
         Ok(())
     }
 
+    /// Drops every record with zxid above `zxid` (ZAB's TRUNC), durably: the current file is synced
+    /// and closed, files that start above `zxid` are removed, the file holding the cut is cut at the
+    /// first record above `zxid` and fdatasynced, and the directory is fsynced. The next `append`
+    /// starts a new file.
+    pub fn truncate_after(&mut self, zxid: i64) -> Result<(), StorageError> {
+        self.check_usable()?;
+        if self.current.is_some() {
+            self.sync()?;
+            self.current = None;
+        }
+        let files = list_log_files(&*self.fs, &self.dir)?;
+        let mut last = 0;
+        let mut changed = false;
+        for path in files {
+            let buf = self.fs.read(&path).map_err(StorageError::io("read", &path))?;
+            let parsed = parse_file(&path, &buf)?;
+            match parsed.records.iter().position(|r| r.hdr.zxid > zxid) {
+                None => {
+                    if let Some(r) = parsed.records.last() {
+                        last = r.hdr.zxid;
+                    }
+                }
+                Some(0) => {
+                    self.fs.remove_file(&path).map_err(StorageError::io("remove", &path))?;
+                    changed = true;
+                }
+                Some(i) => {
+                    last = parsed.records[i - 1].hdr.zxid;
+                    let mut f = self.fs.open_write(&path).map_err(StorageError::io("open", &path))?;
+                    f.set_len(parsed.records[i].offset).map_err(StorageError::io("truncate", &path))?;
+                    f.sync_data().map_err(StorageError::io("fdatasync", &path))?;
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            sync_dir(&*self.fs, &self.dir)?;
+        }
+        self.last_zxid = last;
+        Ok(())
+    }
+
     /// The zxid of the last appended (or recovered) txn; 0 when the log is empty.
     pub fn last_zxid(&self) -> i64 {
         self.last_zxid

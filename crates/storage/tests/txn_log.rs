@@ -263,3 +263,19 @@ fn bad_magic_is_corrupt() {
     let (_, offset, reason) = corrupt_at(dir.path());
     assert_eq!(offset, 0, "{reason}");
 }
+
+#[test]
+fn truncate_after_cuts_inside_a_file_removes_later_files_and_appends_continue() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = TxnLog::open(dir.path(), 1024).unwrap();
+    append_all(&mut log, &txns(1..=50));
+    log.roll().unwrap();
+    append_all(&mut log, &txns(51..=100));
+    log.truncate_after(30).unwrap();
+    assert_eq!(log.last_zxid(), 30);
+    append_all(&mut log, &txns(31..=40));
+    drop(log);
+    let (log, back) = TxnLog::open(dir.path(), 1024).unwrap();
+    assert_eq!(back, txns(1..=40));
+    assert_eq!(log.last_zxid(), 40);
+}

@@ -1,0 +1,205 @@
+//! Ensemble membership for the owner task: the election port (`ElectionNet`) and the quorum port
+//! (`LeaderNet` while leading, `LearnerNet` while following or observing), turned into node inputs.
+//!
+//! The owner asks `next` for the next event (an election decision, a quorum packet, a closed quorum
+//! connection) and carries out the node's `QuorumOutput`s through `send`, `close`, `connect_learner`
+//! and `elect`. Epoch files and log truncation go through the storage thread (see `storage.rs`), so
+//! they are ordered after every txn appended before them.
+//!
+//! Limits of this first version: a learner's connection to its leader is dialed inside the owner
+//! task (bounded by `initLimit * tickTime` and 5 tries), so the owner handles no other event while
+//! it dials (clients are refused then anyway: the server is not serving); the snapshot stream that
+//! follows SNAP is not carried (a learner that needs one is disconnected and logged).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use tokio::sync::watch;
+use warden_node::Input;
+use warden_proto::election::ServerState;
+use warden_proto::quorum::QuorumPacket;
+use warden_quorum::{Elected, Sid};
+
+use crate::config::{Config, PeerSpec};
+use crate::election::{ElectionNet, ElectionStatus};
+use crate::quorum_net::{LeaderEvent, LeaderNet, LearnerEvent, LearnerNet, QuorumNetConfig};
+
+pub(crate) enum Net {
+    None,
+    Leader(LeaderNet),
+    Learner { leader: Sid, net: LearnerNet },
+}
+
+/// What the ensemble side has for the owner.
+pub(crate) enum EnsEvent {
+    /// The election decided; not yet carried out.
+    Decided(Elected),
+    /// A node input from the quorum port (`Peer` or `PeerDisconnected`).
+    Node(Input),
+}
+
+pub(crate) struct Ensemble {
+    pub(crate) my_sid: Sid,
+    servers: BTreeMap<u64, PeerSpec>,
+    election: ElectionNet,
+    status: watch::Receiver<ElectionStatus>,
+    /// Waiting for a decision of the current round.
+    awaiting: bool,
+    pub(crate) net: Net,
+    net_cfg: QuorumNetConfig,
+}
+
+/// Resolves `host:port` (the first address).
+async fn resolve(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
+    let text = match host.contains(':') && !host.starts_with('[') {
+        true => format!("[{host}]:{port}"),
+        false => format!("{host}:{port}"),
+    };
+    let first = tokio::net::lookup_host(text.as_str()).await.with_context(|| format!("resolving {text}"))?.next();
+    first.with_context(|| format!("{text} resolves to no address"))
+}
+
+impl Ensemble {
+    /// Binds the election port and starts the first round.
+    pub(crate) async fn start(cfg: &Config, last_zxid: i64, current_epoch: i64) -> anyhow::Result<Ensemble> {
+        let my_id = cfg.my_id.context("zoo.cfg lists several servers but the dataDir has no myid file")?;
+        let my_sid = Sid::try_from(my_id).context("myid does not fit a Java long")?;
+        let election = ElectionNet::start(my_id, &cfg.servers, last_zxid, current_epoch).await?;
+        let status = election.subscribe();
+        let tick = u64::from(cfg.tick_time_ms);
+        let mut net_cfg = QuorumNetConfig::from_ticks(tick, cfg.init_limit, cfg.sync_limit);
+        net_cfg.max_buffer = cfg.jute_max_buffer.max(net_cfg.max_buffer);
+        Ok(Ensemble { my_sid, servers: cfg.servers.clone(), election, status, awaiting: true, net: Net::None, net_cfg })
+    }
+
+    /// The next event. Cancel-safe.
+    pub(crate) async fn next(&mut self) -> EnsEvent {
+        loop {
+            if self.awaiting {
+                let decided = self.status.borrow_and_update().elected();
+                if let Some(e) = decided {
+                    self.awaiting = false;
+                    return EnsEvent::Decided(e);
+                }
+            }
+            let awaiting = self.awaiting;
+            tokio::select! {
+                changed = self.status.changed(), if awaiting => {
+                    if changed.is_err() {
+                        // The election driver is gone; nothing more will be decided.
+                        self.awaiting = false;
+                    }
+                }
+                ev = net_recv(&mut self.net) => match ev {
+                    Some(ev) => return ev,
+                    None => self.net = Net::None,
+                },
+            }
+        }
+    }
+
+    /// Starts the leader's quorum port on this server's `server.N` quorum address.
+    pub(crate) async fn start_leading(&mut self) -> anyhow::Result<()> {
+        self.stop_net().await;
+        let me = self.spec(self.my_sid)?;
+        let addr = resolve(&me.host, me.quorum_port).await?;
+        self.net = Net::Leader(LeaderNet::start(addr, self.net_cfg.clone()).await?);
+        Ok(())
+    }
+
+    fn spec(&self, sid: Sid) -> anyhow::Result<PeerSpec> {
+        let id = u64::try_from(sid).context("negative sid")?;
+        self.servers.get(&id).cloned().with_context(|| format!("no server.{sid} line"))
+    }
+
+    /// Dials the leader's quorum port from this server's own address, with `first` (FOLLOWERINFO /
+    /// OBSERVERINFO) as the first packet.
+    pub(crate) async fn connect_learner(&mut self, leader: Sid, first: QuorumPacket) -> anyhow::Result<()> {
+        self.stop_net().await;
+        let spec = self.spec(leader)?;
+        let to = resolve(&spec.host, spec.quorum_port).await?;
+        let me = self.spec(self.my_sid)?;
+        let bind = resolve(&me.host, 0).await?;
+        let net = LearnerNet::connect(to, self.my_sid, first, Some(bind), &self.net_cfg).await?;
+        self.net = Net::Learner { leader, net };
+        Ok(())
+    }
+
+    /// Whether packets to `to` have a connection to go on (false: a learner still has to dial).
+    pub(crate) fn learner_needs_dial(&self) -> bool {
+        matches!(self.net, Net::None)
+    }
+
+    pub(crate) fn send(&mut self, to: Sid, packet: QuorumPacket) {
+        let result = match &mut self.net {
+            Net::Leader(n) => n.send(to, packet),
+            Net::Learner { leader, net } if *leader == to => net.send(packet),
+            _ => return tracing::debug!(to, "no quorum connection for this packet; dropped with its role"),
+        };
+        if let Err(e) = result {
+            tracing::info!(to, error = %e, "quorum send failed; the connection is closed");
+        }
+    }
+
+    pub(crate) fn close(&mut self, sid: Sid, reason: &str) {
+        tracing::info!(sid, reason, "closing quorum connection");
+        match &mut self.net {
+            Net::Leader(n) => {
+                n.disconnect(sid);
+            }
+            Net::Learner { leader, net } if *leader == sid => net.disconnect(),
+            _ => {}
+        }
+    }
+
+    async fn stop_net(&mut self) {
+        match std::mem::replace(&mut self.net, Net::None) {
+            Net::None => {}
+            Net::Leader(n) => n.stop().await,
+            Net::Learner { net, .. } => net.stop().await,
+        }
+    }
+
+    /// Leaves the role's connections and starts a new election round.
+    pub(crate) async fn elect(&mut self, last_zxid: i64, current_epoch: i64) {
+        self.stop_net().await;
+        if let Err(e) = self.election.restart_election(last_zxid, current_epoch).await {
+            tracing::error!(error = %e, "cannot restart the election");
+        }
+        self.awaiting = true;
+    }
+
+    pub(crate) async fn stop(mut self) {
+        self.stop_net().await;
+        self.election.stop().await;
+    }
+}
+
+/// The input a decision becomes, for this server.
+pub(crate) fn become_input(e: &Elected, my_sid: Sid) -> Option<Input> {
+    match e.state {
+        ServerState::Leading if e.leader == my_sid => Some(Input::BecomeLeader),
+        ServerState::Following => Some(Input::BecomeFollower { leader: e.leader }),
+        ServerState::Observing => Some(Input::BecomeObserver { leader: e.leader }),
+        _ => None,
+    }
+}
+
+async fn net_recv(net: &mut Net) -> Option<EnsEvent> {
+    match net {
+        Net::None => std::future::pending().await,
+        Net::Leader(n) => match n.recv().await? {
+            LeaderEvent::Packet { from, packet } => Some(EnsEvent::Node(Input::Peer { from, packet })),
+            LeaderEvent::Disconnected { sid } => Some(EnsEvent::Node(Input::PeerDisconnected { sid })),
+        },
+        Net::Learner { leader, net } => {
+            let from = *leader;
+            match net.recv().await {
+                Some(LearnerEvent::Packet(packet)) => Some(EnsEvent::Node(Input::Peer { from, packet })),
+                Some(LearnerEvent::Disconnected) => Some(EnsEvent::Node(Input::PeerDisconnected { sid: from })),
+                None => None,
+            }
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Three Warden servers in one process as an ensemble on 127.0.0.1 (distinct client, quorum and
+//! election ports each): election, writes through a follower readable everywhere, then the leader
+//! is stopped and the other two elect a new leader that keeps every acknowledged write.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use common::{four_letter, test_config};
+use warden_server::config::PeerSpec;
+use warden_server::{Config, Server};
+use zk::{Acls, CreateMode};
+use zookeeper_client as zk;
+
+/// Bound on each wait for an election or a role.
+const ELECT: Duration = Duration::from_secs(30);
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind ephemeral port").local_addr().unwrap().port()
+}
+
+struct Member {
+    id: u64,
+    addr: SocketAddr,
+    server: Option<Server>,
+    _dir: tempfile::TempDir,
+}
+
+fn configs(n: u64) -> Vec<(Config, tempfile::TempDir)> {
+    let mut servers = BTreeMap::new();
+    for id in 1..=n {
+        let line = format!("127.0.0.1:{}:{}", free_port(), free_port());
+        servers.insert(id, PeerSpec::parse(id, &line).expect("server line"));
+    }
+    (1..=n)
+        .map(|id| {
+            let dir = tempfile::tempdir().expect("temp dir");
+            std::fs::write(dir.path().join("myid"), format!("{id}\n")).unwrap();
+            let mut cfg = test_config(dir.path());
+            cfg.client_port = free_port();
+            cfg.servers = servers.clone();
+            cfg.my_id = Some(id);
+            cfg.init_limit = 10;
+            cfg.sync_limit = 5;
+            (cfg, dir)
+        })
+        .collect()
+}
+
+async fn mode(addr: SocketAddr) -> Option<String> {
+    let text = tokio::time::timeout(Duration::from_secs(2), four_letter(addr, "srvr")).await.ok()?;
+    text.lines().find_map(|l| l.strip_prefix("Mode: ").map(str::to_owned))
+}
+
+/// Waits until every member reports leader or follower, exactly one leader; returns its id.
+async fn wait_roles(members: &[&Member]) -> u64 {
+    let deadline = Instant::now() + ELECT;
+    loop {
+        let mut leaders = Vec::new();
+        let mut ok = true;
+        for m in members {
+            match mode(m.addr).await.as_deref() {
+                Some("leader") => leaders.push(m.id),
+                Some("follower") => {}
+                _ => ok = false,
+            }
+        }
+        if ok && leaders.len() == 1 {
+            return leaders[0];
+        }
+        assert!(Instant::now() < deadline, "no stable leader/followers within {ELECT:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn client(addr: SocketAddr) -> zk::Client {
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        zk::Client::connector().with_session_timeout(Duration::from_secs(6)).connect(&addr.to_string()),
+    )
+    .await
+    .expect("connect in time")
+    .expect("connect")
+}
+
+fn persistent() -> zk::CreateOptions<'static> {
+    CreateMode::Persistent.with_acls(Acls::anyone_all())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_servers_elect_replicate_and_survive_the_leader() {
+    let mut members = Vec::new();
+    for (cfg, dir) in configs(3) {
+        let id = cfg.my_id.unwrap();
+        let server = Server::start(cfg).await.expect("ensemble member starts");
+        members.push(Member { id, addr: server.local_addr, server: Some(server), _dir: dir });
+    }
+    let leader = tokio::time::timeout(ELECT * 2, wait_roles(&members.iter().collect::<Vec<_>>())).await.unwrap();
+    let follower = members.iter().find(|m| m.id != leader).unwrap();
+    let c = client(follower.addr).await;
+    let mut acked = Vec::new();
+    for i in 0..20 {
+        let path = format!("/k{i}");
+        tokio::time::timeout(Duration::from_secs(10), c.create(&path, path.as_bytes(), &persistent()))
+            .await
+            .expect("write in time")
+            .expect("write through a follower");
+        acked.push(path);
+    }
+    for m in &members {
+        let r = client(m.addr).await;
+        r.sync("/").await.expect("sync");
+        for path in &acked {
+            assert_eq!(r.get_data(path).await.expect("read").0, path.as_bytes(), "server {} {path}", m.id);
+        }
+    }
+    drop(c);
+
+    // Stop the leader; the other two must elect a new one and take writes.
+    let idx = members.iter().position(|m| m.id == leader).unwrap();
+    let old = members.remove(idx);
+    let killed = Instant::now();
+    let server = old.server.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), server.stop()).await.expect("leader stops in time").ok();
+    let mut first_write = None;
+    let deadline = Instant::now() + ELECT;
+    'retry: while Instant::now() < deadline {
+        for m in &members {
+            let attempt = async {
+                let c = zk::Client::connector()
+                    .with_session_timeout(Duration::from_secs(6))
+                    .connect(&m.addr.to_string())
+                    .await
+                    .ok()?;
+                c.create("/after", b"new leader", &persistent()).await.ok()?;
+                Some(c)
+            };
+            if let Ok(Some(c)) = tokio::time::timeout(Duration::from_secs(3), attempt).await {
+                first_write = Some((killed.elapsed(), c));
+                break 'retry;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (took, c) = first_write.expect("a write succeeds after the leader stopped");
+    println!("FAILOVER: leader {leader} stopped -> first successful write after {} ms", took.as_millis());
+    let new_leader = tokio::time::timeout(ELECT, wait_roles(&members.iter().collect::<Vec<_>>())).await.unwrap();
+    assert_ne!(new_leader, leader);
+    c.sync("/").await.unwrap();
+    for m in &members {
+        let r = client(m.addr).await;
+        r.sync("/").await.expect("sync");
+        for path in acked.iter().chain(std::iter::once(&"/after".to_string())) {
+            assert!(r.get_data(path).await.is_ok(), "server {} lost {path}", m.id);
+        }
+    }
+    for m in members {
+        if let Some(s) = m.server {
+            let _ = tokio::time::timeout(Duration::from_secs(10), s.stop()).await;
+        }
+    }
+}
