@@ -1,0 +1,214 @@
+//! Three `warden serve zoo.cfg` processes as an ensemble on 127.0.0.1 (distinct client, quorum and
+//! election ports each, a `myid` in each dataDir): they elect a leader (checked with `srvr`'s
+//! Mode), a session on a follower creates nodes that every server then reads (after sync), the
+//! leader process is killed with SIGKILL, the other two elect a new leader and take writes, and no
+//! acknowledged write is lost. The time from the kill to the first successful write is printed.
+//! Every process started is killed by its PID at the end (also on failure, via Drop).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use zk::{Acls, CreateMode};
+use zookeeper_client as zk;
+
+mod common;
+use common::free_port;
+
+/// Bound on each wait for an election or a role.
+const ELECT: Duration = Duration::from_secs(30);
+const OP: Duration = Duration::from_secs(10);
+
+struct Member {
+    id: u64,
+    client: SocketAddr,
+    cfg: PathBuf,
+    child: Option<Child>,
+}
+
+struct Ensemble {
+    dir: tempfile::TempDir,
+    members: Vec<Member>,
+}
+
+impl Drop for Ensemble {
+    fn drop(&mut self) {
+        for m in &mut self.members {
+            if let Some(mut c) = m.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        if std::thread::panicking() {
+            let keep = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap()).keep();
+            eprintln!("server logs kept in {}", keep.display());
+        }
+    }
+}
+
+impl Ensemble {
+    fn new(n: u64) -> Ensemble {
+        let dir = tempfile::Builder::new().prefix("warden-ensemble-").tempdir().expect("temp dir");
+        let ports: Vec<(u16, u16, u16)> = (0..n).map(|_| (free_port(), free_port(), free_port())).collect();
+        let mut servers = String::new();
+        for (i, (_, q, e)) in ports.iter().enumerate() {
+            servers.push_str(&format!("server.{}=127.0.0.1:{q}:{e}\n", i + 1));
+        }
+        let mut members = Vec::new();
+        for (i, (c, _, _)) in ports.iter().enumerate() {
+            let id = i as u64 + 1;
+            let data = dir.path().join(format!("data{id}"));
+            std::fs::create_dir_all(&data).unwrap();
+            std::fs::write(data.join("myid"), format!("{id}\n")).unwrap();
+            let cfg = dir.path().join(format!("zoo{id}.cfg"));
+            std::fs::write(
+                &cfg,
+                format!(
+                    "tickTime=200\ninitLimit=10\nsyncLimit=5\nclientPort={c}\nclientPortAddress=127.0.0.1\n\
+                     dataDir={}\n4lw.commands.whitelist=*\npreAllocSize=1024\nmaxSessionTimeout=20000\n{servers}",
+                    data.display()
+                ),
+            )
+            .unwrap();
+            members.push(Member { id, client: format!("127.0.0.1:{c}").parse().unwrap(), cfg, child: None });
+        }
+        let mut e = Ensemble { dir, members };
+        for i in 0..e.members.len() {
+            e.spawn(i);
+        }
+        e
+    }
+
+    fn spawn(&mut self, i: usize) {
+        let m = &mut self.members[i];
+        let err = std::fs::File::create(self.dir.path().join(format!("server{}.stderr", m.id))).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_warden"))
+            .arg("serve")
+            .arg(&m.cfg)
+            .arg("--log")
+            .arg("info")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()
+            .expect("spawn warden");
+        m.child = Some(child);
+    }
+
+    /// SIGKILL by PID.
+    fn kill(&mut self, id: u64) {
+        let m = self.members.iter_mut().find(|m| m.id == id).unwrap();
+        let mut c = m.child.take().expect("running");
+        let status = Command::new("kill").arg("-9").arg(c.id().to_string()).status().expect("kill -9");
+        assert!(status.success());
+        let _ = c.wait();
+    }
+
+    fn live(&self) -> Vec<&Member> {
+        self.members.iter().filter(|m| m.child.is_some()).collect()
+    }
+}
+
+fn mode(addr: SocketAddr) -> Option<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"srvr").ok()?;
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.lines().find_map(|l| l.strip_prefix("Mode: ").map(str::to_owned))
+}
+
+/// Waits until every live member reports leader or follower, with exactly one leader.
+async fn wait_roles(e: &Ensemble) -> u64 {
+    let deadline = Instant::now() + ELECT;
+    loop {
+        let addrs: Vec<(u64, SocketAddr)> = e.live().iter().map(|m| (m.id, m.client)).collect();
+        let modes =
+            tokio::task::spawn_blocking(move || addrs.into_iter().map(|(id, a)| (id, mode(a))).collect::<Vec<_>>())
+                .await
+                .unwrap();
+        let leaders: Vec<u64> = modes.iter().filter(|(_, m)| m.as_deref() == Some("leader")).map(|(i, _)| *i).collect();
+        let followers = modes.iter().filter(|(_, m)| m.as_deref() == Some("follower")).count();
+        if leaders.len() == 1 && followers + 1 == modes.len() {
+            return leaders[0];
+        }
+        assert!(Instant::now() < deadline, "no stable leader/followers within {ELECT:?}: {modes:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn client(addr: SocketAddr) -> zk::Client {
+    tokio::time::timeout(
+        OP,
+        zk::Client::connector().with_session_timeout(Duration::from_secs(6)).connect(&addr.to_string()),
+    )
+    .await
+    .expect("connect in time")
+    .expect("connect")
+}
+
+fn persistent() -> zk::CreateOptions<'static> {
+    CreateMode::Persistent.with_acls(Acls::anyone_all())
+}
+
+async fn check_all(e: &Ensemble, paths: &[String]) {
+    for m in e.live() {
+        let r = client(m.client).await;
+        tokio::time::timeout(OP, r.sync("/")).await.expect("sync in time").expect("sync");
+        for path in paths {
+            let got = tokio::time::timeout(OP, r.get_data(path)).await.expect("read in time");
+            assert_eq!(got.expect("read").0, path.as_bytes(), "server {} {path}", m.id);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_processes_elect_replicate_and_survive_kill_9_of_the_leader() {
+    let mut e = Ensemble::new(3);
+    let leader = wait_roles(&e).await;
+    let follower = e.members.iter().find(|m| m.id != leader).unwrap().client;
+    let c = client(follower).await;
+    let mut acked = Vec::new();
+    for i in 0..50 {
+        let path = format!("/k{i}");
+        tokio::time::timeout(OP, c.create(&path, path.as_bytes(), &persistent()))
+            .await
+            .expect("write in time")
+            .expect("write through a follower");
+        acked.push(path);
+    }
+    check_all(&e, &acked).await;
+    drop(c);
+
+    e.kill(leader);
+    let killed = Instant::now();
+    let mut took = None;
+    let deadline = killed + ELECT;
+    'retry: while Instant::now() < deadline {
+        for m in e.live() {
+            let addr = m.client;
+            let attempt = async move {
+                let c = zk::Client::connector()
+                    .with_session_timeout(Duration::from_secs(6))
+                    .connect(&addr.to_string())
+                    .await
+                    .ok()?;
+                c.create("/after", b"/after", &persistent()).await.ok()
+            };
+            if let Ok(Some(_)) = tokio::time::timeout(Duration::from_secs(3), attempt).await {
+                took = Some(killed.elapsed());
+                break 'retry;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = took.expect("a write succeeds after the leader was killed");
+    println!("FAILOVER: kill -9 of leader {leader} -> first successful write after {} ms", took.as_millis());
+    let new_leader = wait_roles(&e).await;
+    assert_ne!(new_leader, leader);
+    acked.push("/after".into());
+    check_all(&e, &acked).await;
+}
