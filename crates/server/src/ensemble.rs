@@ -8,17 +8,18 @@
 //!
 //! Limits of this first version: a learner's connection to its leader is dialed inside the owner
 //! task (bounded by `initLimit * tickTime` and 5 tries), so the owner handles no other event while
-//! it dials (clients are refused then anyway: the server is not serving); the snapshot stream that
-//! follows SNAP is not carried (a learner that needs one is disconnected and logged).
+//! it dials (clients are refused then anyway: the server is not serving). Snapshots after SNAP
+//! travel as one length-prefixed blob (see `quorum_net`), so only Warden servers sync each other
+//! by SNAP.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use anyhow::Context;
 use tokio::sync::watch;
-use warden_node::Input;
+use warden_node::{Input, SnapshotData};
 use warden_proto::election::ServerState;
-use warden_proto::quorum::QuorumPacket;
+use warden_proto::quorum::{packet_type as pt, QuorumPacket};
 use warden_quorum::{Elected, Sid};
 
 use crate::config::{Config, PeerSpec};
@@ -28,7 +29,12 @@ use crate::quorum_net::{LeaderEvent, LeaderNet, LearnerEvent, LearnerNet, Quorum
 pub(crate) enum Net {
     None,
     Leader(LeaderNet),
-    Learner { leader: Sid, net: LearnerNet },
+    /// `snap`: the zxid of a SNAP packet whose snapshot blob comes next.
+    Learner {
+        leader: Sid,
+        net: LearnerNet,
+        snap: Option<i64>,
+    },
 }
 
 /// What the ensemble side has for the owner.
@@ -122,7 +128,7 @@ impl Ensemble {
         let me = self.spec(self.my_sid)?;
         let bind = resolve(&me.host, 0).await?;
         let net = LearnerNet::connect(to, self.my_sid, first, Some(bind), &self.net_cfg).await?;
-        self.net = Net::Learner { leader, net };
+        self.net = Net::Learner { leader, net, snap: None };
         Ok(())
     }
 
@@ -134,11 +140,21 @@ impl Ensemble {
     pub(crate) fn send(&mut self, to: Sid, packet: QuorumPacket) {
         let result = match &mut self.net {
             Net::Leader(n) => n.send(to, packet),
-            Net::Learner { leader, net } if *leader == to => net.send(packet),
+            Net::Learner { leader, net, .. } if *leader == to => net.send(packet),
             _ => return tracing::debug!(to, "no quorum connection for this packet; dropped with its role"),
         };
         if let Err(e) = result {
             tracing::info!(to, error = %e, "quorum send failed; the connection is closed");
+        }
+    }
+
+    /// Queues the snapshot that follows the SNAP packet just sent to learner `to`.
+    pub(crate) fn send_snapshot(&mut self, to: Sid, snapshot: &SnapshotData) {
+        let Net::Leader(n) = &mut self.net else { return };
+        let bytes = warden_storage::encode_snapshot(&snapshot.tree, &snapshot.sessions);
+        tracing::info!(to, zxid = format_args!("{:#x}", snapshot.zxid), bytes = bytes.len(), "sending snapshot");
+        if let Err(e) = n.send_snapshot(to, bytes) {
+            tracing::info!(to, error = %e, "snapshot send failed; the connection is closed");
         }
     }
 
@@ -148,7 +164,7 @@ impl Ensemble {
             Net::Leader(n) => {
                 n.disconnect(sid);
             }
-            Net::Learner { leader, net } if *leader == sid => net.disconnect(),
+            Net::Learner { leader, net, .. } if *leader == sid => net.disconnect(),
             _ => {}
         }
     }
@@ -186,6 +202,13 @@ pub(crate) fn become_input(e: &Elected, my_sid: Sid) -> Option<Input> {
     }
 }
 
+fn decode_snapshot(zxid: Option<i64>, bytes: &[u8]) -> Result<SnapshotData, String> {
+    let zxid = zxid.ok_or("snapshot blob without a SNAP packet")?;
+    let snap = warden_storage::decode_snapshot(bytes, zxid)?;
+    let tree = snap.to_tree(std::path::Path::new("<snapshot from the leader>")).map_err(|e| e.to_string())?;
+    Ok(SnapshotData { zxid, tree, sessions: snap.sessions })
+}
+
 async fn net_recv(net: &mut Net) -> Option<EnsEvent> {
     match net {
         Net::None => std::future::pending().await,
@@ -193,12 +216,27 @@ async fn net_recv(net: &mut Net) -> Option<EnsEvent> {
             LeaderEvent::Packet { from, packet } => Some(EnsEvent::Node(Input::Peer { from, packet })),
             LeaderEvent::Disconnected { sid } => Some(EnsEvent::Node(Input::PeerDisconnected { sid })),
         },
-        Net::Learner { leader, net } => {
+        Net::Learner { leader, net, snap } => {
             let from = *leader;
-            match net.recv().await {
-                Some(LearnerEvent::Packet(packet)) => Some(EnsEvent::Node(Input::Peer { from, packet })),
-                Some(LearnerEvent::Disconnected) => Some(EnsEvent::Node(Input::PeerDisconnected { sid: from })),
-                None => None,
+            loop {
+                match net.recv().await {
+                    Some(LearnerEvent::Packet(packet)) if packet.packet_type == pt::SNAP => {
+                        // Delivered together with the snapshot blob that follows it.
+                        *snap = Some(packet.zxid);
+                    }
+                    Some(LearnerEvent::Packet(packet)) => return Some(EnsEvent::Node(Input::Peer { from, packet })),
+                    Some(LearnerEvent::Snapshot(bytes)) => match decode_snapshot(snap.take(), &bytes) {
+                        Ok(snapshot) => return Some(EnsEvent::Node(Input::PeerSnapshot { from, snapshot })),
+                        Err(why) => {
+                            tracing::error!(why, "bad snapshot from the leader; disconnecting");
+                            net.disconnect();
+                        }
+                    },
+                    Some(LearnerEvent::Disconnected) => {
+                        return Some(EnsEvent::Node(Input::PeerDisconnected { sid: from }));
+                    }
+                    None => return None,
+                }
             }
         }
     }

@@ -288,18 +288,15 @@ impl Owner {
                     self.durable = self.durable.min(zxid);
                     self.send_storage(StorageMsg::Truncate(zxid)).await
                 }
-                QuorumOutput::SendSnapshot { to, snapshot } => {
-                    tracing::error!(
-                        to,
-                        zxid = format_args!("{:#x}", snapshot.zxid),
-                        "learner needs a snapshot, which the quorum port cannot carry yet; disconnecting it"
-                    );
-                    ens.close(to, "snapshot sync not supported");
-                }
+                QuorumOutput::SendSnapshot { to, snapshot } => ens.send_snapshot(to, &snapshot),
                 QuorumOutput::InstallSnapshot { snapshot } => {
-                    tracing::error!(zxid = format_args!("{:#x}", snapshot.zxid), "snapshot install not supported");
-                    self.step(Input::BecomeLooking);
-                    self.elect().await;
+                    let zxid = snapshot.zxid;
+                    tracing::info!(zxid = format_args!("{zxid:#x}"), "installing the leader's snapshot");
+                    self.persisted = zxid;
+                    self.durable = self.durable.min(zxid);
+                    self.last_snapshot_zxid = zxid;
+                    let msg = StorageMsg::InstallSnapshot { tree: snapshot.tree, sessions: snapshot.sessions, zxid };
+                    self.send_storage(msg).await
                 }
                 QuorumOutput::Serving { epoch } => {
                     tracing::info!(epoch, role = ?self.node.role(), "serving clients");

@@ -10,7 +10,8 @@ use warden_node::Input;
 use warden_proto::{Txn, TxnHeader};
 
 use warden_quorum::zab::EpochKind;
-use warden_storage::{write_epoch, EpochFile, TxnLog};
+use warden_storage::{write_epoch, write_snapshot, EpochFile, TxnLog};
+use warden_tree::DataTree;
 
 use crate::owner::Event;
 
@@ -30,6 +31,9 @@ pub(crate) enum StorageMsg {
     Epoch { kind: EpochKind, epoch: i64 },
     /// Quorum mode: drop every log record above this zxid, durably (ZAB's TRUNC).
     Truncate(i64),
+    /// Quorum mode: the leader's snapshot replaced the tree: write it durably, drop every log
+    /// record above its zxid, then answer `Input::Durable { zxid }`.
+    InstallSnapshot { tree: DataTree, sessions: Vec<(i64, i32)>, zxid: i64 },
 }
 
 /// Starts the thread. It ends when the batch sender is dropped. A failed append or fsync stops the
@@ -96,6 +100,13 @@ fn append(
             };
             write_epoch(data_dir, which, epoch).map_err(|e| e.to_string())?;
             epochs.push((kind, epoch));
+            return Ok(());
+        }
+        StorageMsg::InstallSnapshot { tree, sessions, zxid } => {
+            // Snapshot first: once the log is cut, recovery must find the snapshot.
+            write_snapshot(data_dir, &tree, &sessions, zxid).map_err(|e| e.to_string())?;
+            log.truncate_after(zxid).map_err(|e| e.to_string())?;
+            *last = Some(zxid);
             return Ok(());
         }
         StorageMsg::Truncate(zxid) => {

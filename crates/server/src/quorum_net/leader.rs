@@ -19,7 +19,7 @@ use tokio::task::JoinSet;
 use warden_proto::quorum::{packet_type as pt, LearnerInfo, QuorumPacket};
 use warden_quorum::Sid;
 
-use super::conn::{self, ConnEnd, PacketReader};
+use super::conn::{self, ConnEnd, Incoming, Outgoing, PacketReader};
 use super::{QuorumNetConfig, SendError};
 
 /// What the leader's consumer receives.
@@ -42,7 +42,7 @@ enum Raw {
 struct ConnHandle {
     id: u64,
     peer: SocketAddr,
-    out: mpsc::Sender<QuorumPacket>,
+    out: mpsc::Sender<Outgoing>,
     _kill: oneshot::Sender<()>,
 }
 
@@ -115,8 +115,18 @@ impl LeaderNet {
     /// Queues `packet` to learner `to`. A full queue closes that connection (the learner reads too
     /// slowly); either error is followed by `Disconnected` if the connection was known.
     pub fn send(&mut self, to: Sid, packet: QuorumPacket) -> Result<(), SendError> {
+        self.send_item(to, Outgoing::Packet(packet))
+    }
+
+    /// Queues the snapshot blob that must follow a SNAP packet just sent to `to` (an 8-byte
+    /// big-endian length, then `bytes`: a Warden-to-Warden deviation from ZooKeeper's raw stream).
+    pub fn send_snapshot(&mut self, to: Sid, bytes: Vec<u8>) -> Result<(), SendError> {
+        self.send_item(to, Outgoing::Blob(bytes))
+    }
+
+    fn send_item(&mut self, to: Sid, item: Outgoing) -> Result<(), SendError> {
         let Some(conn) = self.conns.get(&to) else { return Err(SendError::NotConnected) };
-        match conn.out.try_send(packet) {
+        match conn.out.try_send(item) {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.close(to, "send queue full (learner reads too slowly)");
@@ -256,7 +266,10 @@ async fn serve_inner(
     if events.send(Raw::Open { sid, first, conn: handle }).await.is_err() {
         return;
     }
-    let wrap = |packet| Raw::Packet { sid, id, packet };
+    let wrap = |incoming| match incoming {
+        Incoming::Packet(packet) => Some(Raw::Packet { sid, id, packet }),
+        Incoming::Blob(_) => None,
+    };
     let end = conn::run(reader, wr, out_rx, kill_rx, events.clone(), wrap, cfg.write_timeout).await;
     match &end {
         ConnEnd::Killed | ConnEnd::ConsumerGone => tracing::debug!(sid, %peer, %end, "learner connection ended"),

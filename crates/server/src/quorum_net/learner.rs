@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 use warden_proto::quorum::{packet_type as pt, LearnerInfo, QuorumPacket};
 use warden_quorum::Sid;
 
-use super::conn::{self, PacketReader};
+use super::conn::{self, Incoming, Outgoing, PacketReader};
 use super::{QuorumNetConfig, SendError};
 
 /// The longest pause between connection attempts.
@@ -23,6 +23,8 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(1);
 pub enum LearnerEvent {
     /// A packet from the leader.
     Packet(QuorumPacket),
+    /// The snapshot bytes that follow a SNAP packet (Warden leaders send them length-prefixed).
+    Snapshot(Vec<u8>),
     /// The connection ended (reported once; `recv` returns `None` afterwards).
     Disconnected,
 }
@@ -40,12 +42,13 @@ pub enum ConnectError {
 
 enum Raw {
     Packet(QuorumPacket),
+    Blob(Vec<u8>),
     Closed,
 }
 
 enum State {
     Connected {
-        out: mpsc::Sender<QuorumPacket>,
+        out: mpsc::Sender<Outgoing>,
         _kill: oneshot::Sender<()>,
     },
     /// Closed by this side; `Disconnected` not yet returned.
@@ -88,16 +91,20 @@ impl LearnerNet {
 
         let (out_tx, out_rx) = mpsc::channel(cfg.send_queue.max(1));
         // A fresh channel with capacity >= 1 has room.
-        let _ = out_tx.try_send(first);
+        let _ = out_tx.try_send(Outgoing::Packet(first));
         let (kill_tx, kill_rx) = oneshot::channel();
         let (events_tx, events) = mpsc::channel(cfg.recv_queue.max(1));
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (rd, wr) = stream.into_split();
-        let reader = PacketReader::new(rd, cfg.max_buffer);
+        let reader = PacketReader::new(rd, cfg.max_buffer).with_snapshot_blobs();
         let write_timeout = cfg.write_timeout;
         let mut tasks = JoinSet::new();
         tasks.spawn(async move {
-            let run = conn::run(reader, wr, out_rx, kill_rx, events_tx.clone(), Raw::Packet, write_timeout);
+            let wrap = |incoming| match incoming {
+                Incoming::Packet(p) => Some(Raw::Packet(p)),
+                Incoming::Blob(b) => Some(Raw::Blob(b)),
+            };
+            let run = conn::run(reader, wr, out_rx, kill_rx, events_tx.clone(), wrap, write_timeout);
             tokio::select! {
                 _ = conn::stopped(shutdown_rx) => {}
                 end = run => {
@@ -146,7 +153,10 @@ impl LearnerNet {
                 Some(Raw::Packet(p)) if matches!(self.state, State::Connected { .. }) => {
                     return Some(LearnerEvent::Packet(p));
                 }
-                Some(Raw::Packet(_)) => {}
+                Some(Raw::Blob(b)) if matches!(self.state, State::Connected { .. }) => {
+                    return Some(LearnerEvent::Snapshot(b));
+                }
+                Some(Raw::Packet(_) | Raw::Blob(_)) => {}
                 Some(Raw::Closed) | None => self.state = State::Closing,
             }
         }
@@ -156,7 +166,7 @@ impl LearnerNet {
     /// followed by `Disconnected` (unless it was already returned).
     pub fn send(&mut self, packet: QuorumPacket) -> Result<(), SendError> {
         let State::Connected { out, .. } = &self.state else { return Err(SendError::NotConnected) };
-        match out.try_send(packet) {
+        match out.try_send(Outgoing::Packet(packet)) {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(_)) => {
                 tracing::warn!(leader = %self.leader, "send queue to the leader full; closing");

@@ -23,10 +23,13 @@
 //! Tasks: each shell owns its tasks (acceptor and connections, or the one connection) and ends
 //! them in `stop` (or when dropped: the tasks watch the shutdown sender).
 //!
-//! Absent: the snapshot stream that follows SNAP (ZooKeeper writes the serialized tree and
-//! "BenWasHere" raw into the same stream, not as QuorumPackets), so a leader cannot yet carry out
-//! `Action::SendSnapshot` and a learner receiving SNAP from a ZooKeeper leader closes the connection
-//! as malformed; SSL on the quorum port; multiple leader addresses; the observer-master port.
+//! Snapshot stream (deviation): after a SNAP packet, ZooKeeper writes the serialized snapshot and
+//! "BenWasHere" raw into the stream with no length in front; Warden's leader writes the
+//! serialized snapshot (the plain `snapshot.<zxid>` file format) as one blob behind an 8-byte
+//! big-endian length (`LeaderNet::send_snapshot`), and Warden's learner reads exactly that
+//! (`LearnerEvent::Snapshot`). So Warden and ZooKeeper servers cannot sync each other by SNAP.
+//!
+//! Absent: SSL on the quorum port; multiple leader addresses; the observer-master port.
 //! Deviations: a FOLLOWERINFO/OBSERVERINFO without LearnerInfo data (pre-3.4 learners, to which
 //! ZooKeeper assigns a negative counter sid) is refused; the learner retries with backoff (100 ms
 //! doubling to 1 s) where ZooKeeper sleeps a fixed 100 ms, both within `initLimit * tickTime` and at
