@@ -89,8 +89,12 @@ impl Server {
             }
             false => None,
         };
-        let storage_thread =
-            storage::spawn(recovered.log, cfg.data_dir.clone(), cfg.force_sync, batch_rx, events_tx.clone())?;
+        let storage_dirs = storage::StorageDirs {
+            data_dir: cfg.data_dir.clone(),
+            data_log_dir: cfg.data_log_dir.clone(),
+            pre_alloc_bytes: cfg.pre_alloc_bytes,
+        };
+        let storage_thread = storage::spawn(recovered.log, storage_dirs, cfg.force_sync, batch_rx, events_tx.clone())?;
         let (snap_tx, snap_rx) = mpsc::channel(1);
         let dirs = snapshot::SnapshotDirs {
             data_dir: cfg.data_dir.clone(),

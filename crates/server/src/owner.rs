@@ -255,6 +255,30 @@ impl Owner {
         self.step(input);
     }
 
+    async fn reload_below(&mut self, zxid: i64) {
+        let (reply, rx) = oneshot::channel();
+        self.send_storage(StorageMsg::TruncateAndReload { zxid, reply }).await;
+        match rx.await {
+            Ok(Ok((tree, sessions))) => {
+                let at = tree.last_processed_zxid();
+                tracing::info!(
+                    zxid = format_args!("{zxid:#x}"),
+                    tree = format_args!("{at:#x}"),
+                    "log truncated; data reloaded from storage"
+                );
+                self.node.restore(tree, &sessions);
+                self.persisted = at;
+                self.durable = at;
+            }
+            Ok(Err(why)) => {
+                self.fatal.get_or_insert(format!("truncating and reloading the data: {why}"));
+            }
+            Err(_) => {
+                self.fatal.get_or_insert_with(|| "storage thread ended".into());
+            }
+        }
+    }
+
     async fn elect(&mut self) {
         let last_zxid = self.node.last_processed_zxid();
         let current_epoch = self.node.epochs().map_or(0, |(_, c)| c);
@@ -286,7 +310,14 @@ impl Owner {
                 QuorumOutput::Truncate { zxid } => {
                     self.persisted = self.persisted.min(zxid);
                     self.durable = self.durable.min(zxid);
-                    self.send_storage(StorageMsg::Truncate(zxid)).await
+                    if self.node.last_processed_zxid() > zxid {
+                        // The tree applied txns the leader cut (this server's own uncommitted
+                        // proposals, recovered at start-up): rebuild it from storage, as ZooKeeper
+                        // reloads its database. The node already gave up its role (Elect follows).
+                        self.reload_below(zxid).await;
+                    } else {
+                        self.send_storage(StorageMsg::Truncate(zxid)).await
+                    }
                 }
                 QuorumOutput::SendSnapshot { to, snapshot } => ens.send_snapshot(to, &snapshot),
                 QuorumOutput::InstallSnapshot { snapshot } => {

@@ -5,12 +5,12 @@
 use std::thread::JoinHandle;
 
 use std::path::PathBuf;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use warden_node::Input;
 use warden_proto::{Txn, TxnHeader};
 
 use warden_quorum::zab::EpochKind;
-use warden_storage::{write_epoch, write_snapshot, EpochFile, TxnLog};
+use warden_storage::{recover, write_epoch, write_snapshot, EpochFile, TxnLog};
 use warden_tree::DataTree;
 
 use crate::owner::Event;
@@ -34,13 +34,26 @@ pub(crate) enum StorageMsg {
     /// Quorum mode: the leader's snapshot replaced the tree: write it durably, drop every log
     /// record above its zxid, then answer `Input::Durable { zxid }`.
     InstallSnapshot { tree: DataTree, sessions: Vec<(i64, i32)>, zxid: i64 },
+    /// Quorum mode: a TRUNC below what the tree already applied: cut the log durably, then rebuild
+    /// the tree from snapshot + log (recovery) and hand it back.
+    TruncateAndReload { zxid: i64, reply: oneshot::Sender<Result<Reloaded, String>> },
+}
+
+/// A tree and its sessions rebuilt from disk.
+pub(crate) type Reloaded = (DataTree, Vec<(i64, i32)>);
+
+/// Where the storage thread's files live.
+pub(crate) struct StorageDirs {
+    pub data_dir: PathBuf,
+    pub data_log_dir: PathBuf,
+    pub pre_alloc_bytes: u64,
 }
 
 /// Starts the thread. It ends when the batch sender is dropped. A failed append or fsync stops the
 /// server (a hole in the log must never be skipped): the thread reports `Event::Fatal` and ends.
 pub(crate) fn spawn(
     mut log: TxnLog,
-    data_dir: PathBuf,
+    dirs: StorageDirs,
     force_sync: bool,
     mut batches: mpsc::Receiver<StorageMsg>,
     events: mpsc::Sender<Event>,
@@ -49,10 +62,10 @@ pub(crate) fn spawn(
         while let Some(first) = batches.blocking_recv() {
             let mut last = None;
             let mut epochs = Vec::new();
-            let mut result = append(&mut log, &data_dir, first, &mut last, &mut epochs);
+            let mut result = append(&mut log, &dirs, first, &mut last, &mut epochs);
             while result.is_ok() && epochs.is_empty() {
                 match batches.try_recv() {
-                    Ok(more) => result = append(&mut log, &data_dir, more, &mut last, &mut epochs),
+                    Ok(more) => result = append(&mut log, &dirs, more, &mut last, &mut epochs),
                     Err(_) => break,
                 }
             }
@@ -82,7 +95,7 @@ pub(crate) fn spawn(
 
 fn append(
     log: &mut TxnLog,
-    data_dir: &std::path::Path,
+    dirs: &StorageDirs,
     msg: StorageMsg,
     last: &mut Option<i64>,
     epochs: &mut Vec<(EpochKind, i64)>,
@@ -98,16 +111,30 @@ fn append(
                 EpochKind::Accepted => EpochFile::Accepted,
                 EpochKind::Current => EpochFile::Current,
             };
-            write_epoch(data_dir, which, epoch).map_err(|e| e.to_string())?;
+            write_epoch(&dirs.data_dir, which, epoch).map_err(|e| e.to_string())?;
             epochs.push((kind, epoch));
             return Ok(());
         }
         StorageMsg::InstallSnapshot { tree, sessions, zxid } => {
             // Snapshot first: once the log is cut, recovery must find the snapshot.
-            write_snapshot(data_dir, &tree, &sessions, zxid).map_err(|e| e.to_string())?;
+            write_snapshot(&dirs.data_dir, &tree, &sessions, zxid).map_err(|e| e.to_string())?;
             log.truncate_after(zxid).map_err(|e| e.to_string())?;
             *last = Some(zxid);
             return Ok(());
+        }
+        StorageMsg::TruncateAndReload { zxid, reply } => {
+            let result = log.truncate_after(zxid).map_err(|e| e.to_string()).and_then(|()| {
+                let r = recover(&dirs.data_dir, &dirs.data_log_dir, dirs.pre_alloc_bytes).map_err(|e| e.to_string())?;
+                *log = r.log;
+                Ok((r.tree, r.sessions))
+            });
+            let failed = result.as_ref().err().cloned();
+            let _ = reply.send(result);
+            *last = None;
+            return match failed {
+                Some(why) => Err(why),
+                None => Ok(()),
+            };
         }
         StorageMsg::Truncate(zxid) => {
             log.truncate_after(zxid).map_err(|e| e.to_string())?;
