@@ -124,6 +124,7 @@ fn append(
         }
         StorageMsg::TruncateAndReload { zxid, reply } => {
             let result = log.truncate_after(zxid).map_err(|e| e.to_string()).and_then(|()| {
+                remove_snapshots_after(&dirs.data_dir, zxid)?;
                 let r = recover(&dirs.data_dir, &dirs.data_log_dir, dirs.pre_alloc_bytes).map_err(|e| e.to_string())?;
                 *log = r.log;
                 Ok((r.tree, r.sessions))
@@ -145,6 +146,30 @@ fn append(
     for (hdr, txn) in &batch {
         log.append(hdr, txn).map_err(|e| e.to_string())?;
         *last = Some(hdr.zxid);
+    }
+    Ok(())
+}
+
+/// Removes (durably) every `snapshot.<hex zxid>` above `zxid`, as ZooKeeper's `truncateLog` does:
+/// such a snapshot may hold the txns being cut (the start-up snapshot of a server that recovered
+/// its own uncommitted proposals).
+fn remove_snapshots_after(data_dir: &std::path::Path, zxid: i64) -> Result<(), String> {
+    let dir = data_dir.join("version-2");
+    let entries = std::fs::read_dir(&dir).map_err(|e| format!("listing {}: {e}", dir.display()))?;
+    let mut removed = false;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("snapshot.") else { continue };
+        let hex = rest.split('.').next().unwrap_or_default();
+        let Ok(z) = u64::from_str_radix(hex, 16) else { continue };
+        if (z as i64) > zxid {
+            tracing::info!(file = %entry.path().display(), "removing a snapshot above the TRUNC point");
+            std::fs::remove_file(entry.path()).map_err(|e| format!("removing {}: {e}", entry.path().display()))?;
+            removed = true;
+        }
+    }
+    if removed {
+        std::fs::File::open(&dir).and_then(|d| d.sync_all()).map_err(|e| format!("fsync {}: {e}", dir.display()))?;
     }
     Ok(())
 }

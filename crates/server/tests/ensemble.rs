@@ -162,3 +162,75 @@ async fn three_servers_elect_replicate_and_survive_the_leader() {
         }
     }
 }
+
+/// A leader stops with a txn in its log that no one else has (forged here: an uncommitted proposal
+/// of epoch 1); the other two go on in epoch 2. When it comes back, the new leader TRUNCs it below
+/// what its recovered tree applied: it must cut the log, reload its data from disk, follow, and
+/// never show the phantom node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restarted_leader_drops_its_uncommitted_proposal_on_trunc() {
+    let cfgs = configs(3);
+    let mut members = Vec::new();
+    let mut saved = BTreeMap::new();
+    for (cfg, dir) in cfgs {
+        let id = cfg.my_id.unwrap();
+        saved.insert(id, cfg.clone());
+        let server = Server::start(cfg).await.expect("ensemble member starts");
+        members.push(Member { id, addr: server.local_addr, server: Some(server), _dir: dir });
+    }
+    let leader = tokio::time::timeout(ELECT * 2, wait_roles(&members.iter().collect::<Vec<_>>())).await.unwrap();
+    let lm = members.iter().position(|m| m.id == leader).unwrap();
+    let c = client(members[lm].addr).await;
+    for i in 0..5 {
+        c.create(&format!("/a{i}"), b"x", &persistent()).await.expect("write");
+    }
+    drop(c);
+    let server = members[lm].server.take().unwrap();
+    tokio::time::timeout(Duration::from_secs(10), server.stop()).await.expect("stops").ok();
+
+    // Forge an uncommitted epoch-1 proposal at the end of the stopped leader's log.
+    let cfg = saved[&leader].clone();
+    {
+        let (mut log, _) = warden_storage::TxnLog::open(&cfg.data_log_dir, 0).unwrap();
+        let zxid = log.last_zxid() + 1;
+        assert_eq!(zxid >> 32, 1, "still epoch 1");
+        let txn = warden_proto::Txn::Create {
+            path: "/phantom".into(),
+            data: Some(b"never committed".to_vec()),
+            acl: warden_proto::Acl::open_unsafe(),
+            ephemeral: false,
+            parent_cversion: 6,
+        };
+        let hdr = warden_proto::TxnHeader { client_id: 0, cxid: 0, zxid, time_ms: 0, txn_type: txn.op().code() };
+        log.append(&hdr, &txn).unwrap();
+        log.sync().unwrap();
+    }
+
+    let others: Vec<&Member> = members.iter().filter(|m| m.id != leader).collect();
+    let new_leader = tokio::time::timeout(ELECT, wait_roles(&others)).await.unwrap();
+    // Back before any epoch-2 write: its last zxid is above the new leader's, so it gets TRUNC.
+    let server = Server::start(cfg).await.expect("old leader restarts");
+    members[lm].addr = server.local_addr;
+    members[lm].server = Some(server);
+    let again = tokio::time::timeout(ELECT, wait_roles(&members.iter().collect::<Vec<_>>())).await.unwrap();
+    assert_eq!(again, new_leader);
+    let c = client(members[lm].addr).await;
+    for i in 0..5 {
+        c.create(&format!("/b{i}"), b"y", &persistent()).await.expect("write in epoch 2");
+    }
+    drop(c);
+    for m in &members {
+        let r = client(m.addr).await;
+        r.sync("/").await.expect("sync");
+        for i in 0..5 {
+            assert!(r.get_data(&format!("/a{i}")).await.is_ok(), "server {} lost /a{i}", m.id);
+            assert!(r.get_data(&format!("/b{i}")).await.is_ok(), "server {} lacks /b{i}", m.id);
+        }
+        assert!(r.get_data("/phantom").await.is_err(), "server {} shows the uncommitted /phantom", m.id);
+    }
+    for m in members {
+        if let Some(s) = m.server {
+            let _ = tokio::time::timeout(Duration::from_secs(10), s.stop()).await;
+        }
+    }
+}
