@@ -234,3 +234,50 @@ async fn a_restarted_leader_drops_its_uncommitted_proposal_on_trunc() {
         }
     }
 }
+
+/// Three voters and an observer: the observer follows the elected leader, reports Mode observer,
+/// forwards its client's writes and serves reads of everything committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_observer_syncs_forwards_writes_and_reports_its_mode() {
+    let mut servers = BTreeMap::new();
+    for id in 1..=4u64 {
+        let role = if id == 4 { ":observer" } else { "" };
+        let line = format!("127.0.0.1:{}:{}{role}", free_port(), free_port());
+        servers.insert(id, PeerSpec::parse(id, &line).expect("server line"));
+    }
+    let mut members = Vec::new();
+    for id in 1..=4u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = test_config(dir.path());
+        cfg.client_port = free_port();
+        cfg.servers = servers.clone();
+        cfg.my_id = Some(id);
+        if id == 4 {
+            cfg.peer_type = warden_server::config::PeerRole::Observer;
+        }
+        let server = Server::start(cfg).await.expect("member starts");
+        members.push(Member { id, addr: server.local_addr, server: Some(server), _dir: dir });
+    }
+    let voters: Vec<&Member> = members.iter().filter(|m| m.id != 4).collect();
+    tokio::time::timeout(ELECT * 2, wait_roles(&voters)).await.unwrap();
+    let observer = members[3].addr;
+    let deadline = Instant::now() + ELECT;
+    while mode(observer).await.as_deref() != Some("observer") {
+        assert!(Instant::now() < deadline, "the observer never reported Mode: observer");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let c = client(observer).await;
+    c.create("/via-observer", b"o", &persistent()).await.expect("write through the observer");
+    for m in &members {
+        let r = client(m.addr).await;
+        r.sync("/").await.expect("sync");
+        assert_eq!(r.get_data("/via-observer").await.expect("read").0, b"o", "server {}", m.id);
+    }
+    let mntr = four_letter(observer, "mntr").await;
+    assert!(mntr.contains("zk_server_state\tobserver"), "{mntr}");
+    for m in members {
+        if let Some(s) = m.server {
+            let _ = tokio::time::timeout(Duration::from_secs(10), s.stop()).await;
+        }
+    }
+}
