@@ -10,8 +10,8 @@
 //! synchronisation (DIFF/TRUNC/SNAP, NEWLEADER, UPTODATE) and broadcast (PROPOSAL/ACK/COMMIT, INFORM
 //! to observers), with the transport contract the shell must keep documented there.
 //!
-//! The election runs over real sockets in `warden_server::election`. Absent (later work): the
-//! quorum-port shell for ZAB and the wiring of both into the node; dynamic reconfiguration (configs inside notifications are carried, not interpreted);
+//! The server runs both over real sockets (`warden_server::election`, `warden_server::quorum_net`,
+//! `warden_server::ensemble`). Absent (later work): dynamic reconfiguration (configs inside notifications are carried, not interpreted);
 //! hierarchical (weighted) quorums and the two-node oracle.
 
 pub mod action;
