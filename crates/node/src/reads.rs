@@ -33,8 +33,8 @@ impl Node {
                 (Ok(Response::Empty), false)
             }
             Request::SetWatches2(sw) => {
-                let lists = [sw.data, sw.exist, sw.child, sw.persistent, sw.persistent_recursive];
-                self.set_watches(conn, sw.relative_zxid, lists, out);
+                let lists = [sw.base.data, sw.base.exist, sw.base.child, sw.persistent, sw.persistent_recursive];
+                self.set_watches(conn, sw.base.relative_zxid, lists, out);
                 (Ok(Response::Empty), false)
             }
             other => (self.read(conn, other), false),

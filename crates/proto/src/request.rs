@@ -226,32 +226,23 @@ impl Record for SetWatches {
     }
 }
 
-/// SetWatches2 (105): SetWatches plus persistent and persistent-recursive watches.
+/// SetWatches2 (105): the SetWatches fields, then persistent and persistent-recursive watches.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
 pub struct SetWatches2 {
-    pub relative_zxid: i64,
-    pub data: Vec<String>,
-    pub exist: Vec<String>,
-    pub child: Vec<String>,
+    pub base: SetWatches,
     pub persistent: Vec<String>,
     pub persistent_recursive: Vec<String>,
 }
 
 impl Record for SetWatches2 {
     fn encode(&self, w: &mut Writer) {
-        w.write_i64(self.relative_zxid);
-        w.write_string_vec(&self.data);
-        w.write_string_vec(&self.exist);
-        w.write_string_vec(&self.child);
+        self.base.encode(w);
         w.write_string_vec(&self.persistent);
         w.write_string_vec(&self.persistent_recursive);
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(Self {
-            relative_zxid: r.read_i64()?,
-            data: r.read_string_vec()?,
-            exist: r.read_string_vec()?,
-            child: r.read_string_vec()?,
+            base: SetWatches::decode(r)?,
             persistent: r.read_string_vec()?,
             persistent_recursive: r.read_string_vec()?,
         })
@@ -711,10 +702,7 @@ pub(crate) mod tests {
 
     fn watches() -> impl Strategy<Value = SetWatches2> {
         (any::<i64>(), paths(), paths(), paths(), paths(), paths()).prop_map(|(z, d, e, c, p, pr)| SetWatches2 {
-            relative_zxid: z,
-            data: d,
-            exist: e,
-            child: c,
+            base: SetWatches { relative_zxid: z, data: d, exist: e, child: c },
             persistent: p,
             persistent_recursive: pr,
         })
@@ -731,12 +719,7 @@ pub(crate) mod tests {
                 scheme: s,
                 auth: a
             })),
-            watches().prop_map(|w| Request::SetWatches(SetWatches {
-                relative_zxid: w.relative_zxid,
-                data: w.data,
-                exist: w.exist,
-                child: w.child
-            })),
+            watches().prop_map(|w| Request::SetWatches(w.base)),
             watches().prop_map(Request::SetWatches2),
             bytes().prop_map(|token| Request::Sasl(SaslRequest { token })),
             path().prop_map(|prefix| Request::GetEphemerals(GetEphemeralsRequest { prefix })),
@@ -832,7 +815,11 @@ pub(crate) mod tests {
         rt(SetAclRequest { path: "/a".into(), acl: Acl::creator_all(), version: 0 });
         rt(AuthPacket { auth_type: 0, scheme: "digest".into(), auth: b"u:p".to_vec() });
         rt(SetWatches { relative_zxid: 9, data: vec!["/d".into()], exist: vec![], child: vec!["/c".into()] });
-        rt(SetWatches2 { relative_zxid: 9, persistent_recursive: vec!["/r".into()], ..Default::default() });
+        rt(SetWatches2 {
+            base: SetWatches { relative_zxid: 9, ..Default::default() },
+            persistent_recursive: vec!["/r".into()],
+            ..Default::default()
+        });
         rt(AddWatchRequest { path: "/a".into(), mode: 1 });
         rt(WatchesRequest { path: "/a".into(), watcher_type: 3 });
         rt(SaslRequest { token: vec![1, 2] });

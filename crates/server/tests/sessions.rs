@@ -399,7 +399,7 @@ async fn set_watches2_rearms_persistent_watches_raw() {
     let (mut r, resp) = RawClient::resume(srv.addr, sid, &passwd, rel, 10_000).await;
     assert_eq!(resp.session_id, sid);
     let sw = SetWatches2 {
-        relative_zxid: rel,
+        base: warden_proto::request::SetWatches { relative_zxid: rel, ..Default::default() },
         persistent: vec!["/sp".into()],
         persistent_recursive: vec!["/sq".into()],
         ..Default::default()
