@@ -402,7 +402,6 @@ async fn set_watches2_rearms_persistent_watches_raw() {
         base: warden_proto::request::SetWatches { relative_zxid: rel, ..Default::default() },
         persistent: vec!["/sp".into()],
         persistent_recursive: vec!["/sq".into()],
-        ..Default::default()
     };
     let (h, _) = r.call_with_xid(xid::SET_WATCHES, &Request::SetWatches2(sw)).await;
     assert_eq!((h.xid, h.err), (xid::SET_WATCHES, 0));
