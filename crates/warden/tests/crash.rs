@@ -23,7 +23,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -60,7 +60,7 @@ fn env_num(name: &str, default: u64) -> u64 {
 }
 
 mod common;
-use common::{free_port, ruok};
+use common::{free_port, ruok, spawn_warden};
 
 /// The data directory, the server child process, and what to print when something goes wrong.
 struct Harness {
@@ -105,18 +105,7 @@ impl Harness {
         assert!(self.child.is_none(), "a server is already running");
         self.starts += 1;
         let err = std::fs::File::create(self.stderr_path(self.starts)).expect("stderr file");
-        let child = Command::new(env!("CARGO_BIN_EXE_warden"))
-            .arg("serve")
-            .arg(&self.cfg)
-            .arg("--log")
-            .arg("info")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(err)
-            .spawn()
-            .expect("spawn warden");
-        self.child = Some(child);
+        self.child = Some(spawn_warden(&self.cfg, err));
     }
 
     /// Polls `ruok` until the server answers; fails (with diagnostics) if it exits or the deadline passes.

@@ -9,14 +9,14 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use zk::{Acls, CreateMode};
 use zookeeper_client as zk;
 
 mod common;
-use common::free_port;
+use common::{free_port, spawn_warden};
 
 /// Bound on each wait for an election or a role.
 const ELECT: Duration = Duration::from_secs(30);
@@ -89,18 +89,7 @@ impl Ensemble {
             .append(true)
             .open(self.dir.path().join(format!("server{}.stderr", m.id)))
             .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_warden"))
-            .arg("serve")
-            .arg(&m.cfg)
-            .arg("--log")
-            .arg("info")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(err)
-            .spawn()
-            .expect("spawn warden");
-        m.child = Some(child);
+        m.child = Some(spawn_warden(&m.cfg, err));
     }
 
     /// SIGKILL by PID.

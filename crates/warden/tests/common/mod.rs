@@ -23,3 +23,18 @@ pub fn ruok(addr: SocketAddr) -> bool {
     let _ = s.read_to_string(&mut out);
     out == "imok"
 }
+
+/// Starts `warden serve <cfg>` with its stderr in `stderr` and no stdin or stdout.
+pub fn spawn_warden(cfg: &std::path::Path, stderr: std::fs::File) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .arg("serve")
+        .arg(cfg)
+        .arg("--log")
+        .arg("info")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn warden")
+}
