@@ -40,7 +40,8 @@ use sha1::Digest as _;
 use zk::{Acl, Acls, AuthId, Client, CreateMode, Permission, SessionInfo};
 use zookeeper_client as zk;
 
-use support::{RawClient, RawStat, ZkProcess};
+use support::{RawClient, ZkProcess};
+use warden_proto::Stat;
 
 const SUPER: &str = "super:superpw";
 const OP_TIMEOUT: Duration = Duration::from_secs(15);
@@ -313,13 +314,13 @@ struct Node {
     data: Option<Vec<u8>>,
     acl: Vec<(i32, String, String)>,
     children: Vec<String>,
-    stat: RawStat,
+    stat: Stat,
 }
 
 type Dump = BTreeMap<String, Node>;
 
-fn to_raw(s: &zk::Stat) -> RawStat {
-    RawStat {
+fn wire_stat(s: &zk::Stat) -> Stat {
+    Stat {
         czxid: s.czxid,
         mzxid: s.mzxid,
         ctime: s.ctime,
@@ -345,13 +346,13 @@ async fn dump(name: &str, addr: SocketAddr) -> Dump {
         let (mut children, cstat) =
             t(&p, c.get_children(&p)).await.unwrap_or_else(|e| panic!("{name}: getChildren2 {p}: {e}"));
         assert_eq!(
-            to_raw(&stat),
-            to_raw(&astat),
+            wire_stat(&stat),
+            wire_stat(&astat),
             "{name}: {p}: getData and getACL Stats differ (tree changed during dump?)"
         );
         assert_eq!(
-            to_raw(&stat),
-            to_raw(&cstat),
+            wire_stat(&stat),
+            wire_stat(&cstat),
             "{name}: {p}: getData and getChildren2 Stats differ (tree changed during dump?)"
         );
         children.sort();
@@ -359,12 +360,12 @@ async fn dump(name: &str, addr: SocketAddr) -> Dump {
             stack.push(if p == "/" { format!("/{ch}") } else { format!("{p}/{ch}") });
         }
         let acl = acl.iter().map(|a| (perm_bits(a.permission()), a.scheme().to_string(), a.id().to_string())).collect();
-        out.insert(p, Node { data: Some(data), acl, children, stat: to_raw(&stat) });
+        out.insert(p, Node { data: Some(data), acl, children, stat: wire_stat(&stat) });
     }
     drop(c);
     // Null vs empty: the crate maps both to an empty Vec; ask on the wire.
     let paths: Vec<String> = out.keys().cloned().collect();
-    let raw = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<Result<(Option<Vec<u8>>, RawStat), i32>>> {
+    let raw = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<Result<(Option<Vec<u8>>, Stat), i32>>> {
         let mut r = RawClient::connect(addr)?;
         let code = r.auth("digest", SUPER.as_bytes())?;
         if code != 0 {
