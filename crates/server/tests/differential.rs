@@ -928,7 +928,7 @@ impl Backend {
                 let (kind, path) = (*kind, path.clone());
                 let r = tokio::task::spawn_blocking(move || -> std::io::Result<(i32, Option<String>)> {
                     let mut raw = RawClient::connect(addr)?;
-                    let r = raw.request(kind, path.as_bytes());
+                    let r = raw.request(kind, &path);
                     if r.is_ok() {
                         raw.close();
                     }

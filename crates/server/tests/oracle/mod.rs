@@ -168,3 +168,66 @@ impl Drop for ZkProcess {
         self.kill();
     }
 }
+
+/// A blocking raw client connection usable against either server: one session, frames built and
+/// read with `warden_proto` (whose golden-byte tests pin it to ZooKeeper's format), so tests can
+/// send what client libraries refuse to (odd paths, null data) and see the wire answer.
+pub struct RawConn {
+    s: TcpStream,
+}
+
+impl RawConn {
+    pub fn connect(addr: SocketAddr, read_timeout: Duration) -> std::io::Result<RawConn> {
+        use warden_proto::connect::{ConnectRequest, ConnectResponse};
+        use warden_proto::Record;
+        let s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+        s.set_read_timeout(Some(read_timeout))?;
+        s.set_nodelay(true)?;
+        let mut c = RawConn { s };
+        let req =
+            ConnectRequest { timeout_ms: 30_000, passwd: vec![0; 16], read_only: Some(false), ..Default::default() };
+        c.s.write_all(&warden_proto::frame::encode_frame(&req))?;
+        let resp = ConnectResponse::from_bytes(&c.recv()?).map_err(std::io::Error::other)?;
+        if resp.timeout_ms <= 0 {
+            return Err(std::io::Error::other("session refused"));
+        }
+        Ok(c)
+    }
+
+    fn recv(&mut self) -> std::io::Result<Vec<u8>> {
+        let mut len = [0u8; 4];
+        self.s.read_exact(&mut len)?;
+        let n = i32::from_be_bytes(len);
+        if !(0..=4 << 20).contains(&n) {
+            return Err(std::io::Error::other(format!("bad frame length {n}")));
+        }
+        let mut body = vec![0u8; n as usize];
+        self.s.read_exact(&mut body)?;
+        Ok(body)
+    }
+
+    /// Sends the request; returns the header and body of the reply with that xid (notifications
+    /// skipped).
+    pub fn call(
+        &mut self,
+        xid: i32,
+        req: &warden_proto::request::Request,
+    ) -> std::io::Result<(warden_proto::header::ReplyHeader, Option<warden_proto::response::Response>)> {
+        use warden_proto::Record;
+        self.s.write_all(&req.encode_frame(xid))?;
+        loop {
+            let r = self.recv()?;
+            let hdr = warden_proto::header::ReplyHeader::from_bytes(&r).map_err(std::io::Error::other)?;
+            if hdr.xid == xid {
+                return warden_proto::response::decode_reply(req.op_code().code(), &r).map_err(std::io::Error::other);
+            }
+        }
+    }
+
+    /// Sends closeSession and waits for its reply (or the connection closing).
+    pub fn close(mut self, xid: i32) {
+        if self.s.write_all(&warden_proto::request::Request::CloseSession.encode_frame(xid)).is_ok() {
+            let _ = self.recv();
+        }
+    }
+}
