@@ -9,6 +9,7 @@ pub mod election;
 mod ensemble;
 mod fourlw;
 mod owner;
+mod peer_conn;
 pub mod quorum_net;
 mod snapshot;
 mod storage;

@@ -17,20 +17,7 @@ use super::queue::SharedQueue;
 /// election messages are tiny, so a write that takes this long means the peer is gone).
 pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Why a connection ended.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum ConnEnd {
-    #[error("peer closed the connection")]
-    Closed,
-    #[error("i/o error: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("write timed out after {0:?}")]
-    WriteTimeout(Duration),
-    #[error("malformed input: {0}")]
-    Malformed(String),
-    #[error("election driver is gone")]
-    DriverGone,
-}
+pub(crate) use crate::peer_conn::ConnEnd;
 
 /// A received notification, tagged with its sender.
 pub(crate) type Received = (Sid, Notification);
@@ -60,7 +47,7 @@ async fn read_loop(sid: Sid, mut rd: OwnedReadHalf, leftover: Vec<u8>, received:
         } {
             buf.drain(..used);
             if received.send((sid, notification)).await.is_err() {
-                return ConnEnd::DriverGone;
+                return ConnEnd::ConsumerGone;
             }
         }
         // `split_message` rejects a length above 512 KiB before its payload is read, so the

@@ -37,22 +37,7 @@ pub(crate) enum Incoming {
     Blob(Vec<u8>),
 }
 
-/// Why a connection ended.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum ConnEnd {
-    #[error("peer closed the connection")]
-    Closed,
-    #[error("i/o error: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("write made no progress for {0:?}")]
-    WriteTimeout(Duration),
-    #[error("malformed input: {0}")]
-    Malformed(String),
-    #[error("closed by this server")]
-    Killed,
-    #[error("the consumer is gone")]
-    ConsumerGone,
-}
+pub(crate) use crate::peer_conn::ConnEnd;
 
 /// Buffered reading of back-to-back QuorumPackets.
 pub(crate) struct PacketReader {
