@@ -357,7 +357,9 @@ impl Node {
                 Err(e) => Txn::Error { err: e.code() },
             }
         };
-        let zxid = self.propose(session_id, xid, txn, Origin::Client { conn, xid, ops, fwd: false }, out);
+        let txn_type = txn.header_type(ops.first().copied().unwrap_or_default());
+        let zxid =
+            self.propose_typed(session_id, xid, txn_type, txn, Origin::Client { conn, xid, ops, fwd: false }, out);
         if let Some(c) = self.conns.get_mut(&conn) {
             c.queue.push_back(Pending::Write { zxid, arrived_ms: self.now.mono_ms });
         }
@@ -389,17 +391,25 @@ impl Node {
         origin: Origin,
         out: &mut Vec<Output>,
     ) -> i64 {
+        let txn_type = txn.op().code();
+        self.propose_typed(session_id, cxid, txn_type, txn, origin, out)
+    }
+
+    /// As `propose`, with the header's txn type (`Txn::header_type` of the request's opcode).
+    pub(crate) fn propose_typed(
+        &mut self,
+        session_id: i64,
+        cxid: i32,
+        txn_type: i32,
+        txn: Txn,
+        origin: Origin,
+        out: &mut Vec<Output>,
+    ) -> i64 {
         if self.quorum.is_some() {
-            return self.leader_propose(session_id, cxid, txn, origin, out);
+            return self.leader_propose(session_id, cxid, txn_type, txn, origin, out);
         }
         self.last_zxid += 1;
-        let hdr = TxnHeader {
-            client_id: session_id,
-            cxid,
-            zxid: self.last_zxid,
-            time_ms: self.now.wall_ms,
-            txn_type: txn.op().code(),
-        };
+        let hdr = TxnHeader { client_id: session_id, cxid, zxid: self.last_zxid, time_ms: self.now.wall_ms, txn_type };
         out.push(Output::Persist { hdr, txn: txn.clone() });
         self.in_flight.push_back((hdr, txn, origin));
         self.last_zxid

@@ -557,13 +557,16 @@ impl Node {
         &mut self,
         session_id: i64,
         cxid: i32,
+        txn_type: i32,
         txn: Txn,
         origin: Origin,
         out: &mut Vec<Output>,
     ) -> i64 {
         let wall_ms = self.now.wall_ms;
         let result = match self.quorum.as_mut().map(|q| &mut q.machine) {
-            Some(Machine::Leader(l)) => l.propose(session_id, cxid, wall_ms, txn).map_err(|e| format!("{e:?}")),
+            Some(Machine::Leader(l)) => {
+                l.propose_typed(session_id, cxid, wall_ms, txn_type, txn).map_err(|e| format!("{e:?}"))
+            }
             _ => Err("not leading".to_string()),
         };
         match result {
@@ -615,7 +618,8 @@ impl Node {
         } else {
             self.prep_forwarded(session_id, op_type, &request, authinfo, zxid)
         };
-        self.propose(session_id, cxid, txn, Origin::Internal, out);
+        let txn_type = txn.header_type(op_type);
+        self.propose_typed(session_id, cxid, txn_type, txn, Origin::Internal, out);
     }
 
     fn prep_forwarded(

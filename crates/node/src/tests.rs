@@ -238,3 +238,24 @@ fn requests_behind_the_connect_request_wait_for_the_session() {
     assert_eq!(ReplyHeader::from_bytes(&sends[1][4..]).unwrap().xid, -4, "auth answered after the handshake");
     assert_eq!(h.node.tree().stat("/early").map(|s| s.ephemeral_owner), Some(resp.session_id));
 }
+
+/// ZooKeeper logs (and proposes) a create2 request's CreateTxn under header type create2 (15); a
+/// ZooKeeper follower needs that type to build the create2 reply's Stat.
+#[test]
+fn a_create2_request_is_logged_as_type_create2() {
+    let mut h = Harness::new();
+    h.connect(1, 0, vec![0; 16]);
+    let mut types = Vec::new();
+    for (xid, req) in [
+        (1, create("/a", 0)),
+        (2, Request::Create2(CreateRequest { path: "/b".into(), data: None, acl: Acl::open_unsafe(), flags: 0 })),
+    ] {
+        h.node.step(h.now, Input::Request { conn: 1, xid, req }, &mut h.out);
+        types.extend(h.out.iter().filter_map(|o| match o {
+            Output::Persist { hdr, .. } => Some(hdr.txn_type),
+            _ => None,
+        }));
+        h.step(Input::Tick);
+    }
+    assert_eq!(types, vec![1, 15]);
+}

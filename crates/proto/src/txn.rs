@@ -111,6 +111,18 @@ impl Txn {
         }
     }
 
+    /// The TxnHeader type ZooKeeper logs for this txn when a request with opcode `request_op` made
+    /// it. `PrepRequestProcessor.pRequest2Txn` gives the header the request's own type, so a
+    /// create2 request's CreateTxn travels and is logged as type create2 (15), not create (1); a
+    /// ZooKeeper follower applying it answers its create2 client from the result's Stat, which its
+    /// `DataTree.processTxn` fills only for type 15. Every other txn keeps its own type.
+    pub fn header_type(&self, request_op: i32) -> i32 {
+        match self {
+            Txn::Create { .. } if request_op == OpCode::Create2.code() => request_op,
+            _ => self.op().code(),
+        }
+    }
+
     /// Encodes the body (without header) as ZooKeeper does.
     pub fn encode_body(&self, w: &mut Writer) {
         match self {
@@ -219,6 +231,29 @@ impl Txn {
 mod tests {
     use super::*;
     use crate::data::Acl;
+
+    /// ZooKeeper 3.8 follower applying a type-1 header for a create2 request threw a
+    /// NullPointerException building Create2Response (no Stat in its ProcessTxnResult).
+    #[test]
+    fn a_create2_request_makes_a_create2_header() {
+        let create = Txn::Create {
+            path: "/a".into(),
+            data: None,
+            acl: Acl::open_unsafe(),
+            ephemeral: false,
+            parent_cversion: 0,
+        };
+        assert_eq!(create.header_type(OpCode::Create2.code()), 15);
+        assert_eq!(create.header_type(OpCode::Create.code()), 1);
+        // A failed create2 is an error txn; other creates keep their own types.
+        assert_eq!(Txn::Error { err: -110 }.header_type(OpCode::Create2.code()), -1);
+        let ttl = Txn::CreateTtl { path: "/t".into(), data: None, acl: vec![], parent_cversion: 0, ttl_ms: 5 };
+        assert_eq!(ttl.header_type(OpCode::CreateTtl.code()), OpCode::CreateTtl.code());
+        // And type 15 decodes back to the same CreateTxn.
+        let mut w = Writer::new();
+        create.encode_body(&mut w);
+        assert_eq!(Txn::decode_body(15, &mut Reader::new(w.as_slice())).unwrap(), create);
+    }
 
     #[test]
     fn multi_txn_round_trips() {

@@ -325,6 +325,20 @@ impl Leader {
         time_ms: i64,
         txn: Txn,
     ) -> Result<(Zxid, Vec<Action>), ProposeError> {
+        let txn_type = txn.op().code();
+        self.propose_typed(client_id, cxid, time_ms, txn_type, txn)
+    }
+
+    /// As `propose`, with the TxnHeader type given (`Txn::header_type`: a create2 request's
+    /// CreateTxn is type 15).
+    pub fn propose_typed(
+        &mut self,
+        client_id: i64,
+        cxid: i32,
+        time_ms: i64,
+        txn_type: i32,
+        txn: Txn,
+    ) -> Result<(Zxid, Vec<Action>), ProposeError> {
         if self.stopped {
             return Err(ProposeError::Stopped);
         }
@@ -340,7 +354,7 @@ impl Leader {
         } else {
             make_zxid(epoch, 1)
         };
-        let hdr = TxnHeader { client_id, cxid, zxid, time_ms, txn_type: txn.op().code() };
+        let hdr = TxnHeader { client_id, cxid, zxid, time_ms, txn_type };
         let entry = TxnEntry { hdr, txn };
         self.last_proposed = zxid;
         self.proposed_at_ms.insert(zxid, self.now_ms);
