@@ -8,9 +8,8 @@
 //!
 //! Limits of this first version: a learner's connection to its leader is dialed inside the owner
 //! task (bounded by `initLimit * tickTime` and 5 tries), so the owner handles no other event while
-//! it dials (clients are refused then anyway: the server is not serving). Snapshots after SNAP
-//! travel as one length-prefixed blob (see `quorum_net`), so only Warden servers sync each other
-//! by SNAP.
+//! it dials (clients are refused then anyway: the server is not serving). The snapshot after SNAP
+//! travels as in ZooKeeper (see `quorum_net`), so Warden and ZooKeeper servers sync each other.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -19,8 +18,10 @@ use anyhow::Context;
 use tokio::sync::watch;
 use warden_node::{Input, SnapshotData};
 use warden_proto::election::ServerState;
-use warden_proto::quorum::{packet_type as pt, QuorumPacket};
+use warden_proto::quorum::QuorumPacket;
 use warden_quorum::{Elected, Sid};
+use warden_storage::SnapshotBody;
+use warden_tree::DataTree;
 
 use crate::config::{Config, PeerSpec};
 use crate::election::{ElectionNet, ElectionStatus};
@@ -29,12 +30,7 @@ use crate::quorum_net::{LeaderEvent, LeaderNet, LearnerEvent, LearnerNet, Quorum
 pub(crate) enum Net {
     None,
     Leader(LeaderNet),
-    /// `snap`: the zxid of a SNAP packet whose snapshot blob comes next.
-    Learner {
-        leader: Sid,
-        net: LearnerNet,
-        snap: Option<i64>,
-    },
+    Learner { leader: Sid, net: LearnerNet },
 }
 
 /// What the ensemble side has for the owner.
@@ -128,7 +124,7 @@ impl Ensemble {
         let me = self.spec(self.my_sid)?;
         let bind = resolve(&me.host, 0).await?;
         let net = LearnerNet::connect(to, self.my_sid, first, Some(bind), &self.net_cfg).await?;
-        self.net = Net::Learner { leader, net, snap: None };
+        self.net = Net::Learner { leader, net };
         Ok(())
     }
 
@@ -149,11 +145,10 @@ impl Ensemble {
     }
 
     /// Queues the snapshot that follows the SNAP packet just sent to learner `to`.
-    pub(crate) fn send_snapshot(&mut self, to: Sid, snapshot: &SnapshotData) {
+    pub(crate) fn send_snapshot(&mut self, to: Sid, snapshot: SnapshotData) {
         let Net::Leader(n) = &mut self.net else { return };
-        let bytes = warden_storage::encode_snapshot(&snapshot.tree, &snapshot.sessions);
-        tracing::info!(to, zxid = format_args!("{:#x}", snapshot.zxid), bytes = bytes.len(), "sending snapshot");
-        if let Err(e) = n.send_snapshot(to, bytes) {
+        tracing::info!(to, zxid = format_args!("{:#x}", snapshot.zxid), "sending snapshot");
+        if let Err(e) = n.send_snapshot(to, snapshot.tree, snapshot.sessions) {
             tracing::info!(to, error = %e, "snapshot send failed; the connection is closed");
         }
     }
@@ -202,11 +197,9 @@ pub(crate) fn become_input(e: &Elected, my_sid: Sid) -> Option<Input> {
     }
 }
 
-fn decode_snapshot(zxid: Option<i64>, bytes: &[u8]) -> Result<SnapshotData, String> {
-    let zxid = zxid.ok_or("snapshot blob without a SNAP packet")?;
-    let snap = warden_storage::decode_snapshot(bytes, zxid)?;
-    let tree = snap.to_tree(std::path::Path::new("<snapshot from the leader>")).map_err(|e| e.to_string())?;
-    Ok(SnapshotData { zxid, tree, sessions: snap.sessions })
+fn to_snapshot(zxid: i64, body: SnapshotBody) -> Result<SnapshotData, String> {
+    let tree = DataTree::from_snapshot(body.nodes, zxid)?;
+    Ok(SnapshotData { zxid, tree, sessions: body.sessions })
 }
 
 async fn net_recv(net: &mut Net) -> Option<EnsEvent> {
@@ -216,16 +209,12 @@ async fn net_recv(net: &mut Net) -> Option<EnsEvent> {
             LeaderEvent::Packet { from, packet } => Some(EnsEvent::Node(Input::Peer { from, packet })),
             LeaderEvent::Disconnected { sid } => Some(EnsEvent::Node(Input::PeerDisconnected { sid })),
         },
-        Net::Learner { leader, net, snap } => {
+        Net::Learner { leader, net } => {
             let from = *leader;
             loop {
                 match net.recv().await {
-                    Some(LearnerEvent::Packet(packet)) if packet.packet_type == pt::SNAP => {
-                        // Delivered together with the snapshot blob that follows it.
-                        *snap = Some(packet.zxid);
-                    }
                     Some(LearnerEvent::Packet(packet)) => return Some(EnsEvent::Node(Input::Peer { from, packet })),
-                    Some(LearnerEvent::Snapshot(bytes)) => match decode_snapshot(snap.take(), &bytes) {
+                    Some(LearnerEvent::Snapshot { zxid, body }) => match to_snapshot(zxid, body) {
                         Ok(snapshot) => return Some(EnsEvent::Node(Input::PeerSnapshot { from, snapshot })),
                         Err(why) => {
                             tracing::error!(why, "bad snapshot from the leader; disconnecting");

@@ -319,7 +319,7 @@ impl Owner {
                         self.send_storage(StorageMsg::Truncate(zxid)).await
                     }
                 }
-                QuorumOutput::SendSnapshot { to, snapshot } => ens.send_snapshot(to, &snapshot),
+                QuorumOutput::SendSnapshot { to, snapshot } => ens.send_snapshot(to, snapshot),
                 QuorumOutput::InstallSnapshot { snapshot } => {
                     let zxid = snapshot.zxid;
                     tracing::info!(zxid = format_args!("{zxid:#x}"), "installing the leader's snapshot");

@@ -297,7 +297,7 @@ async fn run_learner(
                         actions = learner.on_packet(&p, now());
                     }
                     Some(LearnerEvent::Disconnected) | None => actions = learner.on_disconnect(),
-                    Some(LearnerEvent::Snapshot(_)) => panic!("no snapshot is sent in this test"),
+                    Some(LearnerEvent::Snapshot { .. }) => panic!("no snapshot is sent in this test"),
                 },
                 _ = tick.tick() => actions = learner.on_tick(now()),
                 cmd = cmds.recv() => match cmd {

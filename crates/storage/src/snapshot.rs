@@ -198,10 +198,31 @@ pub fn encode_snapshot(tree: &DataTree, sessions: &[(i64, i32)]) -> Vec<u8> {
 }
 
 fn write_body<W: Write>(out: &mut Checked<W>, tree: &DataTree, sessions: &[(i64, i32)]) -> io::Result<()> {
-    let mut w = Writer::with_capacity(64 * 1024);
+    let mut w = Writer::new();
     w.write_i32(SNAP_FILE_MAGIC);
     w.write_i32(SNAP_FILE_VERSION);
     w.write_i64(SNAP_DB_ID);
+    out.put(w.as_slice())?;
+    write_sessions_and_tree(&mut |b| out.put(b), tree, sessions)?;
+    out.seal()?;
+    // The empty digest ZooKeeper 3.8 writes before it has logged one, then its seal.
+    let mut w = Writer::new();
+    w.write_i64(0);
+    w.write_i32(DIGEST_VERSION);
+    w.write_i64(0);
+    out.put(w.as_slice())?;
+    out.seal()
+}
+
+/// ZooKeeper's `SerializeUtils.serializeSnapshot`: the session count and (id, timeout) pairs, then
+/// `DataTree.serialize` (the ACL cache, the nodes in pre-order, the "/" terminator). The part of a
+/// snapshot file between its header and its first seal, and what a leader writes after SNAP.
+fn write_sessions_and_tree(
+    out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    tree: &DataTree,
+    sessions: &[(i64, i32)],
+) -> io::Result<()> {
+    let mut w = Writer::with_capacity(64 * 1024);
     w.write_i32(len_i32(sessions.len()));
     for &(id, timeout) in sessions {
         w.write_i64(id);
@@ -222,7 +243,7 @@ fn write_body<W: Write>(out: &mut Checked<W>, tree: &DataTree, sessions: &[(i64,
         w.write_i64(i as i64 + 1);
         w.write_vec(acl);
     }
-    out.put(w.as_slice())?;
+    out(w.as_slice())?;
     w = Writer::with_capacity(64 * 1024);
     for (path, node) in tree.snapshot_nodes() {
         w.write_ustring(&path);
@@ -230,20 +251,170 @@ fn write_body<W: Write>(out: &mut Checked<W>, tree: &DataTree, sessions: &[(i64,
         w.write_i64(keys[&*node.acl]);
         node.stat.encode(&mut w);
         if w.len() >= 60 * 1024 {
-            out.put(w.as_slice())?;
+            out(w.as_slice())?;
             w = Writer::with_capacity(64 * 1024);
         }
     }
     w.write_ustring("/");
-    out.put(w.as_slice())?;
-    out.seal()?;
-    // The empty digest ZooKeeper 3.8 writes before it has logged one, then its seal.
+    out(w.as_slice())
+}
+
+/// The signature a ZooKeeper leader writes after the snapshot of a SNAP sync
+/// (`LearnerHandler.run`), and a learner checks (`Learner.syncWithLeader`).
+pub const SNAP_SYNC_SIGNATURE: &str = "BenWasHere";
+
+/// What a leader writes right after a SNAP packet, as ZooKeeper 3.8's `LearnerHandler` does:
+/// `ZKDatabase.serializeSnapshot` (sessions, ACL cache, nodes, "/"; no file header, no checksum
+/// seal, no digest section) and then the ustring "BenWasHere". Decoded by [`SnapshotBodyDecoder`]
+/// followed by a check of the signature.
+pub fn encode_snap_sync(tree: &DataTree, sessions: &[(i64, i32)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_sessions_and_tree(
+        &mut |b| {
+            out.extend_from_slice(b);
+            Ok(())
+        },
+        tree,
+        sessions,
+    )
+    .expect("writing to a Vec cannot fail");
     let mut w = Writer::new();
-    w.write_i64(0);
-    w.write_i32(DIGEST_VERSION);
-    w.write_i64(0);
-    out.put(w.as_slice())?;
-    out.seal()
+    w.write_ustring(SNAP_SYNC_SIGNATURE);
+    out.extend_from_slice(w.as_slice());
+    out
+}
+
+/// Sessions and nodes as `SerializeUtils.deserializeSnapshot` reads them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SnapshotBody {
+    /// (session id, timeout ms), in stream order.
+    pub sessions: Vec<(i64, i32)>,
+    /// Nodes in stream order; the root has path "". `children` is empty (rebuilt on load).
+    pub nodes: Vec<(String, Znode)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyStage {
+    SessionCount,
+    Sessions(u32),
+    AclCount,
+    Acls(u32),
+    Nodes,
+    Done,
+}
+
+/// Incremental decoder of the sessions-and-tree part of a snapshot ([`write_sessions_and_tree`]'s
+/// output), for a snapshot file held in memory and for a SNAP sync read off a socket. Each item
+/// (a session, an ACL cache entry, a node) is decoded whole or not at all, so a caller can feed the
+/// bytes it has, drop what was used, and feed more later. Every string and buffer is bounded by the
+/// decoder's field limit; an item that does not fit is an error, never a large allocation.
+#[derive(Debug)]
+pub struct SnapshotBodyDecoder {
+    stage: BodyStage,
+    max_field: usize,
+    acls: HashMap<i64, Arc<[Acl]>>,
+    body: SnapshotBody,
+    /// Bytes consumed so far (for error offsets).
+    consumed: u64,
+}
+
+impl SnapshotBodyDecoder {
+    /// A decoder whose strings and buffers may be at most `max_field` bytes.
+    pub fn new(max_field: usize) -> Self {
+        SnapshotBodyDecoder {
+            stage: BodyStage::SessionCount,
+            max_field,
+            acls: HashMap::new(),
+            body: SnapshotBody::default(),
+            consumed: 0,
+        }
+    }
+
+    /// Whether the "/" terminator was read.
+    pub fn is_done(&self) -> bool {
+        self.stage == BodyStage::Done
+    }
+
+    /// Bytes consumed so far.
+    pub fn consumed(&self) -> u64 {
+        self.consumed
+    }
+
+    /// Decodes whole items from the front of `buf` and returns how many bytes they used. Stops at
+    /// the "/" terminator (then `is_done`) or before an incomplete item (call again with those
+    /// bytes and more). An error is final: the stream is not a snapshot.
+    pub fn feed(&mut self, buf: &[u8]) -> Result<usize, String> {
+        let mut r = Reader::with_max_len(buf, self.max_field);
+        loop {
+            let start = r.position();
+            match self.item(&mut r) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(warden_proto::DecodeError::Incomplete { .. }) => {
+                    self.consumed += start as u64;
+                    return Ok(start);
+                }
+                Err(e) => return Err(format!("at offset {}: {e}", self.consumed + start as u64)),
+            }
+        }
+        self.consumed += r.position() as u64;
+        Ok(r.position())
+    }
+
+    /// Decodes one item; `Ok(false)` once done. Nothing is kept from an item that fails.
+    fn item(&mut self, r: &mut Reader<'_>) -> Result<bool, warden_proto::DecodeError> {
+        match self.stage {
+            BodyStage::SessionCount => {
+                // Java reads `while (count > 0)`: a negative count means none.
+                self.stage = BodyStage::Sessions(u32::try_from(r.read_i32()?).unwrap_or(0));
+            }
+            BodyStage::Sessions(0) => self.stage = BodyStage::AclCount,
+            BodyStage::Sessions(n) => {
+                let id = r.read_i64()?;
+                let timeout = r.read_i32()?;
+                self.body.sessions.push((id, timeout));
+                self.stage = BodyStage::Sessions(n - 1);
+            }
+            BodyStage::AclCount => self.stage = BodyStage::Acls(u32::try_from(r.read_i32()?).unwrap_or(0)),
+            BodyStage::Acls(0) => self.stage = BodyStage::Nodes,
+            BodyStage::Acls(n) => {
+                let key = r.read_i64()?;
+                let list: Vec<Acl> = r.read_vec()?;
+                // One shared list per key, so nodes with the same ACL share its allocation.
+                self.acls.insert(key, list.into());
+                self.stage = BodyStage::Acls(n - 1);
+            }
+            BodyStage::Nodes => {
+                let path = r.read_ustring()?;
+                if path == "/" {
+                    self.stage = BodyStage::Done;
+                    return Ok(true);
+                }
+                let data = r.read_buffer()?;
+                let key = r.read_i64()?;
+                let stat = StatPersisted::decode(r)?;
+                let acl = if key == OPEN_ACL_KEY {
+                    warden_tree::open_acl()
+                } else {
+                    self.acls
+                        .get(&key)
+                        .cloned()
+                        .ok_or(warden_proto::DecodeError::Invalid("ACL key not in the ACL cache"))?
+                };
+                self.body.nodes.push((path, Znode::new(data.map(Vec::into_boxed_slice), acl, stat)));
+            }
+            BodyStage::Done => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The decoded sessions and nodes; an error unless the "/" terminator was read.
+    pub fn finish(self) -> Result<SnapshotBody, String> {
+        match self.stage {
+            BodyStage::Done => Ok(self.body),
+            stage => Err(format!("snapshot ends early (at offset {}, reading {stage:?})", self.consumed)),
+        }
+    }
 }
 
 fn len_i32(n: usize) -> i32 {
@@ -419,38 +590,15 @@ pub fn decode_snapshot(bytes: &[u8], zxid: i64) -> Result<Snapshot, String> {
         return Err(format!("unsupported version {version}"));
     }
     let _dbid = r.read_i64().map_err(|e| at(&r, e))?;
-    let count = r.read_i32().map_err(|e| at(&r, e))?;
-    let mut sessions = Vec::new();
-    for _ in 0..count.max(0) {
-        let id = r.read_i64().map_err(|e| at(&r, e))?;
-        let timeout = r.read_i32().map_err(|e| at(&r, e))?;
-        sessions.push((id, timeout));
-    }
-    let count = r.read_i32().map_err(|e| at(&r, e))?;
-    // One shared list per key, so nodes with the same ACL share its allocation.
-    let mut acls: HashMap<i64, Arc<[Acl]>> = HashMap::new();
-    for _ in 0..count.max(0) {
-        let key = r.read_i64().map_err(|e| at(&r, e))?;
-        let list: Vec<Acl> = r.read_vec().map_err(|e| at(&r, e))?;
-        acls.insert(key, list.into());
-    }
-    let mut nodes = Vec::new();
-    loop {
-        let path = r.read_ustring().map_err(|e| at(&r, e))?;
-        if path == "/" {
-            break;
-        }
-        let data = r.read_buffer().map_err(|e| at(&r, e))?;
-        let key = r.read_i64().map_err(|e| at(&r, e))?;
-        let stat = StatPersisted::decode(&mut r).map_err(|e| at(&r, e))?;
-        let acl = if key == OPEN_ACL_KEY {
-            warden_tree::open_acl()
-        } else {
-            acls.get(&key).cloned().ok_or_else(|| format!("node {path:?}: ACL key {key} not in the ACL cache"))?
-        };
-        nodes.push((path, Znode::new(data.map(Vec::into_boxed_slice), acl, stat)));
-    }
-    check_seal(bytes, &mut r)?;
+    let header = r.position();
+    let mut body = SnapshotBodyDecoder::new(MAX_FIELD);
+    body.consumed = header as u64;
+    let base = header + body.feed(&bytes[header..])?;
+    let SnapshotBody { sessions, nodes } = body.finish()?;
+    // The sections after the nodes; offsets in messages count from the file's start.
+    let mut r = Reader::with_max_len(&bytes[base..], MAX_FIELD);
+    let at = |r: &Reader<'_>, e: warden_proto::DecodeError| format!("at offset {}: {e}", base + r.position());
+    check_seal(bytes, base, &mut r)?;
     // Optional trailing sections, each followed by its own seal: the digest (20 bytes with
     // digestVersion >= 2) and ZooKeeper 3.9's lastProcessedZxid (8 bytes). A seal is 13 bytes.
     let mut digest = None;
@@ -467,12 +615,12 @@ pub fn decode_snapshot(bytes: &[u8], zxid: i64) -> Result<Snapshot, String> {
         } else {
             r.read_i64().map_err(|e| at(&r, e))?
         };
-        check_seal(bytes, &mut r)?;
+        check_seal(bytes, base, &mut r)?;
         digest = Some(SnapshotDigest { zxid: dzxid, version: dversion, digest: dvalue });
     }
     if r.remaining() > 0 {
         last_processed_zxid = Some(r.read_i64().map_err(|e| at(&r, e))?);
-        check_seal(bytes, &mut r)?;
+        check_seal(bytes, base, &mut r)?;
     }
     if r.remaining() > 0 {
         return Err(format!("{} unexpected bytes after the last section", r.remaining()));
@@ -481,8 +629,9 @@ pub fn decode_snapshot(bytes: &[u8], zxid: i64) -> Result<Snapshot, String> {
 }
 
 /// `SnapStream.checkSealIntegrity`: long Adler32 of all bytes before it, then the string "/".
-fn check_seal(bytes: &[u8], r: &mut Reader<'_>) -> Result<(), String> {
-    let pos = r.position();
+/// `r` reads `bytes` from offset `base`.
+fn check_seal(bytes: &[u8], base: usize, r: &mut Reader<'_>) -> Result<(), String> {
+    let pos = base + r.position();
     let expected = i64::from(adler2::adler32_slice(&bytes[..pos]));
     let val = r.read_i64().map_err(|e| format!("at offset {pos}: checksum missing: {e}"))?;
     let slash = r.read_ustring().map_err(|e| format!("at offset {}: seal path missing: {e}", pos + 8))?;

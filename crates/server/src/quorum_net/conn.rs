@@ -8,8 +8,10 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot, watch};
-use warden_proto::jute::Record;
+use warden_proto::jute::{DecodeError, Reader, Record};
 use warden_proto::quorum::QuorumPacket;
+use warden_storage::{SnapshotBody, SnapshotBodyDecoder, SNAP_SYNC_SIGNATURE};
+use warden_tree::DataTree;
 
 /// Bytes a packet may hold beyond its one large buffer: type, zxid, lengths and authinfo.
 const PACKET_OVERHEAD_MAX: usize = 64 * 1024;
@@ -18,23 +20,23 @@ const WRITE_BATCH: usize = 64 * 1024;
 /// Free space kept in the read buffer before each read.
 const READ_CHUNK: usize = 64 * 1024;
 
-/// Largest snapshot blob a learner accepts after SNAP.
-const MAX_BLOB: u64 = 1 << 34;
+/// Largest snapshot stream a learner accepts after SNAP (sessions, ACLs and nodes, in bytes).
+const MAX_SNAPSHOT: u64 = 1 << 34;
 
-/// What goes out on a connection: a packet, or (leader, right after a SNAP packet) the snapshot
-/// blob, written as an 8-byte big-endian length and the bytes (a Warden deviation: ZooKeeper
-/// writes the serialized snapshot and "BenWasHere" with no length in front).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What goes out on a connection: a packet, or (leader, right after a SNAP packet) the state to
+/// write as ZooKeeper's snapshot stream: `ZKDatabase.serializeSnapshot` then "BenWasHere"
+/// (`warden_storage::encode_snap_sync`), raw, with no length in front.
+#[derive(Debug, Clone)]
 pub(crate) enum Outgoing {
     Packet(QuorumPacket),
-    Blob(Vec<u8>),
+    Snapshot(Box<(DataTree, Vec<(i64, i32)>)>),
 }
 
-/// What comes in: a packet, or (learner) the snapshot blob that follows a SNAP packet.
+/// What comes in: a packet, or (learner) a SNAP packet's zxid with the snapshot stream after it.
 #[derive(Debug)]
 pub(crate) enum Incoming {
     Packet(QuorumPacket),
-    Blob(Vec<u8>),
+    Snapshot { zxid: i64, body: SnapshotBody },
 }
 
 pub(crate) use crate::peer_conn::ConnEnd;
@@ -44,63 +46,79 @@ pub(crate) struct PacketReader {
     rd: OwnedReadHalf,
     buf: BytesMut,
     max_buffer: usize,
-    /// Learner side: a SNAP packet is followed by a length-prefixed snapshot blob.
-    blobs_after_snap: bool,
-    expect_blob: bool,
+    /// Learner side: a SNAP packet is followed by the snapshot stream.
+    snapshot_after_snap: bool,
 }
 
 impl PacketReader {
     pub(crate) fn new(rd: OwnedReadHalf, max_buffer: usize) -> Self {
-        PacketReader {
-            rd,
-            buf: BytesMut::with_capacity(READ_CHUNK),
-            max_buffer,
-            blobs_after_snap: false,
-            expect_blob: false,
-        }
+        PacketReader { rd, buf: BytesMut::with_capacity(READ_CHUNK), max_buffer, snapshot_after_snap: false }
     }
 
-    /// A reader for the learner's side: after SNAP comes the snapshot blob.
-    pub(crate) fn with_snapshot_blobs(mut self) -> Self {
-        self.blobs_after_snap = true;
+    /// A reader for the learner's side: after SNAP comes the snapshot stream.
+    pub(crate) fn with_snapshots(mut self) -> Self {
+        self.snapshot_after_snap = true;
         self
     }
 
-    /// The next packet, or the blob after a SNAP packet (learner side).
+    /// The next packet; on the learner's side a SNAP packet comes back with the snapshot stream
+    /// that follows it.
     pub(crate) async fn next_incoming(&mut self) -> Result<Incoming, ConnEnd> {
-        if !self.expect_blob {
-            let packet = self.next().await?;
-            self.expect_blob = self.blobs_after_snap && packet.packet_type == warden_proto::quorum::packet_type::SNAP;
+        let packet = self.next().await?;
+        if !(self.snapshot_after_snap && packet.packet_type == warden_proto::quorum::packet_type::SNAP) {
             return Ok(Incoming::Packet(packet));
         }
-        self.expect_blob = false;
-        self.fill(8).await?;
-        let len = u64::from_be_bytes(self.buf[..8].try_into().unwrap_or_default());
-        if len > MAX_BLOB {
-            return Err(ConnEnd::Malformed(format!("snapshot blob of {len} bytes (limit {MAX_BLOB})")));
-        }
-        self.buf.advance(8);
-        let len = len as usize;
-        self.buf.reserve(len.saturating_sub(self.buf.len()));
-        self.fill(len).await?;
-        Ok(Incoming::Blob(self.buf.split_to(len).to_vec()))
+        let body = self.read_snapshot().await?;
+        Ok(Incoming::Snapshot { zxid: packet.zxid, body })
     }
 
-    /// Reads until at least `n` bytes are buffered.
-    async fn fill(&mut self, n: usize) -> Result<(), ConnEnd> {
-        while self.buf.len() < n {
-            if self.buf.capacity() - self.buf.len() < READ_CHUNK / 8 {
-                self.buf.reserve(READ_CHUNK);
+    /// Reads the snapshot stream after SNAP as `Learner.syncWithLeader` does: sessions and the
+    /// tree (`deserializeSnapshot`), then the string "BenWasHere". Decoded item by item as bytes
+    /// arrive; an item above the field limits, a stream above `MAX_SNAPSHOT` bytes, or a wrong
+    /// signature closes the connection.
+    async fn read_snapshot(&mut self) -> Result<SnapshotBody, ConnEnd> {
+        let malformed = |e: String| ConnEnd::Malformed(format!("snapshot stream after SNAP: {e}"));
+        let mut dec = SnapshotBodyDecoder::new(self.max_buffer);
+        loop {
+            let used = dec.feed(&self.buf).map_err(malformed)?;
+            self.buf.advance(used);
+            if dec.is_done() {
+                break;
             }
-            match self.rd.read_buf(&mut self.buf).await {
-                Ok(0) => {
-                    return Err(ConnEnd::Malformed(format!("closed inside a snapshot blob ({} bytes)", self.buf.len())))
+            if dec.consumed() > MAX_SNAPSHOT {
+                return Err(malformed(format!("more than {MAX_SNAPSHOT} bytes")));
+            }
+            if self.buf.len() > 2 * self.max_buffer + PACKET_OVERHEAD_MAX {
+                return Err(malformed(format!("an item still incomplete after {} bytes", self.buf.len())));
+            }
+            self.read_more("the snapshot stream").await?;
+        }
+        loop {
+            // The signature is a short ustring; a longer length is garbage.
+            let mut r = Reader::with_max_len(&self.buf, 64);
+            match r.read_ustring() {
+                Ok(sig) if sig == SNAP_SYNC_SIGNATURE => {
+                    self.buf.advance(r.position());
+                    break;
                 }
-                Ok(_) => {}
-                Err(e) => return Err(ConnEnd::Io(e)),
+                Ok(sig) => return Err(malformed(format!("signature {sig:?} instead of {SNAP_SYNC_SIGNATURE:?}"))),
+                Err(DecodeError::Incomplete { .. }) => self.read_more("the snapshot signature").await?,
+                Err(e) => return Err(malformed(format!("signature: {e}"))),
             }
         }
-        Ok(())
+        dec.finish().map_err(malformed)
+    }
+
+    /// Reads more bytes into the buffer; the peer closing here ends the connection as malformed.
+    async fn read_more(&mut self, inside: &str) -> Result<(), ConnEnd> {
+        if self.buf.capacity() - self.buf.len() < READ_CHUNK / 8 {
+            self.buf.reserve(READ_CHUNK);
+        }
+        match self.rd.read_buf(&mut self.buf).await {
+            Ok(0) => Err(ConnEnd::Malformed(format!("closed inside {inside} ({} bytes buffered)", self.buf.len()))),
+            Ok(_) => Ok(()),
+            Err(e) => Err(ConnEnd::Io(e)),
+        }
     }
 
     /// The next whole packet.
@@ -153,7 +171,7 @@ pub(crate) async fn run<T>(
                 Err(end) => return end,
             };
             let Some(item) = wrap(incoming) else {
-                return ConnEnd::Malformed("unexpected snapshot blob".into());
+                return ConnEnd::Malformed("unexpected snapshot stream".into());
             };
             if deliver.send(item).await.is_err() {
                 return ConnEnd::ConsumerGone;
@@ -167,35 +185,48 @@ pub(crate) async fn run<T>(
     }
 }
 
-fn encode(item: &Outgoing, batch: &mut Vec<u8>) {
+/// Appends the bytes of `item` to `batch`. A snapshot is serialised on a blocking thread (it
+/// walks the whole tree); `None` if that thread failed.
+async fn encode(item: Outgoing, batch: &mut Vec<u8>) -> Option<()> {
     match item {
         Outgoing::Packet(p) => batch.extend_from_slice(&p.to_bytes()),
-        Outgoing::Blob(b) => {
-            batch.extend_from_slice(&(b.len() as u64).to_be_bytes());
-            batch.extend_from_slice(b);
+        Outgoing::Snapshot(s) => {
+            let bytes = tokio::task::spawn_blocking(move || warden_storage::encode_snap_sync(&s.0, &s.1)).await.ok()?;
+            tracing::info!(bytes = bytes.len(), "writing the snapshot stream");
+            batch.extend_from_slice(&bytes);
         }
     }
+    Some(())
 }
 
 async fn write_loop(mut wr: OwnedWriteHalf, mut out: mpsc::Receiver<Outgoing>, timeout: Duration) -> ConnEnd {
     let mut batch = Vec::with_capacity(WRITE_BATCH);
     loop {
-        let Some(packet) = out.recv().await else {
+        let Some(item) = out.recv().await else {
             let _ = wr.shutdown().await;
             return ConnEnd::Killed;
         };
         batch.clear();
-        encode(&packet, &mut batch);
-        while batch.len() < WRITE_BATCH {
-            match out.try_recv() {
-                Ok(p) => encode(&p, &mut batch),
-                Err(_) => break,
+        let mut next = Some(item);
+        while let Some(item) = next.take() {
+            if encode(item, &mut batch).await.is_none() {
+                return ConnEnd::Malformed("serialising the snapshot failed".into());
+            }
+            if batch.len() < WRITE_BATCH {
+                next = out.try_recv().ok();
             }
         }
-        match tokio::time::timeout(timeout, wr.write_all(&batch)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return ConnEnd::Io(e),
-            Err(_) => return ConnEnd::WriteTimeout(timeout),
+        // In pieces of about WRITE_BATCH, each within the timeout: a large snapshot may take
+        // long in total, but a peer that stops reading is still noticed.
+        for piece in batch.chunks(WRITE_BATCH.max(1)) {
+            match tokio::time::timeout(timeout, wr.write_all(piece)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return ConnEnd::Io(e),
+                Err(_) => return ConnEnd::WriteTimeout(timeout),
+            }
+        }
+        if batch.capacity() > 4 * WRITE_BATCH {
+            batch = Vec::with_capacity(WRITE_BATCH);
         }
     }
 }

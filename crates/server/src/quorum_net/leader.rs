@@ -18,6 +18,7 @@ use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tokio::task::JoinSet;
 use warden_proto::quorum::{packet_type as pt, LearnerInfo, QuorumPacket};
 use warden_quorum::Sid;
+use warden_tree::DataTree;
 
 use super::conn::{self, ConnEnd, Incoming, Outgoing, PacketReader};
 use super::{QuorumNetConfig, SendError};
@@ -118,10 +119,11 @@ impl LeaderNet {
         self.send_item(to, Outgoing::Packet(packet))
     }
 
-    /// Queues the snapshot blob that must follow a SNAP packet just sent to `to` (an 8-byte
-    /// big-endian length, then `bytes`: a Warden-to-Warden deviation from ZooKeeper's raw stream).
-    pub fn send_snapshot(&mut self, to: Sid, bytes: Vec<u8>) -> Result<(), SendError> {
-        self.send_item(to, Outgoing::Blob(bytes))
+    /// Queues the snapshot stream that must follow a SNAP packet just sent to `to`: `tree` and
+    /// `sessions` as ZooKeeper's `ZKDatabase.serializeSnapshot`, then "BenWasHere", raw in the
+    /// stream. Serialised by the connection's writer (off the caller's task).
+    pub fn send_snapshot(&mut self, to: Sid, tree: DataTree, sessions: Vec<(i64, i32)>) -> Result<(), SendError> {
+        self.send_item(to, Outgoing::Snapshot(Box::new((tree, sessions))))
     }
 
     fn send_item(&mut self, to: Sid, item: Outgoing) -> Result<(), SendError> {
@@ -268,7 +270,7 @@ async fn serve_inner(
     }
     let wrap = |incoming| match incoming {
         Incoming::Packet(packet) => Some(Raw::Packet { sid, id, packet }),
-        Incoming::Blob(_) => None,
+        Incoming::Snapshot { .. } => None,
     };
     let end = conn::run(reader, wr, out_rx, kill_rx, events.clone(), wrap, cfg.write_timeout).await;
     match &end {

@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use warden_proto::quorum::{packet_type as pt, LearnerInfo, QuorumPacket};
 use warden_quorum::Sid;
+use warden_storage::SnapshotBody;
 
 use super::conn::{self, Incoming, Outgoing, PacketReader};
 use super::{QuorumNetConfig, SendError};
@@ -23,8 +24,9 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(1);
 pub enum LearnerEvent {
     /// A packet from the leader.
     Packet(QuorumPacket),
-    /// The snapshot bytes that follow a SNAP packet (Warden leaders send them length-prefixed).
-    Snapshot(Vec<u8>),
+    /// A SNAP packet's zxid and the snapshot stream that followed it (sessions and nodes; the
+    /// "BenWasHere" signature was checked).
+    Snapshot { zxid: i64, body: SnapshotBody },
     /// The connection ended (reported once; `recv` returns `None` afterwards).
     Disconnected,
 }
@@ -42,7 +44,7 @@ pub enum ConnectError {
 
 enum Raw {
     Packet(QuorumPacket),
-    Blob(Vec<u8>),
+    Snapshot { zxid: i64, body: SnapshotBody },
     Closed,
 }
 
@@ -96,13 +98,13 @@ impl LearnerNet {
         let (events_tx, events) = mpsc::channel(cfg.recv_queue.max(1));
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (rd, wr) = stream.into_split();
-        let reader = PacketReader::new(rd, cfg.max_buffer).with_snapshot_blobs();
+        let reader = PacketReader::new(rd, cfg.max_buffer).with_snapshots();
         let write_timeout = cfg.write_timeout;
         let mut tasks = JoinSet::new();
         tasks.spawn(async move {
             let wrap = |incoming| match incoming {
                 Incoming::Packet(p) => Some(Raw::Packet(p)),
-                Incoming::Blob(b) => Some(Raw::Blob(b)),
+                Incoming::Snapshot { zxid, body } => Some(Raw::Snapshot { zxid, body }),
             };
             let run = conn::run(reader, wr, out_rx, kill_rx, events_tx.clone(), wrap, write_timeout);
             tokio::select! {
@@ -153,10 +155,10 @@ impl LearnerNet {
                 Some(Raw::Packet(p)) if matches!(self.state, State::Connected { .. }) => {
                     return Some(LearnerEvent::Packet(p));
                 }
-                Some(Raw::Blob(b)) if matches!(self.state, State::Connected { .. }) => {
-                    return Some(LearnerEvent::Snapshot(b));
+                Some(Raw::Snapshot { zxid, body }) if matches!(self.state, State::Connected { .. }) => {
+                    return Some(LearnerEvent::Snapshot { zxid, body });
                 }
-                Some(Raw::Packet(_) | Raw::Blob(_)) => {}
+                Some(Raw::Packet(_) | Raw::Snapshot { .. }) => {}
                 Some(Raw::Closed) | None => self.state = State::Closing,
             }
         }

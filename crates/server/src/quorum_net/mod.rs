@@ -23,11 +23,14 @@
 //! Tasks: each shell owns its tasks (acceptor and connections, or the one connection) and ends
 //! them in `stop` (or when dropped: the tasks watch the shutdown sender).
 //!
-//! Snapshot stream (deviation): after a SNAP packet, ZooKeeper writes the serialized snapshot and
-//! "BenWasHere" raw into the stream with no length in front; Warden's leader writes the
-//! serialized snapshot (the plain `snapshot.<zxid>` file format) as one blob behind an 8-byte
-//! big-endian length (`LeaderNet::send_snapshot`), and Warden's learner reads exactly that
-//! (`LearnerEvent::Snapshot`). So Warden and ZooKeeper servers cannot sync each other by SNAP.
+//! Snapshot stream: after a SNAP packet the leader writes, raw and with no length in front, what
+//! ZooKeeper 3.8's `LearnerHandler.run` writes: `ZKDatabase.serializeSnapshot` (session count and
+//! (id, timeout) pairs, the ACL cache, the nodes in pre-order, the "/" terminator; no file header,
+//! checksum or digest) and the ustring "BenWasHere" (`LeaderNet::send_snapshot`, encoded by
+//! `warden_storage::encode_snap_sync` on the writer's side). The learner decodes it item by item
+//! as bytes arrive (`warden_storage::SnapshotBodyDecoder`, each string and buffer within
+//! `max_buffer`, 16 GiB in all) and checks the signature, as `Learner.syncWithLeader` does, before
+//! reporting `LearnerEvent::Snapshot`; anything else closes that connection.
 //!
 //! Absent: SSL on the quorum port; multiple leader addresses; the observer-master port.
 //! Deviations: a FOLLOWERINFO/OBSERVERINFO without LearnerInfo data (pre-3.4 learners, to which

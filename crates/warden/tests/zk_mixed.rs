@@ -1,0 +1,336 @@
+//! Mixed ensembles of `warden serve` processes and Apache ZooKeeper 3.8.0 servers (Debian package,
+//! `scripts/zk-classpath`): the quorum port protocol between them, including SNAP sync in
+//! ZooKeeper's own stream format (serialized sessions and tree, then "BenWasHere").
+//!
+//! * ZooKeeper leads, a Warden follower is synced by DIFF (PROPOSAL/COMMIT), serves the data, and
+//!   forwards writes; it is killed, misses more txns than ZooKeeper keeps for DIFF
+//!   (`zookeeper.commitLogCount` 500, on-disk DIFF off with `zookeeper.snapshotSizeFactor=-1`),
+//!   restarts, is synced by SNAP and serves every node.
+//! * Warden leads, a ZooKeeper follower misses more than Warden's 500 in-memory txns, restarts, is
+//!   synced by SNAP from Warden and serves every node on its own client port.
+//!
+//! Every process started is killed by its PID when its guard drops (also on failure).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use zk::{Acls, CreateMode};
+use zookeeper_client as zk;
+
+mod common;
+use common::{free_port, spawn_warden};
+
+const ELECT: Duration = Duration::from_secs(60);
+const OP: Duration = Duration::from_secs(20);
+const MISSING_ZK: &str =
+    "Apache ZooKeeper 3.8 (Debian package `zookeeper`) or java not found: run scripts/install-deps";
+/// More txns than either side keeps in memory for DIFF (500), so a server that missed them gets SNAP.
+const MISSED: usize = 700;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Warden,
+    ZooKeeper,
+}
+
+struct Member {
+    id: u64,
+    kind: Kind,
+    client: SocketAddr,
+    cfg: PathBuf,
+    out: PathBuf,
+    child: Option<Child>,
+}
+
+struct Mixed {
+    dir: tempfile::TempDir,
+    classpath: String,
+    members: Vec<Member>,
+}
+
+impl Drop for Mixed {
+    fn drop(&mut self) {
+        for m in &mut self.members {
+            if let Some(mut c) = m.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        if std::thread::panicking() {
+            let keep = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap()).keep();
+            eprintln!("server logs kept in {}", keep.display());
+        }
+    }
+}
+
+/// Debian's ZooKeeper server classpath via `scripts/zk-classpath`; fails (never skips) without it.
+fn zk_classpath() -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/zk-classpath");
+    let out = Command::new("bash").arg(&script).output().unwrap_or_else(|e| panic!("{MISSING_ZK}: {e}"));
+    assert!(out.status.success(), "{MISSING_ZK}\nscripts/zk-classpath: {}", String::from_utf8_lossy(&out.stderr));
+    let java = Command::new("java").arg("-version").output();
+    assert!(java.map(|o| o.status.success()).unwrap_or(false), "{MISSING_ZK} (no java)");
+    // slf4j-simple instead of slf4j-nop: ZooKeeper's INFO log lands in the server's output file.
+    String::from_utf8_lossy(&out.stdout).trim().replace("slf4j-nop.jar", "slf4j-simple.jar")
+}
+
+impl Mixed {
+    /// `kinds[i]` is server.(i+1). Nothing is started.
+    fn new(kinds: &[Kind]) -> Mixed {
+        let dir = tempfile::Builder::new().prefix("warden-mixed-").tempdir().expect("temp dir");
+        let ports: Vec<(u16, u16, u16)> = kinds.iter().map(|_| (free_port(), free_port(), free_port())).collect();
+        let mut servers = String::new();
+        for (i, (_, q, e)) in ports.iter().enumerate() {
+            servers.push_str(&format!("server.{}=127.0.0.1:{q}:{e}\n", i + 1));
+        }
+        let mut members = Vec::new();
+        for (i, (&kind, (c, _, _))) in kinds.iter().zip(&ports).enumerate() {
+            let id = i as u64 + 1;
+            let data = dir.path().join(format!("data{id}"));
+            std::fs::create_dir_all(&data).unwrap();
+            std::fs::write(data.join("myid"), format!("{id}\n")).unwrap();
+            let cfg = dir.path().join(format!("zoo{id}.cfg"));
+            std::fs::write(
+                &cfg,
+                format!(
+                    "tickTime=500\ninitLimit=20\nsyncLimit=10\nclientPort={c}\nclientPortAddress=127.0.0.1\n\
+                     dataDir={}\n4lw.commands.whitelist=*\nadmin.enableServer=false\npreAllocSize=1024\n\
+                     maxSessionTimeout=20000\n{servers}",
+                    data.display()
+                ),
+            )
+            .unwrap();
+            let out = dir.path().join(format!("server{id}.out"));
+            members.push(Member { id, kind, client: format!("127.0.0.1:{c}").parse().unwrap(), cfg, out, child: None });
+        }
+        Mixed { dir, classpath: zk_classpath(), members }
+    }
+
+    fn member(&self, id: u64) -> &Member {
+        self.members.iter().find(|m| m.id == id).unwrap()
+    }
+
+    fn start(&mut self, id: u64) {
+        let classpath = self.classpath.clone();
+        let m = self.members.iter_mut().find(|m| m.id == id).unwrap();
+        assert!(m.child.is_none(), "server.{id} already running");
+        let out = std::fs::OpenOptions::new().create(true).append(true).open(&m.out).unwrap();
+        m.child = Some(match m.kind {
+            Kind::Warden => spawn_warden(&m.cfg, out),
+            Kind::ZooKeeper => Command::new("java")
+                .arg("-Xmx256m")
+                .arg("-Dzookeeper.admin.enableServer=false")
+                // No DIFF from the on-disk log: a learner behind the in-memory history gets SNAP.
+                .arg("-Dzookeeper.snapshotSizeFactor=-1")
+                .arg("-Dzookeeper.commitLogCount=500")
+                .arg("-cp")
+                .arg(&classpath)
+                .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
+                .arg(&m.cfg)
+                .stdin(Stdio::null())
+                .stdout(out.try_clone().unwrap())
+                .stderr(out)
+                .spawn()
+                .unwrap_or_else(|e| panic!("{MISSING_ZK}: spawning java: {e}")),
+        });
+    }
+
+    /// SIGKILL by PID.
+    fn kill(&mut self, id: u64) {
+        let m = self.members.iter_mut().find(|m| m.id == id).unwrap();
+        let mut c = m.child.take().expect("running");
+        let status = Command::new("kill").arg("-9").arg(c.id().to_string()).status().expect("kill -9");
+        assert!(status.success());
+        let _ = c.wait();
+    }
+
+    fn log(&self, id: u64) -> String {
+        std::fs::read_to_string(&self.member(id).out).unwrap_or_default()
+    }
+
+    fn live(&self) -> Vec<(u64, SocketAddr)> {
+        self.members.iter().filter(|m| m.child.is_some()).map(|m| (m.id, m.client)).collect()
+    }
+
+    /// Waits until every live server reports leader or follower with `leader` the one leader.
+    async fn wait_roles(&mut self, leader: u64) {
+        let deadline = Instant::now() + ELECT;
+        loop {
+            for m in &mut self.members {
+                if let Some(c) = m.child.as_mut() {
+                    if let Ok(Some(status)) = c.try_wait() {
+                        m.child = None;
+                        panic!("server.{} ({:?}) exited: {status}", m.id, m.kind);
+                    }
+                }
+            }
+            let live = self.live();
+            let modes =
+                tokio::task::spawn_blocking(move || live.into_iter().map(|(id, a)| (id, mode(a))).collect::<Vec<_>>())
+                    .await
+                    .unwrap();
+            let ok = modes.iter().all(|(id, m)| {
+                let want = if *id == leader { "leader" } else { "follower" };
+                m.as_deref() == Some(want)
+            });
+            if ok {
+                return;
+            }
+            assert!(Instant::now() < deadline, "no leader {leader} with followers within {ELECT:?}: {modes:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+fn four_letters(addr: SocketAddr, cmd: &str) -> Option<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(cmd.as_bytes()).ok()?;
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    Some(out)
+}
+
+fn mode(addr: SocketAddr) -> Option<String> {
+    four_letters(addr, "srvr")?.lines().find_map(|l| l.strip_prefix("Mode: ").map(|m| m.trim().to_owned()))
+}
+
+/// A ZooKeeper 3.8 leader's `mntr` counter of DIFF or SNAP syncs it served (`zk_diff_count`,
+/// `zk_snap_count`).
+fn sync_count(addr: SocketAddr, name: &str) -> u64 {
+    let mntr = four_letters(addr, "mntr").expect("mntr");
+    let key = format!("zk_{name}\t");
+    mntr.lines()
+        .find_map(|l| l.strip_prefix(key.as_str()).map(|v| v.trim().parse().expect("a count")))
+        .unwrap_or_else(|| panic!("no {key:?} in mntr:\n{mntr}"))
+}
+
+async fn client(addr: SocketAddr) -> zk::Client {
+    tokio::time::timeout(
+        OP,
+        zk::Client::connector().with_session_timeout(Duration::from_secs(10)).connect(&addr.to_string()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("connect to {addr} in time"))
+    .unwrap_or_else(|e| panic!("connect to {addr}: {e}"))
+}
+
+fn persistent() -> zk::CreateOptions<'static> {
+    CreateMode::Persistent.with_acls(Acls::anyone_all())
+}
+
+/// Creates `/<prefix><i>` for i in 0..n through `addr`, a few at a time; returns the paths.
+async fn write_many(addr: SocketAddr, prefix: &str, n: usize) -> Vec<String> {
+    let c = client(addr).await;
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut paths = Vec::new();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(50) {
+        for &i in chunk {
+            let c = c.clone();
+            let path = format!("/{prefix}{i}");
+            paths.push(path.clone());
+            tasks.spawn(async move {
+                tokio::time::timeout(OP, c.create(&path, path.as_bytes(), &persistent()))
+                    .await
+                    .unwrap_or_else(|_| panic!("create {path} in time"))
+                    .unwrap_or_else(|e| panic!("create {path}: {e}"));
+            });
+        }
+        while let Some(r) = tasks.join_next().await {
+            r.expect("writer task");
+        }
+    }
+    paths
+}
+
+/// Every path reads back with its own name as data on the server at `addr` (after a sync).
+async fn check(addr: SocketAddr, what: &str, paths: &[String]) {
+    let c = client(addr).await;
+    tokio::time::timeout(OP, c.sync("/")).await.expect("sync in time").expect("sync");
+    for path in paths {
+        let got = tokio::time::timeout(OP, c.get_data(path)).await.expect("read in time");
+        let got = got.unwrap_or_else(|e| panic!("{what}: reading {path}: {e}"));
+        assert_eq!(got.0, path.as_bytes(), "{what}: {path}");
+    }
+    let children = tokio::time::timeout(OP, c.list_children("/")).await.expect("list in time").expect("list /");
+    for path in paths {
+        assert!(children.iter().any(|c| *c == path[1..]), "{what}: / lists no {path}");
+    }
+}
+
+/// ZooKeeper 3.8 leads (server.3, the highest sid) with a ZooKeeper follower (server.2); Warden
+/// (server.1) follows: it is synced by DIFF, serves reads and forwards writes; killed, it misses
+/// more txns than ZooKeeper keeps for DIFF, restarts and is synced by SNAP in ZooKeeper's stream
+/// format.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn zookeeper_leader_syncs_a_warden_follower_by_diff_and_by_snap() {
+    let mut e = Mixed::new(&[Kind::Warden, Kind::ZooKeeper, Kind::ZooKeeper]);
+    e.start(2);
+    e.start(3);
+    e.start(1);
+    e.wait_roles(3).await;
+    let (warden, zk_leader) = (e.member(1).client, e.member(3).client);
+
+    // Broadcast: PROPOSAL/COMMIT from ZooKeeper's leader applied on Warden.
+    let mut acked = write_many(zk_leader, "a", 20).await;
+    check(warden, "Warden follower, broadcast", &acked).await;
+    // Writes through Warden are forwarded (REQUEST) to ZooKeeper's leader and reach everyone.
+    acked.extend(write_many(warden, "w", 20).await);
+    check(zk_leader, "ZooKeeper leader, writes forwarded by Warden", &acked).await;
+    check(warden, "Warden follower, its own writes", &acked).await;
+
+    // Restart with a few txns missed: DIFF.
+    let (diffs, snaps) = (sync_count(zk_leader, "diff_count"), sync_count(zk_leader, "snap_count"));
+    e.kill(1);
+    acked.extend(write_many(zk_leader, "d", 10).await);
+    e.start(1);
+    e.wait_roles(3).await;
+    check(warden, "Warden follower after DIFF", &acked).await;
+    assert_eq!(sync_count(zk_leader, "diff_count"), diffs + 1, "ZooKeeper's leader synced Warden by DIFF");
+    assert_eq!(sync_count(zk_leader, "snap_count"), snaps);
+
+    // Restart with more missed than ZooKeeper's committed log holds: SNAP.
+    e.kill(1);
+    acked.extend(write_many(zk_leader, "s", MISSED).await);
+    e.start(1);
+    e.wait_roles(3).await;
+    check(warden, "Warden follower after SNAP", &acked).await;
+    assert_eq!(sync_count(zk_leader, "snap_count"), snaps + 1, "ZooKeeper's leader synced Warden by SNAP");
+    assert!(e.log(1).contains("installing the leader's snapshot"), "Warden installed ZooKeeper's snapshot");
+    // And it still takes part: a write through Warden after the SNAP.
+    acked.extend(write_many(warden, "after", 5).await);
+    check(e.member(2).client, "ZooKeeper follower at the end", &acked).await;
+    check(warden, "Warden follower at the end", &acked).await;
+}
+
+/// Warden (server.3) leads ZooKeeper 3.8 followers (server.1 and 2); a ZooKeeper follower misses
+/// more than Warden's in-memory history, restarts, is synced by SNAP from Warden and serves every
+/// node on its own client port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn warden_leader_syncs_a_zookeeper_follower_by_snap() {
+    let mut e = Mixed::new(&[Kind::ZooKeeper, Kind::ZooKeeper, Kind::Warden]);
+    e.start(1);
+    e.start(2);
+    e.start(3);
+    e.wait_roles(3).await;
+    let (warden, zk1) = (e.member(3).client, e.member(1).client);
+
+    let mut acked = write_many(warden, "a", 20).await;
+    check(zk1, "ZooKeeper follower, broadcast from Warden", &acked).await;
+    acked.extend(write_many(zk1, "z", 20).await);
+    check(warden, "Warden leader, writes forwarded by ZooKeeper", &acked).await;
+
+    e.kill(1);
+    acked.extend(write_many(warden, "s", MISSED).await);
+    e.start(1);
+    e.wait_roles(3).await;
+    check(zk1, "ZooKeeper follower after SNAP from Warden", &acked).await;
+    assert!(e.log(1).contains("Getting a snapshot from leader"), "ZooKeeper was synced by SNAP");
+    assert!(e.log(3).contains("sending snapshot"), "Warden's leader sent a snapshot");
+    acked.extend(write_many(zk1, "after", 5).await);
+    check(e.member(2).client, "the other ZooKeeper follower at the end", &acked).await;
+    check(warden, "Warden leader at the end", &acked).await;
+}
