@@ -53,9 +53,12 @@ pub fn recover_with_fs(
     let mut loaded = None;
     let mut failures = Vec::new();
     for path in candidates.iter().take(SNAPSHOTS_TRIED) {
-        match read_snapshot_with_fs(&*fs, path).and_then(|s| Ok((s.to_tree(path)?, s))) {
-            Ok((tree, snap)) => {
-                loaded = Some((path.clone(), tree, snap));
+        match read_snapshot_with_fs(&*fs, path).and_then(|s| {
+            let zxid = s.zxid;
+            s.into_tree(path).map(|(tree, sessions)| (tree, sessions, zxid))
+        }) {
+            Ok(snap) => {
+                loaded = Some((path.clone(), snap));
                 break;
             }
             Err(e) => {
@@ -76,11 +79,10 @@ pub fn recover_with_fs(
         }
     }
     let (snapshot, mut tree, mut sessions, snapshot_zxid) = match loaded {
-        Some((path, tree, snap)) => (Some(path), tree, snap.sessions, snap.zxid),
+        Some((path, (tree, sessions, zxid))) => (Some(path), tree, sessions, zxid),
         None => (None, DataTree::new(), Vec::new(), 0),
     };
-    let (log, txns) = TxnLog::open_with_fs(fs, data_log_dir, pre_alloc_bytes)?;
-    let txns_after_snapshot: Vec<(TxnHeader, Txn)> = txns.into_iter().filter(|(h, _)| h.zxid > snapshot_zxid).collect();
+    let (log, txns_after_snapshot) = TxnLog::open_after_with_fs(fs, data_log_dir, pre_alloc_bytes, snapshot_zxid)?;
     check_no_gap(log.dir(), snapshot_zxid, &txns_after_snapshot)?;
     for (hdr, txn) in &txns_after_snapshot {
         let out = tree.apply(hdr, txn);

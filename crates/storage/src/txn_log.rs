@@ -59,17 +59,36 @@ impl TxnLog {
         data_log_dir: &Path,
         pre_alloc_bytes: u64,
     ) -> Result<(TxnLog, Vec<(TxnHeader, Txn)>), StorageError> {
+        TxnLog::open_after_with_fs(fs, data_log_dir, pre_alloc_bytes, 0)
+    }
+
+    /// As `open_with_fs`, returning only the records above `after_zxid` (the snapshot's zxid at
+    /// recovery). Files that hold nothing above it (the next file starts at or below
+    /// `after_zxid + 1`) are not read, as ZooKeeper does: decoding the whole history only to drop
+    /// it costs start-up time and leaves the heap fragmented around the tree being built.
+    pub fn open_after_with_fs(
+        fs: Arc<dyn Fs>,
+        data_log_dir: &Path,
+        pre_alloc_bytes: u64,
+        after_zxid: i64,
+    ) -> Result<(TxnLog, Vec<(TxnHeader, Txn)>), StorageError> {
         let dir = data_log_dir.join("version-2");
         fs.create_dir_all(&dir).map_err(StorageError::io("create directory", &dir))?;
         let files = list_log_files(&*fs, &dir)?;
+        let first = files.windows(2).take_while(|w| w[1].0 <= after_zxid.saturating_add(1)).count();
         let mut txns: Vec<(TxnHeader, Txn)> = Vec::new();
+        let mut last = None;
         let mut recovered_tail = None;
-        for (i, path) in files.iter().enumerate() {
+        for (i, (_, path)) in files.iter().enumerate().skip(first) {
             let buf = fs.read(path).map_err(StorageError::io("read", path))?;
             let parsed = parse_file(path, &buf)?;
+            drop(buf);
             for rec in parsed.records {
-                check_order(path, rec.offset, txns.last().map(|(h, _)| h.zxid), rec.hdr.zxid)?;
-                txns.push((rec.hdr, rec.txn));
+                check_order(path, rec.offset, last, rec.hdr.zxid)?;
+                last = Some(rec.hdr.zxid);
+                if rec.hdr.zxid > after_zxid {
+                    txns.push((rec.hdr, rec.txn));
+                }
             }
             if let FileEnd::Torn { offset, reason } = parsed.end {
                 if i + 1 != files.len() {
@@ -79,7 +98,7 @@ impl TxnLog {
                 recovered_tail = Some(repair_tail(&*fs, &dir, path, offset, &reason)?);
             }
         }
-        let last_zxid = txns.last().map_or(0, |(h, _)| h.zxid);
+        let last_zxid = last.unwrap_or(0);
         let log = TxnLog {
             fs,
             dir,
@@ -148,7 +167,7 @@ impl TxnLog {
         let files = list_log_files(&*self.fs, &self.dir)?;
         let mut last = 0;
         let mut changed = false;
-        for path in files {
+        for (_, path) in files {
             let buf = self.fs.read(&path).map_err(StorageError::io("read", &path))?;
             let parsed = parse_file(&path, &buf)?;
             match parsed.records.iter().position(|r| r.hdr.zxid > zxid) {
@@ -264,8 +283,8 @@ fn padded_size(end: u64, size: u64, pre_alloc: u64) -> Option<u64> {
     }
 }
 
-/// `log.<hex>` files of `dir`, sorted by zxid. Other names are left alone.
-fn list_log_files(fs: &dyn Fs, dir: &Path) -> Result<Vec<PathBuf>, StorageError> {
+/// `log.<hex zxid>` files in `dir` with their first zxid, oldest first.
+fn list_log_files(fs: &dyn Fs, dir: &Path) -> Result<Vec<(i64, PathBuf)>, StorageError> {
     let mut files = Vec::new();
     for name in fs.list_dir(dir).map_err(StorageError::io("list", dir))? {
         let Some(hex) = name.strip_prefix("log.") else {
@@ -280,7 +299,7 @@ fn list_log_files(fs: &dyn Fs, dir: &Path) -> Result<Vec<PathBuf>, StorageError>
         }
     }
     files.sort();
-    Ok(files.into_iter().map(|(_, p)| p).collect())
+    Ok(files)
 }
 
 fn check_order(file: &Path, offset: u64, prev: Option<i64>, zxid: i64) -> Result<(), StorageError> {

@@ -279,3 +279,37 @@ fn truncate_after_cuts_inside_a_file_removes_later_files_and_appends_continue() 
     assert_eq!(back, txns(1..=40));
     assert_eq!(log.last_zxid(), 40);
 }
+
+/// Recovery reads only the log files that can hold records above the snapshot: older files are
+/// not opened (a damaged one does not matter, as in ZooKeeper), records at or below the snapshot
+/// in the first file read are dropped, and `last_zxid` is still the newest record's.
+#[test]
+fn open_after_skips_files_wholly_covered_by_the_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = TxnLog::open(dir.path(), 0).unwrap();
+    append_all(&mut log, &txns(1..=10));
+    log.roll().unwrap();
+    append_all(&mut log, &txns(11..=20));
+    log.roll().unwrap();
+    append_all(&mut log, &txns(21..=30));
+    drop(log);
+    let files = log_files(dir.path());
+    assert_eq!(files.len(), 3);
+    fs::write(&files[0], b"garbage that is not a log file").unwrap();
+
+    let fs_: std::sync::Arc<dyn warden_storage::Fs> = std::sync::Arc::new(warden_storage::RealFs);
+    let (log, back) = TxnLog::open_after_with_fs(fs_.clone(), dir.path(), 0, 15).unwrap();
+    assert_eq!(back, txns(16..=30));
+    assert_eq!(log.last_zxid(), 30);
+    drop(log);
+    // A snapshot at the start of a file (zxid 10, next file log.b) still skips the first file.
+    let (_, back) = TxnLog::open_after_with_fs(fs_.clone(), dir.path(), 0, 10).unwrap();
+    assert_eq!(back, txns(11..=30));
+    // Everything covered: nothing returned, last_zxid from the newest file.
+    let (log, back) = TxnLog::open_after_with_fs(fs_.clone(), dir.path(), 0, 30).unwrap();
+    assert!(back.is_empty());
+    assert_eq!(log.last_zxid(), 30);
+    drop(log);
+    // Reading from the start reaches the damaged file.
+    assert!(matches!(TxnLog::open_after_with_fs(fs_, dir.path(), 0, 9), Err(StorageError::Corrupt { .. })));
+}
