@@ -174,10 +174,16 @@ impl Node {
     /// Starts from recovered state (snapshot plus log, already applied to `tree`): the zxid counter
     /// continues from the tree's, and recovered sessions get a fresh deadline, so a client has one
     /// session timeout after the restart to reconnect.
-    pub fn restore(&mut self, tree: DataTree, sessions: &[(i64, i32)]) {
+    ///
+    /// `replayed`: the log txns replayed onto the snapshot to build `tree`, in zxid order (what
+    /// `warden_storage::Recovered::txns_after_snapshot` holds). In an ensemble their gap-free tail
+    /// ending at the tree's last zxid becomes the in-memory committed history (up to `LOG_KEEP`
+    /// txns after the first one kept as its base), so a restarted leader syncs a learner a few txns
+    /// behind by DIFF, as ZooKeeper fills its committedLog while replaying the log at load.
+    pub fn restore(&mut self, tree: DataTree, sessions: &[(i64, i32)], replayed: Vec<(TxnHeader, Txn)>) {
         self.last_zxid = tree.last_processed_zxid();
         if let Some(q) = self.quorum.as_mut() {
-            q.restored(self.last_zxid);
+            q.restored(self.last_zxid, replayed);
         }
         self.tree = tree;
         self.prep = Prep::new();

@@ -42,7 +42,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use warden_proto::quorum::{packet_type as pt, QuorumPacket};
 use warden_proto::request::Request;
 use warden_proto::response::Response;
-use warden_proto::{ErrorCode, OpCode, Txn};
+use warden_proto::{ErrorCode, OpCode, Txn, TxnHeader};
 use warden_quorum::zab::{
     codec, counter_of, epoch_of, follows, make_zxid, Action, EpochKind, Leader, LeaderConfig, LeaderInit, Learner,
     LearnerConfig, LearnerRole, LocalState, TxnEntry, Zxid,
@@ -155,10 +155,34 @@ pub(crate) struct Quorum {
 }
 
 impl Quorum {
-    pub(crate) fn restored(&mut self, zxid: Zxid) {
+    /// Restarts from storage at `zxid`, with the replayed log txns as the in-memory history: the
+    /// longest gap-free run (`follows`) ending at `zxid`, at most `LOG_KEEP` txns after a base txn
+    /// (the base itself is not resent: it only marks where a DIFF may start). Anything else (a
+    /// history not ending at `zxid`) is dropped with a warning; lagging learners then get SNAP.
+    pub(crate) fn restored(&mut self, zxid: Zxid, replayed: Vec<(TxnHeader, Txn)>) {
         self.log.clear();
         self.log_base = zxid;
         self.durable = zxid;
+        if replayed.last().is_some_and(|(h, _)| h.zxid != zxid) {
+            tracing::warn!(
+                zxid = format_args!("{zxid:#x}"),
+                last = format_args!("{:#x}", replayed.last().map_or(0, |(h, _)| h.zxid)),
+                "replayed txns do not end at the recovered zxid; starting without in-memory history"
+            );
+            return;
+        }
+        // Walk back from the end while each txn directly follows the one before it.
+        let mut start = replayed.len().saturating_sub(LOG_KEEP + 1);
+        for i in (start + 1..replayed.len()).rev() {
+            if !follows(replayed[i - 1].0.zxid, replayed[i].0.zxid) {
+                start = i;
+                break;
+            }
+        }
+        let mut kept = replayed.into_iter().skip(start);
+        let Some((base, _)) = kept.next() else { return };
+        self.log_base = base.zxid;
+        self.log.extend(kept.map(|(hdr, txn)| TxnEntry { hdr, txn }));
     }
 
     fn last_logged(&self) -> Zxid {
@@ -795,5 +819,45 @@ impl Node {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(epoch: i64, counter: i64) -> (TxnHeader, Txn) {
+        let zxid = make_zxid(epoch, counter);
+        (TxnHeader { client_id: 1, cxid: 0, zxid, time_ms: 0, txn_type: OpCode::Error.code() }, Txn::Error { err: 0 })
+    }
+
+    fn restored(zxid: Zxid, replayed: Vec<(TxnHeader, Txn)>) -> (Zxid, Vec<Zxid>) {
+        let now = crate::Clock { mono_ms: 0, wall_ms: 0 };
+        let mut node = Node::new_quorum(crate::NodeConfig::default(), QuorumSetup::new(1, [1]), now);
+        let q = node.quorum.as_mut().unwrap();
+        q.restored(zxid, replayed);
+        assert_eq!(q.last_logged(), zxid);
+        (q.log_base, q.log.iter().map(TxnEntry::zxid).collect())
+    }
+
+    #[test]
+    fn restored_history_is_the_gap_free_tail_after_a_base_txn() {
+        // At most LOG_KEEP txns after the base.
+        let (base, log) = restored(make_zxid(1, 600), (1..=600).map(|c| entry(1, c)).collect());
+        assert_eq!(base, make_zxid(1, 100));
+        assert_eq!(log.len(), LOG_KEEP);
+        // Across an epoch change (counter 1 of the next epoch follows anything earlier).
+        let replayed = vec![entry(1, 1), entry(1, 2), entry(2, 1), entry(2, 2)];
+        assert_eq!(
+            restored(make_zxid(2, 2), replayed),
+            (make_zxid(1, 1), vec![make_zxid(1, 2), make_zxid(2, 1), make_zxid(2, 2)])
+        );
+        // A hole: only the run after it, its first txn as the base.
+        let replayed = vec![entry(1, 1), entry(1, 2), entry(1, 4), entry(1, 5), entry(1, 6)];
+        assert_eq!(restored(make_zxid(1, 6), replayed), (make_zxid(1, 4), vec![make_zxid(1, 5), make_zxid(1, 6)]));
+        // Not ending at the recovered zxid, or nothing replayed: no history.
+        assert_eq!(restored(make_zxid(1, 9), vec![entry(1, 1), entry(1, 2)]), (make_zxid(1, 9), vec![]));
+        assert_eq!(restored(make_zxid(1, 9), vec![]), (make_zxid(1, 9), vec![]));
+        assert_eq!(restored(make_zxid(1, 9), vec![entry(1, 9)]), (make_zxid(1, 9), vec![]));
     }
 }

@@ -190,7 +190,7 @@ fn restored_state_keeps_sessions_for_reconnect_and_continues_zxids() {
     assert_eq!(sessions, vec![(s.session_id, 1_000)]);
 
     let mut restarted = Harness::new();
-    restarted.node.restore(tree, &sessions);
+    restarted.node.restore(tree, &sessions, Vec::new());
     restarted.node.check_invariants();
     assert_eq!(restarted.node.last_processed_zxid(), 2);
     assert_eq!(restarted.node.tree().stat("/eph").map(|st| st.ephemeral_owner), Some(s.session_id));
@@ -207,7 +207,7 @@ fn a_recovered_session_that_never_reconnects_expires_and_loses_its_ephemerals() 
     first.request(1, 1, create("/eph", 1));
     let (tree, sessions) = first.node.snapshot_state();
     let mut restarted = Harness::new();
-    restarted.node.restore(tree, &sessions);
+    restarted.node.restore(tree, &sessions, Vec::new());
     restarted.now.mono_ms += 1_200;
     restarted.step(Input::Tick);
     assert!(restarted.node.tree().node("/eph").is_none());

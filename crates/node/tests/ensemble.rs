@@ -12,7 +12,7 @@ use warden_proto::header::ReplyHeader;
 use warden_proto::quorum::{packet_type as pt, QuorumPacket};
 use warden_proto::request::{CreateRequest, PathWatch, Request};
 use warden_proto::response::{decode_reply, Response};
-use warden_proto::{Acl, Record};
+use warden_proto::{Acl, Record, Txn, TxnHeader};
 
 type Sid = i64;
 
@@ -32,6 +32,18 @@ struct Cluster {
     elect_requests: Vec<(Sid, String)>,
     /// Snapshot streams delivered (SNAP syncs).
     snapshots: usize,
+    /// Every txn each server persisted, in order (its log).
+    logs: BTreeMap<Sid, Vec<(TxnHeader, Txn)>>,
+}
+
+fn node_config(sid: Sid) -> NodeConfig {
+    NodeConfig {
+        tick_time_ms: TICK_MS as u32,
+        min_session_timeout_ms: 200,
+        max_session_timeout_ms: 10_000,
+        server_id: sid as u8,
+        ..NodeConfig::default()
+    }
 }
 
 fn addr() -> SocketAddr {
@@ -44,14 +56,7 @@ impl Cluster {
         let now = Clock { mono_ms: 10_000, wall_ms: 1_700_000_000_000 };
         let mut nodes = BTreeMap::new();
         for sid in 1..=4 {
-            let cfg = NodeConfig {
-                tick_time_ms: TICK_MS as u32,
-                min_session_timeout_ms: 200,
-                max_session_timeout_ms: 10_000,
-                server_id: sid as u8,
-                ..NodeConfig::default()
-            };
-            nodes.insert(sid, Node::new_quorum(cfg, QuorumSetup::new(sid, [1, 2, 3]), now));
+            nodes.insert(sid, Node::new_quorum(node_config(sid), QuorumSetup::new(sid, [1, 2, 3]), now));
         }
         Self {
             nodes,
@@ -60,6 +65,7 @@ impl Cluster {
             client_out: BTreeMap::new(),
             elect_requests: Vec::new(),
             snapshots: 0,
+            logs: BTreeMap::new(),
         }
     }
 
@@ -74,7 +80,10 @@ impl Cluster {
         let mut durable = None;
         for o in out {
             match o {
-                Output::Persist { hdr, .. } => durable = Some(hdr.zxid),
+                Output::Persist { hdr, txn } => {
+                    durable = Some(hdr.zxid);
+                    self.logs.entry(sid).or_default().push((hdr, txn));
+                }
                 other => self.client_out.entry(sid).or_default().push(other),
             }
         }
@@ -413,4 +422,65 @@ fn a_follower_that_joins_after_the_in_memory_log_is_synced_by_snapshot() {
     let (hdr, _) = c.request(1, 2, 1, create("/late", b"", 0));
     assert_eq!(hdr.err, 0);
     c.assert_converged();
+}
+
+/// ZooKeeper fills its committedLog while replaying the txn log at load. A restarted leader given
+/// the txns it replayed (`Node::restore`) syncs a follower a few txns behind by DIFF; without them
+/// (as before) that follower got a SNAP.
+#[test]
+fn a_restarted_leader_syncs_a_follower_a_few_txns_behind_by_diff() {
+    for with_history in [true, false] {
+        let mut c = Cluster::new();
+        assert_eq!(c.elect(), 3);
+        c.connect(3, 1, 0, Vec::new());
+        let mut paths = Vec::new();
+        let mut write = |c: &mut Cluster, i: i32| {
+            let path = format!("/k{i}");
+            let (hdr, _) = c.request(3, 1, i + 1, create(&path, path.as_bytes(), 0));
+            assert_eq!(hdr.err, 0);
+            paths.push(path);
+        };
+        for i in 0..10 {
+            write(&mut c, i);
+        }
+        // Follower 1 stops, keeping its state (as on disk), and misses three txns.
+        let late = c.nodes.remove(&1).unwrap();
+        c.queues.retain(|(from, to), _| *from != 1 && *to != 1);
+        c.step(3, Input::PeerDisconnected { sid: 1 });
+        c.run();
+        for i in 10..13 {
+            write(&mut c, i);
+        }
+        // The leader restarts from its storage: the tree, its sessions, the txns in its log.
+        let old = c.nodes.remove(&3).unwrap();
+        c.queues.retain(|(from, to), _| *from != 3 && *to != 3);
+        let (tree, sessions) = old.snapshot_state();
+        let (accepted_epoch, current_epoch) = old.epochs().unwrap();
+        let setup = QuorumSetup { accepted_epoch, current_epoch, ..QuorumSetup::new(3, [1, 2, 3]) };
+        let mut restarted = Node::new_quorum(node_config(3), setup, c.now);
+        let replayed = if with_history { c.logs[&3].clone() } else { Vec::new() };
+        assert_eq!(
+            replayed.last().map(|(h, _)| h.zxid).unwrap_or(tree.last_processed_zxid()),
+            tree.last_processed_zxid()
+        );
+        restarted.restore(tree, &sessions, replayed);
+        for sid in [2, 4] {
+            c.step(sid, Input::PeerDisconnected { sid: 3 });
+        }
+        c.run();
+        c.nodes.insert(3, restarted);
+        c.nodes.insert(1, late);
+        assert_eq!(c.elect(), 3);
+        let want = if with_history { 0 } else { 1 };
+        assert_eq!(c.snapshots, want, "SNAP syncs after the restart (history replayed: {with_history})");
+        for path in &paths {
+            assert_eq!(c.data(1, path).as_deref(), Some(path.as_bytes()), "follower 1 lacks {path}");
+        }
+        c.assert_converged();
+        // The ensemble keeps working after the restart.
+        c.connect(1, 2, 0, Vec::new());
+        let (hdr, _) = c.request(1, 2, 1, create("/after", b"", 0));
+        assert_eq!(hdr.err, 0);
+        c.assert_converged();
+    }
 }

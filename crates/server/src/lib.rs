@@ -104,7 +104,14 @@ impl Server {
         };
         let snapshot_thread = snapshot::spawn(dirs, snap_rx)?;
         let mut owner = owner::Owner::new(cfg.clone(), events_rx, shutdown_rx.clone(), batch_tx, snap_tx, quorum);
-        owner.restore(recovered.tree, &recovered.sessions, recovered.snapshot_zxid, recovered.snapshot.is_some());
+        let had_snapshot = recovered.snapshot.is_some();
+        owner.restore(
+            recovered.tree,
+            &recovered.sessions,
+            recovered.txns_after_snapshot,
+            recovered.snapshot_zxid,
+            had_snapshot,
+        );
         let owner_task = tokio::spawn(owner.run());
         let accept = connection::accept_loop(listener, cfg, events_tx, shutdown_rx.clone());
         let shutdown = Arc::new(shutdown);

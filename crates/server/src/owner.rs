@@ -12,6 +12,7 @@ use rand::Rng;
 use tokio::sync::{mpsc, oneshot, watch};
 use warden_node::{Clock, ConnId, Input, Node, NodeConfig, Output, QuorumOutput, QuorumSetup, RoleKind};
 use warden_proto::frame::FourLetterWord;
+use warden_proto::{Txn, TxnHeader};
 use warden_tree::DataTree;
 
 use crate::config::{Config, PeerRole};
@@ -131,11 +132,20 @@ impl Owner {
 
     /// Starts from recovered data. Like ZooKeeper, takes a snapshot at start-up unless the newest one
     /// already holds everything, so the data directory always has a snapshot to start from.
-    pub(crate) fn restore(&mut self, tree: DataTree, sessions: &[(i64, i32)], snapshot_zxid: i64, had_snapshot: bool) {
+    /// `replayed`: the log txns replayed after the snapshot (the node keeps their tail as its
+    /// in-memory history for DIFF sync).
+    pub(crate) fn restore(
+        &mut self,
+        tree: DataTree,
+        sessions: &[(i64, i32)],
+        replayed: Vec<(TxnHeader, Txn)>,
+        snapshot_zxid: i64,
+        had_snapshot: bool,
+    ) {
         let zxid = tree.last_processed_zxid();
         self.persisted = zxid;
         self.durable = zxid;
-        self.node.restore(tree, sessions);
+        self.node.restore(tree, sessions, replayed);
         self.last_snapshot_zxid = snapshot_zxid;
         if !had_snapshot || zxid != snapshot_zxid {
             self.take_snapshot();
@@ -259,14 +269,14 @@ impl Owner {
         let (reply, rx) = oneshot::channel();
         self.send_storage(StorageMsg::TruncateAndReload { zxid, reply }).await;
         match rx.await {
-            Ok(Ok((tree, sessions))) => {
+            Ok(Ok((tree, sessions, replayed))) => {
                 let at = tree.last_processed_zxid();
                 tracing::info!(
                     zxid = format_args!("{zxid:#x}"),
                     tree = format_args!("{at:#x}"),
                     "log truncated; data reloaded from storage"
                 );
-                self.node.restore(tree, &sessions);
+                self.node.restore(tree, &sessions, replayed);
                 self.persisted = at;
                 self.durable = at;
             }

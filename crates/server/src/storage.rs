@@ -39,8 +39,8 @@ pub(crate) enum StorageMsg {
     TruncateAndReload { zxid: i64, reply: oneshot::Sender<Result<Reloaded, String>> },
 }
 
-/// A tree and its sessions rebuilt from disk.
-pub(crate) type Reloaded = (DataTree, Vec<(i64, i32)>);
+/// A tree, its sessions and the log txns replayed after the snapshot, rebuilt from disk.
+pub(crate) type Reloaded = (DataTree, Vec<(i64, i32)>, Vec<(TxnHeader, Txn)>);
 
 /// Where the storage thread's files live.
 pub(crate) struct StorageDirs {
@@ -127,7 +127,7 @@ fn append(
                 remove_snapshots_after(&dirs.data_dir, zxid)?;
                 let r = recover(&dirs.data_dir, &dirs.data_log_dir, dirs.pre_alloc_bytes).map_err(|e| e.to_string())?;
                 *log = r.log;
-                Ok((r.tree, r.sessions))
+                Ok((r.tree, r.sessions, r.txns_after_snapshot))
             });
             let failed = result.as_ref().err().cloned();
             let _ = reply.send(result);
