@@ -1,6 +1,7 @@
 //! Seeded runs of 1 leader + 2 followers + 1 observer (the leader changes when it loses its
-//! quorum) with message loss, duplication and reordering, crashes that keep a random prefix of
-//! unsynced writes, and restarts. Checked after every step: machine invariants, zxids strictly
+//! quorum) with dropped connections, duplicated packets and reordering between connections (each
+//! connection stays FIFO, as TCP; see zab_harness), crashes that keep a random prefix of unsynced
+//! writes, and restarts. Checked after every step: machine invariants, zxids strictly
 //! increase in every log and tree, a node applies only txns a leader committed (and the same txn
 //! per zxid everywhere), every new leader holds every committed txn; at the end, with faults
 //! healed, every node's tree equals the committed sequence.
@@ -77,6 +78,21 @@ fn crashes_and_resyncs_never_lose_a_committed_txn() {
 fn many_seeds() {
     let n: u64 = std::env::var("ZAB_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
     for seed in 1000..1000 + n {
+        run(seed, 3000, Faults { drop: 5, dup: 5, reorder: 10, ..Faults::default() });
+        run(seed, 4000, Faults { drop: 3, dup: 3, reorder: 5, crash: 300, restart: 500, ..Faults::default() });
+    }
+}
+
+/// Seeds that once failed, run with both fault mixes on every test run.
+/// - 1782 (lossy): the harness let PROPOSAL (b,1) overtake the rest of a DIFF stream on the same
+///   connection, which TCP never does; the learner persisted a log missing committed txns of
+///   epoch a (undetectable from zxids, scripted in zab_sync.rs). The harness now keeps each
+///   connection FIFO and turns a loss into a closed connection.
+const REGRESSION_SEEDS: &[u64] = &[1782];
+
+#[test]
+fn regression_seeds() {
+    for &seed in REGRESSION_SEEDS {
         run(seed, 3000, Faults { drop: 5, dup: 5, reorder: 10, ..Faults::default() });
         run(seed, 4000, Faults { drop: 3, dup: 3, reorder: 5, crash: 300, restart: 500, ..Faults::default() });
     }

@@ -338,3 +338,38 @@ fn a_lost_uptodate_is_noticed_only_through_the_connection_closing() {
     }
     assert!(matches!(learner.on_disconnect().as_slice(), [Action::GoLooking { .. }]));
 }
+
+/// Lossy seed 1782 of zab_cluster: the harness let PROPOSAL (2,1) overtake the end of a DIFF
+/// stream on the same connection, and the learner persisted (1,3) then (2,1), without the
+/// committed (1,4) and (1,5). The learner cannot refuse it: counter 1 of a new epoch follows any
+/// earlier zxid, and a leader whose history ended at (1,3) sends exactly that stream (new-epoch
+/// proposals may come before NEWLEADER, as ZooKeeper's LearnerHandler forwards outstanding ones to
+/// a late joiner). So the sync relies on in-order delivery, which TCP gives and the harness now
+/// keeps; delivered in order, the same packets leave the whole history.
+#[test]
+fn a_new_epoch_txn_overtaking_the_diff_stream_is_indistinguishable_from_a_short_history() {
+    let mut leader = leader_with(&[z(1, 1), z(1, 2), z(1, 3), z(1, 4), z(1, 5)], 0, 1);
+    let (mut overtaken, mut log, sync) = handshake(&mut leader, z(1, 2), 1);
+    assert_eq!(
+        types(&sync),
+        [pt::DIFF, pt::PROPOSAL, pt::COMMIT, pt::PROPOSAL, pt::COMMIT, pt::PROPOSAL, pt::COMMIT, pt::NEWLEADER]
+    );
+    let next_epoch = codec::proposal(&entry(z(2, 1)));
+    // Out of order: DIFF, (1,3), then (2,1) before (1,4) and (1,5). Accepted: a hole.
+    feed(&mut overtaken, &sync[..3], &mut log);
+    feed(&mut overtaken, std::slice::from_ref(&next_epoch), &mut log);
+    assert_eq!(overtaken.last_received(), z(2, 1));
+    // In order, the same packets give the whole history, then the new epoch's txn.
+    let mut leader = leader_with(&[z(1, 1), z(1, 2), z(1, 3), z(1, 4), z(1, 5)], 0, 1);
+    let (mut in_order, mut log, sync) = handshake(&mut leader, z(1, 2), 1);
+    feed(&mut in_order, &sync[..7], &mut log);
+    feed(&mut in_order, &[next_epoch], &mut log);
+    let persisted: Vec<Zxid> = log
+        .iter()
+        .filter_map(|a| match a {
+            Action::Persist(e) => Some(e.zxid()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(persisted, [z(1, 3), z(1, 4), z(1, 5), z(2, 1)]);
+}

@@ -30,9 +30,12 @@
 //!   with no silent loss, and a lost packet shows up as the connection closing (`on_disconnect`
 //!   at both ends). TCP gives this; ZAB, like ZooKeeper, has no retransmission and relies on it
 //!   for liveness (a silently lost UPTODATE leaves a learner syncing forever, kept alive by
-//!   PINGs). Safety does not rely on it: a learner refuses a txn that does not directly follow
-//!   its log ([`follows`]), a COMMIT it cannot match, and packets out of phase, and goes LOOKING;
-//!   the leader's ACK counting is cumulative and per connection.
+//!   PINGs). A learner refuses a txn that does not directly follow its log ([`follows`]), a
+//!   COMMIT it cannot match, and packets out of phase, and goes LOOKING; the leader's ACK
+//!   counting is cumulative and per connection. Safety does rely on the order in one place:
+//!   counter 1 of a later epoch may follow any zxid, so a new-epoch PROPOSAL that overtook (or
+//!   outlived the silent loss of) the end of a DIFF stream would be accepted over a hole of
+//!   committed txns; zxids cannot tell that from a leader whose history ends there.
 
 pub mod codec;
 pub mod leader;
