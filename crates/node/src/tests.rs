@@ -4,9 +4,9 @@ use std::net::SocketAddr;
 
 use warden_proto::connect::{ConnectRequest, ConnectResponse};
 use warden_proto::header::ReplyHeader;
-use warden_proto::request::{CreateRequest, PathVersion, PathWatch, Request};
+use warden_proto::request::{CreateRequest, MultiOp, PathVersion, PathWatch, Request};
 use warden_proto::response::{decode_notification, decode_reply, Response};
-use warden_proto::{Acl, ErrorCode, Record};
+use warden_proto::{Acl, ErrorCode, Record, Txn};
 
 use crate::session::session_password;
 use crate::{Clock, Input, Node, NodeConfig, Output};
@@ -245,17 +245,23 @@ fn requests_behind_the_connect_request_wait_for_the_session() {
 fn a_create2_request_is_logged_as_type_create2() {
     let mut h = Harness::new();
     h.connect(1, 0, vec![0; 16]);
+    let req = |path: &str| CreateRequest { path: path.into(), data: None, acl: Acl::open_unsafe(), flags: 0 };
     let mut types = Vec::new();
     for (xid, req) in [
         (1, create("/a", 0)),
-        (2, Request::Create2(CreateRequest { path: "/b".into(), data: None, acl: Acl::open_unsafe(), flags: 0 })),
+        (2, Request::Create2(req("/b"))),
+        // Inside a multi a create2 stays a create, as ZooKeeper 3.8 logs it (and requires).
+        (3, Request::Multi(vec![MultiOp::Create(req("/c")), MultiOp::Create2(req("/d"))])),
     ] {
         h.node.step(h.now, Input::Request { conn: 1, xid, req }, &mut h.out);
         types.extend(h.out.iter().filter_map(|o| match o {
-            Output::Persist { hdr, .. } => Some(hdr.txn_type),
+            Output::Persist { hdr, txn: Txn::Multi(sub) } => {
+                Some(format!("{} {:?}", hdr.txn_type, sub.iter().map(|t| t.op().code()).collect::<Vec<_>>()))
+            }
+            Output::Persist { hdr, .. } => Some(hdr.txn_type.to_string()),
             _ => None,
         }));
         h.step(Input::Tick);
     }
-    assert_eq!(types, vec![1, 15]);
+    assert_eq!(types, ["1", "15", "14 [1, 1]"]);
 }

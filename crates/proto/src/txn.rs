@@ -115,7 +115,10 @@ impl Txn {
     /// it. `PrepRequestProcessor.pRequest2Txn` gives the header the request's own type, so a
     /// create2 request's CreateTxn travels and is logged as type create2 (15), not create (1); a
     /// ZooKeeper follower applying it answers its create2 client from the result's Stat, which its
-    /// `DataTree.processTxn` fills only for type 15. Every other txn keeps its own type.
+    /// `DataTree.processTxn` fills only for type 15. Every other txn keeps its own type, and so do
+    /// a multi's sub-txns: ZooKeeper 3.8's `MultiOperationRecord` reads a create2 sub-op as
+    /// `Op.create`, so it is logged as create (1), and its `DataTree.processTxn` refuses a type-15
+    /// sub-txn (the whole multi then has no results on that server).
     pub fn header_type(&self, request_op: i32) -> i32 {
         match self {
             Txn::Create { .. } if request_op == OpCode::Create2.code() => request_op,

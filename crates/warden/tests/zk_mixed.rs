@@ -261,6 +261,58 @@ async fn check(addr: SocketAddr, what: &str, paths: &[String]) {
     }
 }
 
+/// `f`, which must finish within `OP`.
+async fn op<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(OP, f).await.expect("in time")
+}
+
+/// Client operations through `via` (a server of one kind) seen through `other` (of the other
+/// kind): an ephemeral, a multi with a create and a setData, setData and delete with versions, a data watch set on `other` fired by a write through `via`, and the
+/// ephemeral gone everywhere once its session is closed.
+async fn exercise(via: SocketAddr, other: SocketAddr, what: &str) {
+    let c = client(via).await;
+    let o = client(other).await;
+    op(c.create("/ops", b"0", &persistent())).await.unwrap_or_else(|e| panic!("{what}: create /ops: {e}"));
+    let eph = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    op(c.create("/ops/eph", b"e", &eph)).await.unwrap_or_else(|e| panic!("{what}: create ephemeral: {e}"));
+    let mut multi = c.new_multi_writer();
+    multi.add_create("/ops/m", b"m", &persistent()).unwrap();
+    multi.add_set_data("/ops", b"multi", Some(0)).unwrap();
+    let results = op(multi.commit()).await.unwrap_or_else(|e| panic!("{what}: multi: {e:?}"));
+    // (Through a ZooKeeper server the create's Stat is not filled: ZooKeeper 3.8 turns a create2
+    // inside a multi into a plain create, ZOOKEEPER-4026.)
+    match &results[..] {
+        [zk::MultiWriteResult::Create { path, .. }, zk::MultiWriteResult::SetData { stat }] => {
+            assert_eq!(path, "/ops/m", "{what}");
+            assert_eq!(stat.version, 1, "{what}");
+        }
+        other => panic!("{what}: multi results {other:?}"),
+    }
+    op(o.sync("/")).await.unwrap();
+    let (data, stat, watcher) = op(o.get_and_watch_data("/ops")).await.unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!((data.as_slice(), stat.version), (&b"multi"[..], 1), "{what}: /ops after the multi");
+    assert_eq!(op(o.get_data("/ops/eph")).await.expect("ephemeral").1.ephemeral_owner, c.session_id().0, "{what}");
+    op(c.set_data("/ops/m", b"m2", Some(0))).await.unwrap_or_else(|e| panic!("{what}: setData: {e}"));
+    op(c.set_data("/ops", b"fired", Some(1))).await.unwrap_or_else(|e| panic!("{what}: setData: {e}"));
+    let event = op(watcher.changed()).await;
+    assert_eq!(event.event_type, zk::EventType::NodeDataChanged, "{what}: watch on the other server");
+    op(c.delete("/ops/m", Some(1))).await.unwrap_or_else(|e| panic!("{what}: delete: {e}"));
+    drop(c);
+    // The ephemeral goes when its session closes (closeSession through `via`).
+    let deadline = Instant::now() + OP;
+    loop {
+        op(o.sync("/")).await.unwrap();
+        if op(o.check_stat("/ops/eph")).await.unwrap().is_none() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{what}: the ephemeral outlived its closed session");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(op(o.check_stat("/ops/m")).await.unwrap().is_none(), "{what}: /ops/m deleted");
+    let children = op(o.list_children("/ops")).await.unwrap();
+    assert!(children.is_empty(), "{what}: /ops children {children:?}");
+}
+
 /// ZooKeeper 3.8 leads (server.3, the highest sid) with a ZooKeeper follower (server.2); Warden
 /// (server.1) follows: it is synced by DIFF, serves reads and forwards writes; killed, it misses
 /// more txns than ZooKeeper keeps for DIFF, restarts and is synced by SNAP in ZooKeeper's stream
@@ -281,6 +333,7 @@ async fn zookeeper_leader_syncs_a_warden_follower_by_diff_and_by_snap() {
     acked.extend(write_many(warden, "w", 20).await);
     check(zk_leader, "ZooKeeper leader, writes forwarded by Warden", &acked).await;
     check(warden, "Warden follower, its own writes", &acked).await;
+    exercise(warden, zk_leader, "through a Warden follower of ZooKeeper").await;
 
     // Restart with a few txns missed: DIFF.
     let (diffs, snaps) = (sync_count(zk_leader, "diff_count"), sync_count(zk_leader, "snap_count"));
@@ -322,6 +375,7 @@ async fn warden_leader_syncs_a_zookeeper_follower_by_snap() {
     check(zk1, "ZooKeeper follower, broadcast from Warden", &acked).await;
     acked.extend(write_many(zk1, "z", 20).await);
     check(warden, "Warden leader, writes forwarded by ZooKeeper", &acked).await;
+    exercise(zk1, warden, "through a ZooKeeper follower of Warden").await;
 
     e.kill(1);
     acked.extend(write_many(warden, "s", MISSED).await);
