@@ -16,7 +16,8 @@
 //!   re-broadcast. Every vote counted is kept per sid (`recvset`).
 //! - Once our vote is held by a quorum of voters we wait `finalizeWait` (200 ms, restarted by
 //!   every notification that is not better) and then decide; a better notification reopens
-//!   the round.
+//!   the round. Deviation (early finalize, below): we decide at once when, besides the quorum,
+//!   every voter not known to be unreachable holds our vote.
 //! - FOLLOWING / LEADING notifications in our round are counted in `recvset`; from any round in
 //!   `outofelection`. When a quorum agrees on a leader that itself says LEADING, we join it at once
 //!   (this is how a restarted server rejoins an established leader).
@@ -28,8 +29,35 @@
 //! `QuorumPeer.getCurrentVote()`, which is the previous round's result until the round ends. Both
 //! let observers finish through FOLLOWING/LEADING answers; ours lets them finish in the same round.
 //! Our own notification is counted directly instead of being delivered to ourselves.
+//!
+//! Deviation: a LOOKING voter that receives a LOOKING vote of its own round that is worse than its
+//! proposal answers the sender with its proposal (ZooKeeper answers only votes of older rounds and
+//! otherwise relies on the 200 ms resend). This matters after a leader dies: a follower that is
+//! still FOLLOWING when a peer's new-round vote arrives answers it and forgets it, then starts the
+//! same round voting for itself; without the answer it would learn the better vote only from the
+//! peer's resend. It cannot loop: each answer carries a strictly better vote, which the sender
+//! adopts, and proposals only improve within a round.
+//!
+//! Early finalize (a Warden rule; ZooKeeper always waits `finalizeWait`). The shell reports which
+//! voters it cannot reach ([`FastLeaderElection::peer_reachable`]: an election connection ended
+//! or a dial failed; reachable again once a connection is up). While LOOKING, as soon as a quorum
+//! holds our proposal *and* every voter not known unreachable (ourselves included) has sent us a
+//! notification of this round agreeing with it, we decide without waiting. With no reports every
+//! voter counts as reachable, so the rule becomes "all voters agree". (Warden's shell reports a
+//! voter unreachable only after it had a connection to it, so a server that has not started yet
+//! still gets finalizeWait, as in ZooKeeper.) Why this is safe:
+//! `finalizeWait` only gives a better vote time to arrive so that the best-placed server leads; it
+//! plays no part in safety. What makes an elected leader safe is the quorum itself: each supporter
+//! adopted the vote only because it is not worse (epoch, zxid) than its own history, so the leader's
+//! history is at least that of a quorum of voters, which intersects the quorum behind every
+//! committed txn; ZAB's discovery and sync then bring everyone to the leader's history. Deciding
+//! earlier changes only *which* qualifying server may lead (a voter that was unreachable or slow may
+//! carry more history, uncommitted, that sync truncates) and, at worst, lets a late better vote
+//! find us already decided, which costs a new round after the ZAB connection fails; the
+//! rule cannot elect a server that a quorum has not endorsed. Against ZooKeeper peers the rule
+//! changes only when this server decides; they still wait their own `finalizeWait`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use warden_proto::election::{Notification, ServerState};
 
@@ -69,6 +97,8 @@ pub struct FastLeaderElection {
     proposal: Candidate,
     recvset: BTreeMap<Sid, Vote>,
     outofelection: BTreeMap<Sid, Vote>,
+    /// Voters the shell reported unreachable (early finalize ignores them).
+    unreachable: BTreeSet<Sid>,
     not_timeout_ms: u64,
     resend_at_ms: u64,
 }
@@ -86,6 +116,7 @@ impl FastLeaderElection {
             proposal: Candidate::NONE,
             recvset: BTreeMap::new(),
             outofelection: BTreeMap::new(),
+            unreachable: BTreeSet::new(),
             not_timeout_ms: MIN_NOTIFICATION_INTERVAL_MS,
             resend_at_ms: 0,
         }
@@ -161,7 +192,22 @@ impl FastLeaderElection {
         self.resend_at_ms = now_ms + self.not_timeout_ms;
         let mut out = Vec::new();
         self.broadcast(&mut out);
-        self.check_quorum(now_ms);
+        self.check_quorum(now_ms, &mut out);
+        out
+    }
+
+    /// The shell's view of peer `sid`: `false` when its election connection ended or a dial
+    /// failed, `true` once a connection is up. Only early finalize uses it; a report that makes
+    /// every reachable voter agree with our quorum-held proposal decides at once.
+    pub fn peer_reachable(&mut self, sid: Sid, reachable: bool, _now_ms: u64) -> Vec<ElectionAction> {
+        let mut out = Vec::new();
+        match reachable {
+            true => self.unreachable.remove(&sid),
+            false => self.unreachable.insert(sid),
+        };
+        if let Phase::Looking { finalize_at_ms: Some(_) } = self.phase {
+            self.finalize_early(&mut out);
+        }
         out
     }
 
@@ -192,7 +238,7 @@ impl FastLeaderElection {
                 self.broadcast(&mut out);
                 self.not_timeout_ms = (self.not_timeout_ms * 2).min(MAX_NOTIFICATION_INTERVAL_MS);
                 self.resend_at_ms = now_ms + self.not_timeout_ms;
-                self.check_quorum(now_ms);
+                self.check_quorum(now_ms, &mut out);
             }
             _ => {}
         }
@@ -200,12 +246,23 @@ impl FastLeaderElection {
     }
 
     /// A voter's notification while LOOKING. During finalizeWait only a better vote counts (it
-    /// reopens the round); anything else is dropped and restarts the wait, as ZooKeeper's
-    /// `recvqueue.poll(finalizeWait)` loop does.
+    /// reopens the round); anything else restarts the wait, as ZooKeeper's
+    /// `recvqueue.poll(finalizeWait)` loop does, and is dropped, except that a LOOKING vote of
+    /// this round agreeing with ours is recorded for early finalize.
     fn process(&mut self, from: Sid, n: &Notification, now_ms: u64, out: &mut Vec<ElectionAction>) {
         if let Phase::Looking { finalize_at_ms: Some(_) } = self.phase {
             if !candidate_of(n).beats(&self.proposal, &self.config) {
                 self.phase = Phase::Looking { finalize_at_ms: Some(now_ms + FINALIZE_WAIT_MS) };
+                let theirs = Vote::looking(candidate_of(n), n.election_epoch);
+                let mine = Vote::looking(self.proposal, self.logical_clock);
+                let this_round =
+                    n.state == ServerState::Looking && n.zxid != -1 && n.election_epoch == self.logical_clock;
+                if this_round && theirs.agrees_with(&mine) {
+                    self.recvset.insert(from, theirs);
+                    self.finalize_early(out);
+                } else if this_round && self.own.zxid != -1 {
+                    out.push(self.send(from, mine));
+                }
                 return;
             }
             self.phase = Phase::Looking { finalize_at_ms: None };
@@ -236,9 +293,12 @@ impl FastLeaderElection {
         } else if theirs.beats(&self.proposal, &self.config) {
             self.proposal = theirs;
             self.broadcast(out);
+        } else if theirs != self.proposal {
+            // A worse vote of our round: tell the sender ours (deviation, module docs).
+            out.push(self.send(from, Vote::looking(self.proposal, self.logical_clock)));
         }
         self.recvset.insert(from, Vote::looking(theirs, n.election_epoch));
-        self.check_quorum(now_ms);
+        self.check_quorum(now_ms, out);
     }
 
     /// `receivedFollowingNotification`: join a leader a quorum agrees on, in our round through
@@ -272,8 +332,9 @@ impl FastLeaderElection {
         votes.get(&leader).is_some_and(|v| v.state == ServerState::Leading)
     }
 
-    /// Starts finalizeWait when a quorum of voters holds our proposal in this round.
-    fn check_quorum(&mut self, now_ms: u64) {
+    /// Starts finalizeWait when a quorum of voters holds our proposal in this round (and decides
+    /// at once if early finalize allows).
+    fn check_quorum(&mut self, now_ms: u64, out: &mut Vec<ElectionAction>) {
         if self.phase != (Phase::Looking { finalize_at_ms: None }) {
             return;
         }
@@ -281,6 +342,22 @@ impl FastLeaderElection {
         let acks = self.recvset.iter().filter(|(_, v)| v.agrees_with(&mine)).map(|(sid, _)| sid);
         if self.config.is_quorum(acks) {
             self.phase = Phase::Looking { finalize_at_ms: Some(now_ms + FINALIZE_WAIT_MS) };
+            self.finalize_early(out);
+        }
+    }
+
+    /// Early finalize (module docs): during finalizeWait, decide now if every voter not known
+    /// unreachable holds our proposal in this round.
+    fn finalize_early(&mut self, out: &mut Vec<ElectionAction>) {
+        let mine = Vote::looking(self.proposal, self.logical_clock);
+        let all_agree = self
+            .config
+            .voters
+            .iter()
+            .filter(|sid| **sid == self.my_id || !self.unreachable.contains(sid))
+            .all(|sid| self.recvset.get(sid).is_some_and(|v| v.agrees_with(&mine)));
+        if all_agree {
+            self.decide_proposal(out);
         }
     }
 

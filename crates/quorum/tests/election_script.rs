@@ -111,8 +111,9 @@ fn equal_zxids_highest_sid_wins() {
         c.start(id, 0x1_0000_0005, 1);
     }
     c.deliver_all();
-    assert!(c.elected.is_empty(), "nobody decides before finalizeWait");
-    c.run_for(FINALIZE_WAIT_MS);
+    // Every voter's vote agrees once all notifications are in: early finalize decides without
+    // waiting finalizeWait (no tick has run).
+    assert_eq!(c.now_ms, 0);
     assert_eq!(c.role(3), Some((ServerState::Leading, 3)));
     assert_eq!(c.role(1), Some((ServerState::Following, 3)));
     assert_eq!(c.role(2), Some((ServerState::Following, 3)));
@@ -163,8 +164,8 @@ fn a_better_vote_during_finalize_wait_reopens_the_round() {
     let out = m.receive(2, &looking(2, 5, 1, 1), 10);
     assert_eq!(sends(&out).len(), 2, "adopts 2 and re-broadcasts");
     assert_eq!(m.next_deadline_ms(), Some(10 + FINALIZE_WAIT_MS), "quorum {{1, 2}} holds 2: finalizeWait");
-    // A worse vote is dropped and restarts the wait.
-    assert!(m.receive(3, &looking(1, 5, 1, 1), 100).is_empty());
+    // A worse vote restarts the wait and is not counted; its sender is told our vote.
+    assert_eq!(sends(&m.receive(3, &looking(1, 5, 1, 1), 100)), [(3, looking(2, 5, 1, 1))]);
     assert_eq!(m.next_deadline_ms(), Some(100 + FINALIZE_WAIT_MS));
     let out = m.receive(3, &looking(3, 5, 1, 1), 150);
     assert_eq!(m.proposal().sid, 3);
@@ -307,4 +308,144 @@ fn a_server_without_history_does_not_take_part() {
     assert_eq!(c.role(3), Some((ServerState::Leading, 3)));
     assert_eq!(c.role(2), Some((ServerState::Following, 3)));
     assert_eq!(c.role(1), Some((ServerState::Following, 3)), "joins through FOLLOWING/LEADING answers");
+}
+
+#[test]
+fn early_finalize_when_every_reachable_voter_agrees() {
+    // Server 3 (the old leader) is gone: its election connection ended.
+    let mut m = FastLeaderElection::new(1, three());
+    assert!(m.peer_reachable(3, false, 0).is_empty());
+    m.start(0, 5, 1);
+    let out = m.receive(2, &looking(2, 5, 1, 1), 10);
+    let elected: Vec<_> = out.iter().filter(|a| matches!(a, ElectionAction::Elected(_))).collect();
+    assert_eq!(elected.len(), 1, "{{1, 2}} hold 2 and 3 is unreachable: decided at once");
+    assert_eq!(m.state(), ServerState::Following);
+    assert_eq!(m.current_vote().unwrap().leader, 2);
+    m.check_invariants();
+}
+
+#[test]
+fn an_unreachable_report_during_finalize_wait_decides_at_once() {
+    let mut m = FastLeaderElection::new(1, three());
+    m.start(0, 5, 1);
+    m.receive(2, &looking(2, 5, 1, 1), 10);
+    assert_eq!(m.next_deadline_ms(), Some(10 + FINALIZE_WAIT_MS), "3 has not voted: finalizeWait");
+    let out = m.peer_reachable(3, false, 20);
+    assert!(matches!(out.as_slice(), [ElectionAction::Elected(e)] if e.leader == 2));
+    assert_eq!(m.state(), ServerState::Following);
+}
+
+#[test]
+fn a_reachable_voter_that_has_not_voted_keeps_finalize_wait() {
+    let mut m = FastLeaderElection::new(1, three());
+    m.peer_reachable(3, false, 0);
+    m.peer_reachable(3, true, 1);
+    m.start(2, 5, 1);
+    m.receive(2, &looking(2, 5, 1, 1), 10);
+    assert_eq!(m.state(), ServerState::Looking, "3 is reachable again and has not voted");
+    assert!(m.tick(10 + FINALIZE_WAIT_MS - 1).is_empty());
+    assert_eq!(m.tick(10 + FINALIZE_WAIT_MS).len(), 1, "finalizeWait still decides");
+    assert_eq!(m.state(), ServerState::Following);
+}
+
+#[test]
+fn an_agreeing_vote_during_finalize_wait_is_counted_for_early_finalize() {
+    let mut m = FastLeaderElection::new(1, three());
+    m.start(0, 5, 1);
+    m.receive(2, &looking(2, 5, 1, 1), 10);
+    assert_eq!(m.state(), ServerState::Looking);
+    // 3 now agrees (its vote for 2 is not better than ours, ZooKeeper would drop it).
+    let out = m.receive(3, &looking(2, 5, 1, 1), 20);
+    assert!(matches!(out.as_slice(), [ElectionAction::Elected(e)] if e.leader == 2));
+}
+
+#[test]
+fn a_disagreeing_reachable_voter_blocks_early_finalize() {
+    let mut m = FastLeaderElection::new(3, QuorumConfig::new([1, 2, 3, 4, 5], []));
+    m.start(0, 9, 1);
+    m.receive(4, &looking(3, 9, 1, 1), 1);
+    m.receive(5, &looking(3, 9, 1, 1), 2);
+    assert_eq!(m.next_deadline_ms(), Some(2 + FINALIZE_WAIT_MS), "{{3, 4, 5}} hold 3: finalizeWait");
+    m.peer_reachable(1, false, 3);
+    // 2 is reachable and still votes for itself (a worse vote): restarts the wait, blocks.
+    assert_eq!(sends(&m.receive(2, &looking(2, 9, 1, 1), 4)), [(2, looking(3, 9, 1, 1))]);
+    assert_eq!(m.state(), ServerState::Looking);
+    assert_eq!(m.next_deadline_ms(), Some(4 + FINALIZE_WAIT_MS));
+    // Once 2 is also unreachable, the reachable voters {3, 4, 5} all agree.
+    let out = m.peer_reachable(2, false, 5);
+    assert!(matches!(out.as_slice(), [ElectionAction::Elected(e)] if e.leader == 3));
+    assert_eq!(m.state(), ServerState::Leading);
+}
+
+#[test]
+fn early_finalize_never_decides_without_a_quorum() {
+    let mut m = FastLeaderElection::new(1, three());
+    m.peer_reachable(2, false, 0);
+    m.peer_reachable(3, false, 0);
+    let mut decided = !m.start(0, 5, 1).iter().all(|a| matches!(a, ElectionAction::Send { .. }));
+    for now in (50..120_000).step_by(50) {
+        decided |= m.tick(now).iter().any(|a| matches!(a, ElectionAction::Elected(_)));
+    }
+    assert!(!decided, "every other voter unreachable: our own vote is no quorum");
+    assert_eq!(m.state(), ServerState::Looking);
+}
+
+#[test]
+fn survivors_of_a_dead_leader_elect_without_finalize_wait() {
+    let mut c = Cluster::new(&three());
+    for id in [1, 2, 3] {
+        c.start(id, 0x1_0000_0010, 1);
+    }
+    c.deliver_all();
+    assert_eq!(c.role(3), Some((ServerState::Leading, 3)));
+    // 3 dies; 1 and 2 see its election connections end, then start a new round.
+    c.down.insert(3);
+    for id in [1, 2] {
+        let actions = c.nodes.get_mut(&id).unwrap().peer_reachable(3, false, c.now_ms);
+        c.apply(id, actions);
+    }
+    for id in [1, 2] {
+        c.start(id, 0x1_0000_0012, 1);
+    }
+    c.deliver_all();
+    assert_eq!(c.role(2), Some((ServerState::Leading, 2)), "decided without a tick");
+    assert_eq!(c.role(1), Some((ServerState::Following, 2)));
+}
+
+#[test]
+fn a_worse_vote_of_our_round_is_answered_with_ours() {
+    // Server 3 started round 2 voting for itself; server 1 was still FOLLOWING then and starts
+    // round 2 later, voting for itself.
+    let mut m = FastLeaderElection::new(3, three());
+    m.start(0, 9, 1);
+    m.start(1, 9, 1);
+    let out = m.receive(1, &looking(1, 9, 2, 1), 5);
+    assert_eq!(sends(&out), [(1, looking(3, 9, 2, 1))]);
+    // An equal vote is not answered.
+    assert!(m.receive(2, &looking(3, 9, 2, 1), 6).iter().all(|a| !matches!(a, ElectionAction::Send { .. })));
+}
+
+#[test]
+fn a_vote_answered_while_following_is_recovered_without_a_resend() {
+    // 1 and 2 follow 3; 3 dies. 2 starts round 2 first; 1 is still FOLLOWING when 2's vote arrives
+    // (it answers with its old vote and forgets it), then starts round 2 voting for itself.
+    let mut c = Cluster::new(&three());
+    for id in [1, 2, 3] {
+        c.start(id, 0x1_0000_0010, 1);
+    }
+    c.deliver_all();
+    assert_eq!(c.role(1), Some((ServerState::Following, 3)));
+    c.down.insert(3);
+    for id in [1, 2] {
+        let actions = c.nodes.get_mut(&id).unwrap().peer_reachable(3, false, c.now_ms);
+        c.apply(id, actions);
+    }
+    c.start(2, 0x1_0000_0012, 1);
+    c.deliver_all();
+    assert_eq!(c.nodes[&1].state(), ServerState::Following);
+    c.start(1, 0x1_0000_0012, 1);
+    c.deliver_all();
+    assert_eq!(c.now_ms, 0, "no resend timeout needed");
+    assert_eq!(c.role(2), Some((ServerState::Leading, 2)));
+    assert_eq!(c.role(1), Some((ServerState::Following, 2)));
 }

@@ -19,8 +19,15 @@ pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(crate) use crate::peer_conn::ConnEnd;
 
-/// A received notification, tagged with its sender.
-pub(crate) type Received = (Sid, Notification);
+/// What the links and their connections tell the driver.
+#[derive(Debug)]
+pub(crate) enum Received {
+    /// A notification, tagged with its sender.
+    Notification(Sid, Notification),
+    /// The link's view of a peer changed: a connection is up (`true`), or the connection ended or
+    /// could not be opened (`false`). Feeds the machine's early finalize.
+    Reachable(Sid, bool),
+}
 
 /// Runs the connection to `sid` until it breaks. `leftover` holds bytes read past the
 /// handshake.
@@ -46,7 +53,7 @@ async fn read_loop(sid: Sid, mut rd: OwnedReadHalf, leftover: Vec<u8>, received:
             Err(why) => return ConnEnd::Malformed(why),
         } {
             buf.drain(..used);
-            if received.send((sid, notification)).await.is_err() {
+            if received.send(Received::Notification(sid, notification)).await.is_err() {
                 return ConnEnd::ConsumerGone;
             }
         }

@@ -55,7 +55,24 @@ impl Driver {
                     }
                     None => break,
                 },
-                Some((from, n)) = self.received.recv() => self.election.receive(from, &n, self.now_ms()),
+                Some(received) = self.received.recv() => match received {
+                    Received::Notification(from, n) => {
+                        tracing::debug!(
+                            from,
+                            state = ?n.state,
+                            leader = n.leader,
+                            zxid = format_args!("{:#x}", n.zxid),
+                            round = n.election_epoch,
+                            peer_epoch = n.peer_epoch,
+                            "notification"
+                        );
+                        self.election.receive(from, &n, self.now_ms())
+                    }
+                    Received::Reachable(sid, up) => {
+                        tracing::debug!(sid, up, "election peer reachability");
+                        self.election.peer_reachable(sid, up, self.now_ms())
+                    }
+                },
                 _ = sleep_until(deadline) => self.election.tick(self.now_ms()),
             };
             self.carry_out(actions);

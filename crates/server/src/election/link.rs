@@ -15,7 +15,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -63,13 +63,16 @@ pub(crate) struct LinkSpec {
     pub peer_addr: String,
     /// The initial message we send (our sid and election address).
     pub hello: Vec<u8>,
+    /// Our own `server.N` host: dials leave from it (port 0), so that every server's peer traffic
+    /// carries its own source address.
+    pub local_host: String,
 }
 
 impl LinkSpec {
-    pub(crate) fn new(my_id: Sid, sid: Sid, peer_addr: String, my_addr: String) -> Self {
+    pub(crate) fn new(my_id: Sid, sid: Sid, peer_addr: String, my_host: &str, my_addr: String) -> Self {
         let hello =
             InitialMessage::Versioned { protocol_version: PROTOCOL_VERSION_V1, sid: my_id, addr: my_addr }.encode();
-        Self { my_id, sid, peer_addr, hello }
+        Self { my_id, sid, peer_addr, hello, local_host: super::host_port(my_host, 0) }
     }
 }
 
@@ -82,6 +85,8 @@ pub(crate) struct Link {
     conn: Option<ConnTask>,
     redial_at: Option<Instant>,
     backoff: Duration,
+    /// The reachability last reported to the driver.
+    reported: Option<bool>,
 }
 
 impl Link {
@@ -92,7 +97,17 @@ impl Link {
         received: mpsc::Sender<Received>,
         shutdown: watch::Receiver<bool>,
     ) -> Self {
-        Self { spec, queue, events, received, shutdown, conn: None, redial_at: None, backoff: REDIAL_MIN }
+        Self {
+            spec,
+            queue,
+            events,
+            received,
+            shutdown,
+            conn: None,
+            redial_at: None,
+            backoff: REDIAL_MIN,
+            reported: None,
+        }
     }
 
     /// Runs until shutdown; the connection task is aborted with the link.
@@ -105,7 +120,7 @@ impl Link {
                     Some(ev) => self.on_event(ev).await,
                     None => break,
                 },
-                end = wait_conn(&mut self.conn) => self.on_conn_end(end),
+                end = wait_conn(&mut self.conn) => self.on_conn_end(end).await,
                 _ = sleep_until(redial_at) => {
                     self.redial_at = None;
                     self.dial_if_needed().await;
@@ -126,7 +141,7 @@ impl Link {
                     sid = self.spec.sid,
                     "election connection from larger sid accepted"
                 );
-                self.adopt(stream, leftover);
+                self.adopt(stream, leftover).await;
             }
             LinkEvent::DialBack => {
                 self.conn = None;
@@ -141,8 +156,23 @@ impl Link {
         }
     }
 
-    fn on_conn_end(&mut self, end: ConnEnd) {
+    /// Tells the driver when the peer becomes reachable or unreachable (changes only). A peer is
+    /// reported unreachable only after a connection to it was up: one never reached may just not
+    /// have started yet (ensemble start-up), and the election should give it finalizeWait, as
+    /// ZooKeeper peers in the same ensemble do.
+    async fn report(&mut self, reachable: bool) {
+        if self.reported.is_none() && !reachable {
+            return;
+        }
+        if self.reported != Some(reachable) {
+            self.reported = Some(reachable);
+            let _ = self.received.send(Received::Reachable(self.spec.sid, reachable)).await;
+        }
+    }
+
+    async fn on_conn_end(&mut self, end: ConnEnd) {
         self.conn = None;
+        self.report(false).await;
         match &end {
             ConnEnd::Malformed(_) => tracing::warn!(sid = self.spec.sid, %end, "closing election connection"),
             _ => tracing::info!(sid = self.spec.sid, %end, "election connection ended"),
@@ -152,7 +182,8 @@ impl Link {
         }
     }
 
-    fn adopt(&mut self, stream: TcpStream, leftover: Vec<u8>) {
+    async fn adopt(&mut self, stream: TcpStream, leftover: Vec<u8>) {
+        self.report(true).await;
         let _ = stream.set_nodelay(true);
         let task = conn::run(self.spec.sid, stream, leftover, self.queue.clone(), self.received.clone());
         self.conn = Some(ConnTask(tokio::spawn(task)));
@@ -177,7 +208,7 @@ impl Link {
         match result {
             Ok(Ok(stream)) if self.spec.my_id > self.spec.sid => {
                 tracing::info!(my_id = self.spec.my_id, sid = self.spec.sid, "election connection established");
-                self.adopt(stream, Vec::new());
+                self.adopt(stream, Vec::new()).await;
             }
             Ok(Ok(stream)) => {
                 tracing::debug!(
@@ -190,10 +221,12 @@ impl Link {
             }
             Ok(Err(e)) => {
                 tracing::debug!(sid = self.spec.sid, addr = %self.spec.peer_addr, error = %e, "cannot open election channel");
+                self.report(false).await;
                 self.schedule_redial();
             }
             Err(_) => {
                 tracing::debug!(sid = self.spec.sid, addr = %self.spec.peer_addr, "election connect timed out");
+                self.report(false).await;
                 self.schedule_redial();
             }
         }
@@ -205,11 +238,28 @@ impl Link {
             .await?
             .next()
             .ok_or_else(|| std::io::Error::other("election address resolves to nothing"))?;
-        let mut stream = TcpStream::connect(addr).await?;
+        let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+        match self.local_addr(addr).await {
+            Some(local) => {
+                if let Err(e) = socket.bind(local) {
+                    tracing::warn!(sid = self.spec.sid, %local, error = %e, "cannot bind the election dial to our own address");
+                }
+            }
+            None => {
+                tracing::debug!(host = self.spec.local_host, "our own address does not resolve for this peer's family")
+            }
+        }
+        let mut stream = socket.connect(addr).await?;
         stream.set_nodelay(true)?;
         stream.write_all(&self.spec.hello).await?;
         stream.flush().await?;
         Ok(stream)
+    }
+
+    /// Our `server.N` host, port 0, in the address family of `peer`.
+    async fn local_addr(&self, peer: SocketAddr) -> Option<SocketAddr> {
+        let mut addrs = tokio::net::lookup_host(&self.spec.local_host).await.ok()?;
+        addrs.find(|a| a.is_ipv4() == peer.is_ipv4())
     }
 
     fn schedule_redial(&mut self) {

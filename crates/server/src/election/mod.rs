@@ -17,6 +17,12 @@
 //! undecodable notification (shorter than 28 bytes, unknown state) and keeps the connection;
 //! Warden closes it (DESIGN.md principle 2). ZooKeeper never sends either.
 //!
+//! Outgoing election connections are bound to this server's own `server.N` host (port 0) before
+//! connecting, as the learner's quorum connection is, so peer traffic leaves from the server's own
+//! address (ZooKeeper leaves the source to the kernel; on one machine with 127.0.0.1/.2/.3 that
+//! would make every server's traffic look alike). If the bind fails the dial goes out unbound,
+//! with a warning.
+//!
 //! Absent: SASL/TLS on the election port, multiple addresses per server (protocol V2 is
 //! accepted, V1 is sent, as ZooKeeper does without `multiAddress.enabled`), reconfiguration
 //! (configs in notifications are carried, not applied), observers without ids (`OBSERVER_ID`),
@@ -115,7 +121,8 @@ impl ElectionNet {
             let peer_sid = sid(spec.id)?;
             let queue = Arc::new(PeerQueue::default());
             let (events_tx, events_rx) = mpsc::channel(LINK_EVENT_QUEUE);
-            let link_spec = LinkSpec::new(my_sid, peer_sid, host_port(&spec.host, spec.election_port), my_addr.clone());
+            let link_spec =
+                LinkSpec::new(my_sid, peer_sid, host_port(&spec.host, spec.election_port), &me.host, my_addr.clone());
             let link = Link::new(link_spec, queue.clone(), events_rx, received_tx.clone(), shutdown_rx.clone());
             tasks.spawn(link.run());
             link_events.insert(peer_sid, events_tx.clone());

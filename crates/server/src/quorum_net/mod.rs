@@ -34,9 +34,11 @@
 //!
 //! Absent: SSL on the quorum port; multiple leader addresses; the observer-master port.
 //! Deviations: a FOLLOWERINFO/OBSERVERINFO without LearnerInfo data (pre-3.4 learners, to which
-//! ZooKeeper assigns a negative counter sid) is refused; the learner retries with backoff (100 ms
-//! doubling to 1 s) where ZooKeeper sleeps a fixed 100 ms, both within `initLimit * tickTime` and at
-//! most 5 tries by default.
+//! ZooKeeper assigns a negative counter sid) is refused; the learner retries with backoff (10 ms
+//! doubling to 1 s, at most 10 tries) where ZooKeeper sleeps a fixed 100 ms between at most 5 tries,
+//! both within `initLimit * tickTime`. The short first pause matters after an election: a follower
+//! often decides a moment before its new leader has opened the quorum port, and a fixed 100 ms
+//! would be most of a failover.
 
 mod conn;
 mod leader;
@@ -63,7 +65,7 @@ pub struct QuorumNetConfig {
     pub handshake_timeout: Duration,
     /// Learner: the deadline for connecting to the leader (`initLimit * tickTime`).
     pub connect_timeout: Duration,
-    /// Learner: connection attempts before giving up (ZooKeeper: 5).
+    /// Learner: connection attempts before giving up (ZooKeeper: 5, with longer pauses).
     pub max_connect_tries: u32,
     /// Learner: first pause between attempts; doubles up to 1 s.
     pub retry_delay: Duration,
@@ -92,8 +94,8 @@ impl Default for QuorumNetConfig {
             recv_queue: 4096,
             handshake_timeout: Duration::from_secs(20),
             connect_timeout: Duration::from_secs(20),
-            max_connect_tries: 5,
-            retry_delay: Duration::from_millis(100),
+            max_connect_tries: 10,
+            retry_delay: Duration::from_millis(10),
             write_timeout: Duration::from_secs(10),
             max_connections: 256,
         }
