@@ -251,17 +251,32 @@ impl Node {
         self.reconnect(conn, c, req, out);
     }
 
-    fn reconnect(&mut self, conn: ConnId, mut c: Conn, req: ConnectRequest, out: &mut Vec<Output>) {
+    fn reconnect(&mut self, conn: ConnId, c: Conn, req: ConnectRequest, out: &mut Vec<Output>) {
         let id = req.session_id;
-        let valid = req.passwd == session_password(id)
-            && self.sessions.get(id).is_some_and(|s| !s.closing)
-            && self.sessions.touch(id, self.now.mono_ms);
-        if !valid {
-            let frame = ConnectResponse::expired(c.read_only_byte).encode_frame();
-            out.push(Output::Send { conn, frame, completes_request: false });
-            out.push(Output::Close { conn });
-            return;
+        if req.passwd != session_password(id) {
+            return self.answer_expired(conn, c.read_only_byte, out);
         }
+        if self.is_learner() {
+            // The leader owns sessions: ask it (REVALIDATE) and answer when it replies.
+            return self.learner_revalidate(conn, c, id, out);
+        }
+        let valid = self.sessions.get(id).is_some_and(|s| !s.closing) && self.sessions.touch(id, self.now.mono_ms);
+        if !valid {
+            return self.answer_expired(conn, c.read_only_byte, out);
+        }
+        self.resume_session(conn, c, id, out);
+    }
+
+    /// ZooKeeper's answer to a reconnect with an invalid session: timeout 0, session 0, then close.
+    pub(crate) fn answer_expired(&mut self, conn: ConnId, read_only: Option<bool>, out: &mut Vec<Output>) {
+        let frame = ConnectResponse::expired(read_only).encode_frame();
+        out.push(Output::Send { conn, frame, completes_request: false });
+        out.push(Output::Close { conn });
+    }
+
+    /// A valid existing session moves to connection `conn`: the old connection of the session is
+    /// closed, the client gets its ConnectResponse, and requests it sent meanwhile are handled.
+    pub(crate) fn resume_session(&mut self, conn: ConnId, mut c: Conn, id: i64, out: &mut Vec<Output>) {
         if let Some(old) = self.session_conn.insert(id, conn) {
             if old != conn {
                 self.drop_conn(old);
@@ -280,8 +295,12 @@ impl Node {
             read_only: c.read_only_byte,
         }
         .encode_frame();
+        let early = std::mem::take(&mut c.before_session);
         self.conns.insert(conn, c);
         out.push(Output::Send { conn, frame, completes_request: false });
+        for (xid, req) in early {
+            self.on_request(conn, xid, req, out);
+        }
     }
 
     fn on_disconnect(&mut self, conn: ConnId) {
@@ -294,6 +313,7 @@ impl Node {
     }
 
     pub(crate) fn drop_conn(&mut self, conn: ConnId) {
+        self.forget_revalidation(conn);
         self.conns.remove(&conn);
         self.watches.remove_connection(conn);
     }

@@ -31,9 +31,14 @@
 //! client connection (as a ZooKeeper server that changes role drops its clients; sessions survive,
 //! clients reconnect).
 //!
-//! Deviations and absences, for now: a reconnect on a learner is validated against the learner's
-//! own session table (which holds every applied createSession) instead of a REVALIDATE round trip;
-//! a TRUNC below what this server already applied cannot rebuild the tree in memory, so the node
+//! * Reconnects: a client that reconnects to a learner with an existing session (right password)
+//!   is answered only after the leader's REVALIDATE reply (`Learner.validateSession` /
+//!   `LearnerHandler`): valid keeps the session (the leader touched it), invalid gets the expired
+//!   answer. Meanwhile its requests wait, as ZooKeeper stops reading the socket. A second reconnect
+//!   of the same session replaces the first, which is closed. The leader answers from its own
+//!   session table (touching the session), as it does for its own clients.
+//!
+//! Deviations and absences, for now: a TRUNC below what this server already applied cannot rebuild the tree in memory, so the node
 //! gives up the role (`Elect`) and logs an error (the shell must restart it from its storage);
 //! local sessions and reconfig are not supported.
 
@@ -147,6 +152,9 @@ pub(crate) struct Quorum {
     awaiting: HashMap<(i64, i32), Origin>,
     /// Learner: forwarded syncs, oldest first.
     syncs: VecDeque<(ConnId, i32, String)>,
+    /// Learner: reconnects waiting for the leader's REVALIDATE answer, by session id (the
+    /// connection sits in `conns` with no session yet).
+    revalidating: HashMap<i64, ConnId>,
     /// Learner: sessions touched since the last PING reply.
     touched: BTreeMap<i64, i32>,
     /// A snapshot received in place of SNAP, consumed by the learner's `InstallSnapshot`.
@@ -217,6 +225,7 @@ impl Node {
             origins: HashMap::new(),
             awaiting: HashMap::new(),
             syncs: VecDeque::new(),
+            revalidating: HashMap::new(),
             touched: BTreeMap::new(),
             incoming_snapshot: None,
             out: Vec::new(),
@@ -376,6 +385,7 @@ impl Node {
         q.origins.clear();
         q.awaiting.clear();
         q.syncs.clear();
+        q.revalidating.clear();
         q.touched.clear();
         let applied = self.tree.last_processed_zxid();
         let pending: Vec<TxnEntry> = q.log.iter().filter(|e| e.zxid() > applied).cloned().collect();
@@ -514,6 +524,7 @@ impl Node {
                 let valid = self.sessions.touch(session_id, self.now.mono_ms);
                 self.qout(QuorumOutput::PeerSend { to: from, packet: codec::revalidate_reply(session_id, valid) });
             }
+            Action::Revalidated { session_id, valid } => self.revalidated(session_id, valid, out),
             Action::SyncDone => self.sync_done(out),
             Action::GoLooking { reason } => self.lose_role(reason, out),
         }
@@ -755,6 +766,47 @@ impl Node {
         self.forward(request, origin, out);
     }
 
+    /// A reconnect with an existing session (password already checked): the connection waits
+    /// for the leader's answer to REVALIDATE.
+    pub(crate) fn learner_revalidate(&mut self, conn: ConnId, c: crate::conn::Conn, id: i64, out: &mut Vec<Output>) {
+        let timeout_ms = c.timeout_ms as i32;
+        self.conns.insert(conn, c);
+        let Some(q) = self.quorum.as_mut() else { return };
+        let Machine::Learner(l) = &mut q.machine else { return };
+        let actions = l.revalidate(id, timeout_ms);
+        if let Some(old) = q.revalidating.insert(id, conn) {
+            // ZooKeeper keeps only the newest waiting connection of a session; the older one would
+            // never be answered, so it is closed.
+            self.drop_conn(old);
+            out.push(Output::Close { conn: old });
+        }
+        self.run(actions, out);
+    }
+
+    /// A connection waiting for a REVALIDATE answer is gone (the answer will be ignored).
+    pub(crate) fn forget_revalidation(&mut self, conn: ConnId) {
+        if let Some(q) = self.quorum.as_mut() {
+            q.revalidating.retain(|_, c| *c != conn);
+        }
+    }
+
+    /// The leader's REVALIDATE answer.
+    fn revalidated(&mut self, session_id: i64, valid: bool, out: &mut Vec<Output>) {
+        let Some(conn) = self.quorum.as_mut().and_then(|q| q.revalidating.remove(&session_id)) else {
+            return tracing::debug!(session_id, "REVALIDATE answer for no waiting connection");
+        };
+        let Some(c) = self.conns.remove(&conn) else { return };
+        if !valid {
+            self.drop_conn(conn);
+            return self.answer_expired(conn, c.read_only_byte, out);
+        }
+        if self.sessions.get(session_id).is_none() {
+            // The leader vouches for it; our table follows the leader's (this can only lag).
+            self.sessions.add(session_id, c.timeout_ms, self.now.mono_ms);
+        }
+        self.resume_session(conn, c, session_id, out);
+    }
+
     fn sync_done(&mut self, out: &mut Vec<Output>) {
         let Some((conn, xid, path)) = self.quorum.as_mut().and_then(|q| q.syncs.pop_front()) else { return };
         let frame = self.reply_frame(xid, 0, Some(&Response::Sync { path }));
@@ -795,7 +847,7 @@ impl Node {
             }
             Machine::Leader(l) => {
                 l.check_invariants()?;
-                if !q.awaiting.is_empty() || !q.syncs.is_empty() {
+                if !q.awaiting.is_empty() || !q.syncs.is_empty() || !q.revalidating.is_empty() {
                     return Err("leader holds learner-side waits".into());
                 }
                 if q.origins.keys().any(|z| *z <= applied || *z > l.last_proposed()) {
@@ -809,6 +861,13 @@ impl Node {
                 l.check_invariants()?;
                 if !q.origins.is_empty() {
                     return Err("learner holds leader-side waits".into());
+                }
+                for (session, conn) in &q.revalidating {
+                    if self.conns.get(conn).is_none_or(|c| c.session_id != 0) {
+                        return Err(format!(
+                            "revalidation of {session:#x} waits on a connection without a pending handshake"
+                        ));
+                    }
                 }
                 if l.is_synced() && l.last_applied() != applied {
                     return Err(format!("learner applied {:#x}, tree at {applied:#x}", l.last_applied()));

@@ -12,7 +12,7 @@ use warden_proto::header::ReplyHeader;
 use warden_proto::quorum::{packet_type as pt, QuorumPacket};
 use warden_proto::request::{CreateRequest, PathWatch, Request};
 use warden_proto::response::{decode_reply, Response};
-use warden_proto::{Acl, Record, Txn, TxnHeader};
+use warden_proto::{Acl, OpCode, Record, Txn, TxnHeader};
 
 type Sid = i64;
 
@@ -483,4 +483,124 @@ fn a_restarted_leader_syncs_a_follower_a_few_txns_behind_by_diff() {
         assert_eq!(hdr.err, 0);
         c.assert_converged();
     }
+}
+
+/// The REVALIDATE packets queued from `from` to `to`, as (session id, timeout).
+fn queued_revalidates(c: &Cluster, from: Sid, to: Sid) -> Vec<(i64, i32)> {
+    let Some(q) = c.queues.get(&(from, to)) else { return Vec::new() };
+    q.iter()
+        .filter_map(|item| match item {
+            Item::Packet(p) if p.packet_type == pt::REVALIDATE => {
+                let data = p.data.as_deref().unwrap();
+                assert_eq!(p.zxid, -1);
+                assert_eq!(data.len(), 12, "long sessionId, int timeout");
+                let id = i64::from_be_bytes(data[..8].try_into().unwrap());
+                Some((id, i32::from_be_bytes(data[8..].try_into().unwrap())))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_reconnect_to_a_learner_is_answered_after_the_leaders_revalidate_reply() {
+    let mut c = Cluster::new();
+    c.elect();
+    let hs = c.connect(1, 1, 0, Vec::new());
+    c.request(1, 1, 1, create("/r", b"1", 0));
+    c.step(1, Input::Disconnected { conn: 1 });
+    for (sid, conn) in [(2, 2), (4, 3)] {
+        // The learner asks the leader and answers nothing until the reply is back; a request sent
+        // meanwhile waits behind the handshake.
+        let req = ConnectRequest {
+            timeout_ms: 1_000,
+            session_id: hs.session_id,
+            passwd: hs.passwd.clone(),
+            ..Default::default()
+        };
+        c.step(sid, Input::Connect { conn, addr: addr(), req });
+        c.step(sid, Input::Request { conn, xid: 5, req: get("/r") });
+        assert!(c.take_client(sid, conn).is_empty(), "server {sid} answered before the leader did");
+        assert_eq!(queued_revalidates(&c, sid, 3), [(hs.session_id, 1_000)]);
+        c.run();
+        let out = c.take_client(sid, conn);
+        let frames: Vec<&Vec<u8>> = out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Send { frame, .. } => Some(frame),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(frames.len(), 2, "handshake reply, then the read: {out:?}");
+        let again = ConnectResponse::from_bytes(&frames[0][4..]).unwrap();
+        assert_eq!(again.session_id, hs.session_id);
+        assert!(again.timeout_ms > 0);
+        let (hdr, body) = decode_reply(OpCode::GetData.code(), &frames[1][4..]).unwrap();
+        assert_eq!((hdr.xid, hdr.err), (5, 0));
+        assert!(matches!(body, Some(Response::GetData { .. })));
+    }
+}
+
+#[test]
+fn a_learner_refuses_a_session_the_leader_is_expiring_although_it_still_holds_it() {
+    let mut c = Cluster::new();
+    c.elect();
+    let hs = c.connect(1, 1, 0, Vec::new());
+    c.step(1, Input::Disconnected { conn: 1 });
+    // The leader ticks past the session's deadline (PINGs delivered); its closeSession proposal is
+    // held back, so the followers still hold the session.
+    let proposing = |c: &Cluster| {
+        c.queues.iter().any(|(_, q)| q.iter().any(|i| matches!(i, Item::Packet(p) if p.packet_type == pt::PROPOSAL)))
+    };
+    for _ in 0..100 {
+        c.now.mono_ms += TICK_MS;
+        c.step(3, Input::Tick);
+        if proposing(&c) {
+            break;
+        }
+        c.run();
+    }
+    assert!(proposing(&c), "the leader expires the session");
+    let holds = |c: &Cluster, sid: Sid| c.nodes[&sid].snapshot_state().1.iter().any(|(id, _)| *id == hs.session_id);
+    assert!(holds(&c, 2), "the follower still holds the session");
+    let req = ConnectRequest {
+        timeout_ms: 1_000,
+        session_id: hs.session_id,
+        passwd: hs.passwd.clone(),
+        ..Default::default()
+    };
+    c.step(2, Input::Connect { conn: 2, addr: addr(), req });
+    assert!(c.take_client(2, 2).is_empty(), "the follower's own table must not decide");
+    c.run();
+    let out = c.take_client(2, 2);
+    let Some(Output::Send { frame, .. }) = out.first() else { panic!("no handshake reply: {out:?}") };
+    let answer = ConnectResponse::from_bytes(&frame[4..]).unwrap();
+    assert_eq!((answer.session_id, answer.timeout_ms), (0, 0), "expired");
+    assert!(matches!(out.last(), Some(Output::Close { conn: 2 })));
+    assert!(!holds(&c, 2), "the leader's closeSession reached the follower");
+}
+
+#[test]
+fn a_session_moves_to_a_follower_after_the_leader_changed_and_expires_under_the_new_leader() {
+    let mut c = Cluster::new();
+    assert_eq!(c.elect(), 3);
+    let kept = c.connect(1, 1, 0, Vec::new());
+    let lost = c.connect(1, 2, 0, Vec::new());
+    c.kill(3);
+    assert_eq!(c.elect(), 2);
+    // `kept` moves to follower 1 at once: the new leader knows it (fresh deadline).
+    let again = c.connect(1, 3, kept.session_id, kept.passwd.clone());
+    assert_eq!(again.session_id, kept.session_id);
+    let (hdr, _) = c.request(1, 3, 1, create("/moved", b"", 1));
+    assert_eq!(hdr.err, 0);
+    assert_eq!(c.nodes[&2].tree().node("/moved").unwrap().stat.ephemeral_owner, kept.session_id);
+    // `lost` stays away until the new leader expires it (pings keep `kept` alive).
+    for xid in 2..12 {
+        c.tick(2);
+        c.request(1, 3, xid, Request::Ping);
+    }
+    let refused = c.connect(1, 4, lost.session_id, lost.passwd.clone());
+    assert_eq!((refused.session_id, refused.timeout_ms), (0, 0));
+    let still = c.connect(4, 5, kept.session_id, kept.passwd.clone());
+    assert_eq!(still.session_id, kept.session_id, "the observer revalidates through the leader too");
 }

@@ -223,3 +223,32 @@ fn observers_get_inform_only_after_commit_and_never_a_proposal() {
     e.deliver_all();
     assert_eq!(e.learners[&4].last_applied(), z1);
 }
+
+#[test]
+fn revalidate_goes_to_the_leader_and_its_answer_comes_back_to_the_learner() {
+    let mut e = Ens::established();
+    let sid = 0x0200_0000_0000_0007;
+    for learner in [2, 4] {
+        let out = e.learners.get_mut(&learner).unwrap().revalidate(sid, 4_000);
+        let [Action::Send { to: 1, packet }] = out.as_slice() else { panic!("{out:?}") };
+        // Learner.validateSession: type REVALIDATE, zxid -1, long sessionId + int timeout.
+        assert_eq!((packet.packet_type, packet.zxid), (pt::REVALIDATE, -1));
+        let mut want = sid.to_be_bytes().to_vec();
+        want.extend_from_slice(&4_000i32.to_be_bytes());
+        assert_eq!(packet.data.as_deref(), Some(&want[..]));
+        // The leader machine hands the question to the node, which answers from its sessions.
+        let asked = e.leader.on_packet(learner, packet, 0);
+        assert_eq!(asked, [Action::Revalidate { from: learner, session_id: sid, timeout_ms: 4_000 }]);
+        for valid in [true, false] {
+            let reply = codec::revalidate_reply(sid, valid);
+            assert_eq!(reply.data.as_deref().map(<[u8]>::len), Some(9), "long sessionId + boolean");
+            let got = e.learners.get_mut(&learner).unwrap().on_packet(&reply, 0);
+            assert_eq!(got, [Action::Revalidated { session_id: sid, valid }]);
+        }
+        // A reply without its boolean is a protocol error.
+        let mut short = codec::revalidate_reply(sid, true);
+        short.data.as_mut().unwrap().pop();
+        let got = e.learners.get_mut(&learner).unwrap().on_packet(&short, 0);
+        assert!(matches!(got.as_slice(), [Action::GoLooking { .. }]), "{got:?}");
+    }
+}

@@ -161,7 +161,11 @@ fn carry_out(actions: Vec<Action>, store: &Shared, net: &mut dyn Transport) -> D
             Action::SendSnapshot { .. } | Action::InstallSnapshot { .. } => {
                 panic!("SNAP sync is not supported by the shell yet: {action:?}")
             }
-            Action::TouchSessions { .. } | Action::Forwarded { .. } | Action::Revalidate { .. } | Action::SyncDone => {}
+            Action::TouchSessions { .. }
+            | Action::Forwarded { .. }
+            | Action::Revalidate { .. }
+            | Action::Revalidated { .. }
+            | Action::SyncDone => {}
         }
     }
     durable

@@ -127,6 +127,21 @@ impl ForwardedRequest {
     }
 }
 
+/// The learner's REVALIDATE request (`Learner.validateSession`): zxid -1, data long sessionId,
+/// int timeout.
+pub fn revalidate_request(session_id: i64, timeout_ms: i32) -> QuorumPacket {
+    let mut w = Writer::with_capacity(12);
+    w.write_i64(session_id);
+    w.write_i32(timeout_ms);
+    QuorumPacket::with_data(packet_type::REVALIDATE, -1, w.into_inner())
+}
+
+/// The leader's REVALIDATE reply data (`Learner.revalidate`): long sessionId, boolean valid.
+pub fn decode_revalidate_reply(data: &[u8]) -> Result<(i64, bool), DecodeError> {
+    let mut r = Reader::new(data);
+    Ok((r.read_i64()?, r.read_bool()?))
+}
+
 /// REVALIDATE request data: long sessionId, int timeout.
 pub fn decode_revalidate(data: &[u8]) -> Result<(i64, i32), DecodeError> {
     let mut r = Reader::new(data);

@@ -248,6 +248,16 @@ impl Learner {
         self.take()
     }
 
+    /// Asks the leader whether a client's existing session is still valid (a client reconnecting
+    /// to this server). The answer comes back as [`Action::Revalidated`]. Only once synced:
+    /// before that this server serves no client.
+    pub fn revalidate(&mut self, session_id: i64, timeout_ms: i32) -> Vec<Action> {
+        if self.stage == Stage::Broadcast {
+            self.send(codec::revalidate_request(session_id, timeout_ms));
+        }
+        self.take()
+    }
+
     // ----- packet handling -----
 
     fn handle(&mut self, p: &QuorumPacket) -> Result<(), String> {
@@ -310,7 +320,13 @@ impl Learner {
                 self.out.push(Action::SyncDone);
                 Ok(())
             }
-            (pt::REVALIDATE, _) => Ok(()), // answered by the node from the packet data
+            (pt::REVALIDATE, Stage::Broadcast) => {
+                let data = p.data.as_deref().unwrap_or_default();
+                let (session_id, valid) =
+                    codec::decode_revalidate_reply(data).map_err(|e| format!("malformed REVALIDATE reply: {e}"))?;
+                self.out.push(Action::Revalidated { session_id, valid });
+                Ok(())
+            }
             _ => Err("unexpected packet".into()),
         }
     }

@@ -132,8 +132,11 @@ pub enum Action {
     TouchSessions { from: Sid, touches: Vec<codec::SessionTouch> },
     /// Leader: a learner forwarded a client request.
     Forwarded { from: Sid, request: codec::ForwardedRequest },
-    /// Leader: a learner asks whether a session is still valid.
+    /// Leader: a learner asks whether a session is still valid; the node answers with
+    /// `codec::revalidate_reply` (touching the session when it is valid).
     Revalidate { from: Sid, session_id: i64, timeout_ms: i32 },
+    /// Learner: the leader's answer to our REVALIDATE of `session_id`.
+    Revalidated { session_id: i64, valid: bool },
     /// Learner: the leader answered a forwarded sync (everything it committed before is applied
     /// here once the preceding ApplyCommitted actions are done).
     SyncDone,

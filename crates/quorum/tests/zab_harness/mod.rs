@@ -340,6 +340,7 @@ impl Cluster {
             | Action::TouchSessions { .. }
             | Action::Forwarded { .. }
             | Action::Revalidate { .. }
+            | Action::Revalidated { .. }
             | Action::SyncDone => {}
         }
     }
