@@ -99,7 +99,12 @@ async fn losing_the_leader_elects_a_new_one_and_a_restarted_server_joins_it() {
     tokio::time::timeout(Duration::from_secs(5), leader.stop()).await.expect("leader shell stops");
     for net in &nets {
         net.restart_election(0, 0).await.expect("restart election");
-        assert!(matches!(net.status(), ElectionStatus::Looking { .. }), "LOOKING after a restart");
+        // LOOKING once restarted, unless the new round already ended (early finalize can decide
+        // within a round trip once the dead leader's connection is gone).
+        match net.status() {
+            ElectionStatus::Looking { .. } => {}
+            ElectionStatus::Decided(e) => assert!(e.election_epoch > first_round, "decided only in a new round: {e:?}"),
+        }
     }
     assert_leader(&nets.iter().collect::<Vec<_>>(), 2).await;
     assert!(decided(&nets[0]).await.election_epoch > first_round, "a new round");
@@ -310,7 +315,10 @@ async fn warden_and_apache_zookeeper_elect_the_same_leader() {
     };
     assert_eq!(e.leader as u64, leader, "Warden follows {} but ZooKeeper's leader is {leader} ({e:?})", e.leader);
     assert_eq!(e.state, ServerState::Following);
-    assert_eq!(leader, 3, "equal (empty) histories: the highest sid leads");
+    // Equal (empty) histories: the highest sid leads when both JVMs are up within finalizeWait;
+    // on a loaded machine ZooKeeper's server.2 may finish its round before server.3 started, and
+    // then 2 leads. Either way Warden must follow ZooKeeper's leader (checked above).
+    assert!([2, 3].contains(&leader), "a ZooKeeper server leads: {leader}");
     let srvr = tokio::task::block_in_place(|| zks[1].1.srvr()).unwrap_or_default();
     eprintln!("Warden decided {e:?}; ZooKeeper server.{leader} srvr:\n{srvr}");
 
