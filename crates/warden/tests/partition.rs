@@ -1,0 +1,326 @@
+//! Network partitions between real `warden serve` processes.
+//!
+//! Each test re-runs itself inside a fresh network namespace (`unshare -n`, root needed), where
+//! server N listens on 127.0.0.N (client 2181, quorum 2888, election 3888) and dials its peers from
+//! that address, so iptables can cut exactly the traffic between two servers: a dedicated chain
+//! `WARDEN_PART` hooked into INPUT drops TCP packets between two addresses with a peer port (2888
+//! or 3888) at either end; client traffic (2181) is never cut. Healing flushes that chain only.
+//!
+//! Every case: three servers elect a leader; writes go through all three; the leader is cut off
+//! from both followers (both directions, or one direction only); the cut-off leader must stop
+//! leading within a bound of its syncLimit and acknowledge no write made through it after the cut
+//! (a stale leader can never commit); the two followers elect a new leader and take writes; after
+//! healing the old leader rejoins and all three servers hold identical data containing every
+//! acknowledged write. tickTime is 200 ms so a case takes a few seconds.
+//!
+//! Missing tools (`unshare`, `ip`, `iptables`: scripts/install-deps) or no root make the tests
+//! fail, never skip.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use zk::{Acls, CreateMode};
+use zookeeper_client as zk;
+
+mod common;
+use common::spawn_warden;
+
+/// Set in the copy of the test binary that runs inside the namespace.
+const IN_NETNS: &str = "WARDEN_PARTITION_NETNS";
+const CHAIN: &str = "WARDEN_PART";
+const TICK_MS: u64 = 200;
+const SYNC_LIMIT: u64 = 5;
+const OP: Duration = Duration::from_secs(5);
+const ELECT: Duration = Duration::from_secs(30);
+
+/// Runs `body` inside a new network namespace: re-executes this test binary for test `name` under
+/// `unshare -n` and asserts that it passed.
+fn in_netns(name: &str, body: fn()) {
+    if std::env::var_os(IN_NETNS).is_some() {
+        return body();
+    }
+    for (tool, arg) in [("unshare", "--version"), ("ip", "-V"), ("iptables", "--version")] {
+        let ok = Command::new(tool).arg(arg).stdout(Stdio::null()).stderr(Stdio::null()).status();
+        assert!(
+            ok.is_ok_and(|s| s.success()),
+            "`{tool}` is missing: run scripts/install-deps (needs iptables, iproute2)"
+        );
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    let status = Command::new("unshare")
+        .arg("-n")
+        .arg("--")
+        .arg(exe)
+        .args(["--exact", name, "--nocapture", "--test-threads", "1"])
+        .env(IN_NETNS, "1")
+        .status()
+        .expect("run unshare");
+    assert!(status.success(), "{name} inside its network namespace: {status} (root is needed for unshare -n)");
+}
+
+fn run(cmd: &str, args: &[&str]) {
+    let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    assert!(out.status.success(), "{cmd} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn ip(n: u8) -> Ipv4Addr {
+    Ipv4Addr::new(127, 0, 0, n)
+}
+
+/// Sets up the namespace's loopback and an empty partition chain.
+fn net_setup() {
+    run("ip", &["link", "set", "lo", "up"]);
+    run("iptables", &["-N", CHAIN]);
+    run("iptables", &["-A", "INPUT", "-j", CHAIN]);
+}
+
+/// Drops peer traffic from server `from` to server `to` (packets with source `from`, destination
+/// `to`, a peer port at either end). TCP needs both directions, so this breaks every connection
+/// between them, but only `from`'s packets are lost: `to` still reaches `from`.
+fn cut(from: u8, to: u8) {
+    let (s, d) = (ip(from).to_string(), ip(to).to_string());
+    run(
+        "iptables",
+        &["-A", CHAIN, "-s", &s, "-d", &d, "-p", "tcp", "-m", "multiport", "--ports", "2888,3888", "-j", "DROP"],
+    );
+}
+
+fn heal() {
+    run("iptables", &["-F", CHAIN]);
+}
+
+struct Ensemble {
+    dir: tempfile::TempDir,
+    children: Vec<Option<Child>>,
+}
+
+impl Drop for Ensemble {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().filter_map(Option::take) {
+            let mut c = c;
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if std::thread::panicking() {
+            let keep = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap()).keep();
+            eprintln!("server logs kept in {}", keep.display());
+        }
+    }
+}
+
+impl Ensemble {
+    fn start() -> Ensemble {
+        let dir = tempfile::Builder::new().prefix("warden-partition-").tempdir().expect("temp dir");
+        let servers: String = (1..=3u8).map(|n| format!("server.{n}={}:2888:3888\n", ip(n))).collect();
+        let mut children = Vec::new();
+        for n in 1..=3u8 {
+            let data = dir.path().join(format!("data{n}"));
+            std::fs::create_dir_all(&data).unwrap();
+            std::fs::write(data.join("myid"), format!("{n}\n")).unwrap();
+            let cfg = dir.path().join(format!("zoo{n}.cfg"));
+            std::fs::write(
+                &cfg,
+                format!(
+                    "tickTime={TICK_MS}\ninitLimit=10\nsyncLimit={SYNC_LIMIT}\nclientPort=2181\n\
+                     clientPortAddress={}\ndataDir={}\n4lw.commands.whitelist=*\npreAllocSize=1024\n\
+                     maxSessionTimeout=20000\n{servers}",
+                    ip(n),
+                    data.display()
+                ),
+            )
+            .unwrap();
+            let err = std::fs::File::create(dir.path().join(format!("server{n}.stderr"))).unwrap();
+            children.push(Some(spawn_warden(&cfg, err)));
+        }
+        Ensemble { dir, children }
+    }
+}
+
+fn client_addr(n: u8) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(ip(n)), 2181)
+}
+
+fn mode(n: u8) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&client_addr(n), Duration::from_millis(500)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"srvr").ok()?;
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.lines().find_map(|l| l.strip_prefix("Mode: ").map(str::to_owned))
+}
+
+fn modes(servers: &[u8]) -> Vec<(u8, Option<String>)> {
+    servers.iter().map(|&n| (n, mode(n))).collect()
+}
+
+/// Polls until exactly one of `servers` leads and the others follow; returns the leader.
+fn wait_leader(servers: &[u8]) -> u8 {
+    let deadline = Instant::now() + ELECT;
+    loop {
+        let m = modes(servers);
+        let leaders: Vec<u8> = m.iter().filter(|(_, m)| m.as_deref() == Some("leader")).map(|(n, _)| *n).collect();
+        let followers = m.iter().filter(|(_, m)| m.as_deref() == Some("follower")).count();
+        if leaders.len() == 1 && followers + 1 == servers.len() {
+            return leaders[0];
+        }
+        assert!(Instant::now() < deadline, "no leader among {servers:?} within {ELECT:?}: {m:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+async fn client(n: u8) -> zk::Client {
+    let addr = client_addr(n).to_string();
+    let connect = zk::Client::connector().with_session_timeout(Duration::from_secs(6)).connect(&addr);
+    tokio::time::timeout(OP, connect).await.expect("connect in time").expect("connect")
+}
+
+fn persistent() -> zk::CreateOptions<'static> {
+    CreateMode::Persistent.with_acls(Acls::anyone_all())
+}
+
+async fn create(c: &zk::Client, path: &str) -> bool {
+    matches!(tokio::time::timeout(OP, c.create(path, path.as_bytes(), &persistent())).await, Ok(Ok(_)))
+}
+
+/// Every child of /p with its data, as server `n` sees it after a sync.
+async fn contents(n: u8) -> Vec<(String, Vec<u8>)> {
+    let c = client(n).await;
+    tokio::time::timeout(OP, c.sync("/p")).await.expect("sync in time").expect("sync");
+    let mut names = tokio::time::timeout(OP, c.list_children("/p")).await.expect("list in time").expect("list");
+    names.sort();
+    let mut out = Vec::new();
+    for name in names {
+        let path = format!("/p/{name}");
+        let (data, _) = tokio::time::timeout(OP, c.get_data(&path)).await.expect("read in time").expect("read");
+        out.push((path, data));
+    }
+    out
+}
+
+/// Which peer packets the cut drops: from the leader, to the leader, or both.
+#[derive(Debug, Clone, Copy)]
+enum Cut {
+    Both,
+    /// The leader can send but not receive (followers' packets are dropped).
+    LeaderDeaf,
+    /// The leader can receive but not send (its packets are dropped).
+    LeaderMute,
+}
+
+fn partition_case(how: Cut) {
+    net_setup();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap();
+    let e = Ensemble::start();
+    rt.block_on(async {
+        let old = wait_leader(&[1, 2, 3]);
+        let followers: Vec<u8> = (1..=3u8).filter(|n| *n != old).collect();
+        let mut acked = Vec::new();
+        let at_leader = client(old).await;
+        assert!(create(&at_leader, "/p").await, "create /p");
+        for n in 1..=3u8 {
+            let c = client(n).await;
+            for i in 0..5 {
+                let path = format!("/p/before-{n}-{i}");
+                assert!(create(&c, &path).await, "write through server {n} before the cut");
+                acked.push(path);
+            }
+        }
+
+        for &f in &followers {
+            match how {
+                Cut::Both => {
+                    cut(old, f);
+                    cut(f, old);
+                }
+                Cut::LeaderDeaf => cut(f, old),
+                Cut::LeaderMute => cut(old, f),
+            }
+        }
+        let cut_at = Instant::now();
+        eprintln!("{how:?}: cut leader {old} off from {followers:?}");
+
+        // Writes through the cut-off leader: none may be acknowledged (it can reach no quorum),
+        // and it must stop leading within a bound of syncLimit.
+        let bound = Duration::from_millis(TICK_MS * SYNC_LIMIT * 2) + Duration::from_secs(2);
+        let mut stale_acks = Vec::new();
+        let mut i = 0;
+        let stepped_down = loop {
+            let path = format!("/p/stale-{i}");
+            i += 1;
+            let attempt = tokio::time::timeout(Duration::from_millis(300), at_leader.create(&path, b"", &persistent()));
+            if let Ok(Ok(_)) = attempt.await {
+                stale_acks.push(path);
+            }
+            let m = tokio::task::spawn_blocking(move || mode(old)).await.unwrap();
+            if m.as_deref() != Some("leader") {
+                break cut_at.elapsed();
+            }
+            assert!(cut_at.elapsed() < bound, "the cut-off leader {old} still leads after {bound:?}");
+        };
+        eprintln!("{how:?}: old leader {old} stopped leading {} ms after the cut", stepped_down.as_millis());
+        assert!(stale_acks.is_empty(), "the cut-off leader acknowledged writes: {stale_acks:?}");
+        drop(at_leader);
+
+        // The majority elects a new leader and takes writes.
+        let fs = followers.clone();
+        let new = tokio::task::spawn_blocking(move || wait_leader(&fs)).await.unwrap();
+        assert_ne!(new, old);
+        for &f in &followers {
+            let c = client(f).await;
+            for i in 0..5 {
+                let path = format!("/p/during-{f}-{i}");
+                assert!(create(&c, &path).await, "write through server {f} during the partition");
+                acked.push(path);
+            }
+        }
+        // The old leader serves no write while cut off.
+        let m = tokio::task::spawn_blocking(move || mode(old)).await.unwrap();
+        assert_ne!(m.as_deref(), Some("leader"), "two leaders");
+
+        heal();
+        let again = tokio::task::spawn_blocking(|| wait_leader(&[1, 2, 3])).await.unwrap();
+        assert_eq!(again, new, "the healed old leader rejoins as a follower");
+        let c = client(old).await;
+        assert!(create(&c, "/p/after-heal").await, "write through the old leader after healing");
+        acked.push("/p/after-heal".into());
+
+        let reference = contents(new).await;
+        let paths: Vec<&String> = reference.iter().map(|(p, _)| p).collect();
+        for path in &acked {
+            assert!(paths.contains(&path), "acknowledged {path} missing on the new leader");
+        }
+        for n in 1..=3u8 {
+            assert_eq!(contents(n).await, reference, "server {n} differs from the leader {new}");
+        }
+        if !matches!(how, Cut::LeaderDeaf) {
+            // No packet of the old leader reached a follower after the cut, so nothing it proposed
+            // then can be in the new history. (A deaf leader's proposals do reach the followers'
+            // logs, and the next leader may legitimately commit them, unacknowledged.)
+            let stale: Vec<&&String> = paths.iter().filter(|p| p.starts_with("/p/stale-")).collect();
+            assert!(stale.is_empty(), "proposals of the cut-off leader were committed: {stale:?}");
+        }
+        eprintln!("{how:?}: {} acknowledged writes identical on all three servers", acked.len());
+    });
+    drop(e);
+}
+
+#[test]
+fn a_leader_cut_off_both_ways_stops_and_the_majority_goes_on() {
+    in_netns("a_leader_cut_off_both_ways_stops_and_the_majority_goes_on", || partition_case(Cut::Both));
+}
+
+#[test]
+fn a_leader_that_cannot_hear_its_followers_stops_and_the_majority_goes_on() {
+    in_netns("a_leader_that_cannot_hear_its_followers_stops_and_the_majority_goes_on", || {
+        partition_case(Cut::LeaderDeaf)
+    });
+}
+
+#[test]
+fn a_leader_that_cannot_reach_its_followers_stops_and_the_majority_goes_on() {
+    in_netns("a_leader_that_cannot_reach_its_followers_stops_and_the_majority_goes_on", || {
+        partition_case(Cut::LeaderMute)
+    });
+}
