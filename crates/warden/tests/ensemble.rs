@@ -360,3 +360,52 @@ async fn a_restarted_leader_syncs_a_follower_a_few_txns_behind_by_diff() {
     check_all(&e, &acked).await;
     assert_eq!(snaps(&e), before, "the follower ten txns behind a restarted leader was synced by SNAP");
 }
+
+/// A client reconnecting with an existing session to a follower is answered after the leader's
+/// REVALIDATE reply: after the leader is killed, a session made before moves to a follower of the
+/// new leader (same id, its ephemeral kept), while a short session the new leader expired meanwhile
+/// gets the session-expired answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sessions_move_to_a_follower_of_a_new_leader_or_are_told_they_expired() {
+    let mut e = Ensemble::new(3);
+    let leader = wait_roles(&e).await;
+    let first = e.members.iter().find(|m| m.id != leader).unwrap().client.to_string();
+    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    let mut sessions = Vec::new();
+    for (name, timeout) in [("kept", Duration::from_secs(6)), ("short", Duration::from_millis(400))] {
+        let connect = zk::Client::connector().with_session_timeout(timeout).with_detached().connect(&first);
+        let c = tokio::time::timeout(OP, connect).await.expect("connect in time").expect("connect");
+        let path = format!("/reval-{name}");
+        tokio::time::timeout(OP, c.create(&path, b"", &ephemeral)).await.expect("in time").expect("ephemeral");
+        sessions.push((path, c.session_id(), c.into_session()));
+    }
+    e.kill(leader);
+    let new_leader = wait_roles(&e).await;
+    let follower = e.live().iter().find(|m| m.id != new_leader).unwrap().client.to_string();
+    let watcher = client(e.members.iter().find(|m| m.id == new_leader).unwrap().client).await;
+
+    // The short session: wait until the new leader has expired it (its ephemeral is gone).
+    let (short_path, _, short) = sessions.pop().unwrap();
+    let deadline = Instant::now() + ELECT;
+    while tokio::time::timeout(OP, watcher.check_stat(&short_path)).await.expect("in time").expect("stat").is_some() {
+        assert!(Instant::now() < deadline, "the new leader never expired the short session");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let again = zk::Client::connector().with_session(short).connect(&follower);
+    let refused = tokio::time::timeout(OP, again).await.expect("answered in time");
+    assert!(
+        matches!(refused, Err(zk::Error::SessionExpired)),
+        "expired session accepted: {:?}",
+        refused.map(|c| c.session_id())
+    );
+
+    // The kept session moves to the follower and still owns its ephemeral.
+    let (kept_path, kept_id, kept) = sessions.pop().unwrap();
+    let again =
+        zk::Client::connector().with_session(kept).with_session_timeout(Duration::from_secs(6)).connect(&follower);
+    let c = tokio::time::timeout(OP, again).await.expect("connect in time").expect("the session is still valid");
+    assert_eq!(c.session_id(), kept_id);
+    let stat = tokio::time::timeout(OP, c.check_stat(&kept_path)).await.expect("in time").expect("stat");
+    assert_eq!(stat.expect("ephemeral kept").ephemeral_owner, kept_id.0);
+    tokio::time::timeout(OP, c.create("/reval-after", b"", &persistent())).await.expect("in time").expect("write");
+}
