@@ -7,6 +7,7 @@
 
 mod conn;
 mod node;
+mod read_only;
 mod reads;
 mod roles;
 pub mod session;

@@ -1,6 +1,6 @@
 //! The node state machine: inputs in, outputs out.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 
 use warden_proto::connect::{ConnectRequest, ConnectResponse};
@@ -46,6 +46,9 @@ pub struct NodeConfig {
     /// jute.maxbuffer: a reply frame above this closes the connection instead of being sent.
     pub max_buffer: usize,
     pub container_check_interval_ms: u64,
+    /// `readonlymode.enabled`: a quorum member that has been LOOKING for a while serves read-only
+    /// clients (see `read_only.rs`).
+    pub read_only_enabled: bool,
 }
 
 impl Default for NodeConfig {
@@ -61,6 +64,7 @@ impl Default for NodeConfig {
             reconfig_enabled: false,
             max_buffer: 0xfffff,
             container_check_interval_ms: 60_000,
+            read_only_enabled: false,
         }
     }
 }
@@ -141,6 +145,8 @@ pub struct Node {
     pub(crate) latency: Latency,
     /// Quorum mode (`None`: standalone).
     pub(crate) quorum: Option<Box<Quorum>>,
+    /// Read-only mode: sessions created locally, never replicated (`read_only.rs`).
+    pub(crate) local_sessions: BTreeSet<i64>,
 }
 
 impl Node {
@@ -160,6 +166,7 @@ impl Node {
             last_reap_ms: now.mono_ms,
             latency: Latency::default(),
             quorum: None,
+            local_sessions: BTreeSet::new(),
         }
     }
 
@@ -222,6 +229,10 @@ impl Node {
         let mut c = Conn::new(addr);
         c.read_only_byte = req.read_only.map(|_| false);
         if !self.serving() {
+            if self.read_only() {
+                self.read_only_connect(conn, c, req, out);
+                return;
+            }
             // ZooKeeper serves clients only once its role is established (synced or leading).
             out.push(Output::Close { conn });
             return;
@@ -251,7 +262,7 @@ impl Node {
         self.reconnect(conn, c, req, out);
     }
 
-    fn reconnect(&mut self, conn: ConnId, c: Conn, req: ConnectRequest, out: &mut Vec<Output>) {
+    pub(crate) fn reconnect(&mut self, conn: ConnId, c: Conn, req: ConnectRequest, out: &mut Vec<Output>) {
         let id = req.session_id;
         if req.passwd != session_password(id) {
             return self.answer_expired(conn, c.read_only_byte, out);
@@ -318,7 +329,7 @@ impl Node {
         self.watches.remove_connection(conn);
     }
 
-    fn on_request(&mut self, conn: ConnId, xid: i32, req: Request, out: &mut Vec<Output>) {
+    pub(crate) fn on_request(&mut self, conn: ConnId, xid: i32, req: Request, out: &mut Vec<Output>) {
         let Some(c) = self.conns.get_mut(&conn) else { return };
         if c.session_id == 0 {
             c.before_session.push_back((xid, req));
@@ -333,6 +344,9 @@ impl Node {
         }
         if !self.sessions.touch(session_id, self.now.mono_ms) {
             // ZooKeeper drops requests of a closing or unknown session; its close ends the connection.
+            return;
+        }
+        if self.in_read_only_role() && !self.read_only_admits(conn, xid, session_id, &req, out) {
             return;
         }
         if self.is_learner() {
@@ -490,7 +504,7 @@ impl Node {
         }
     }
 
-    fn finish_handshake(&mut self, conn: ConnId, hdr: TxnHeader, fwd: bool, out: &mut Vec<Output>) {
+    pub(crate) fn finish_handshake(&mut self, conn: ConnId, hdr: TxnHeader, fwd: bool, out: &mut Vec<Output>) {
         let id = hdr.client_id;
         let Some(c) = self.conns.get_mut(&conn) else { return };
         c.session_id = id;
@@ -610,6 +624,7 @@ impl Node {
     fn on_tick(&mut self, out: &mut Vec<Output>) {
         if self.quorum.is_some() {
             self.quorum_tick(out);
+            self.expire_local_sessions(out);
             if !self.is_established_leader() {
                 // Sessions expire and nodes are reaped only where proposals are made.
                 return;

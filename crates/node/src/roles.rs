@@ -159,6 +159,8 @@ pub(crate) struct Quorum {
     touched: BTreeMap<i64, i32>,
     /// A snapshot received in place of SNAP, consumed by the learner's `InstallSnapshot`.
     incoming_snapshot: Option<SnapshotData>,
+    /// When the machine last became `Looking` (read-only mode's grace period counts from it).
+    looking_since_ms: u64,
     out: Vec<QuorumOutput>,
 }
 
@@ -219,6 +221,7 @@ impl Node {
             current_epoch: setup.current_epoch,
             setup,
             machine: Machine::Looking,
+            looking_since_ms: now.mono_ms,
             log: VecDeque::new(),
             log_base: 0,
             durable: 0,
@@ -252,6 +255,14 @@ impl Node {
     /// The (accepted, current) epochs this node knows to be durable.
     pub fn epochs(&self) -> Option<(i64, i64)> {
         self.quorum.as_ref().map(|q| (q.accepted_epoch, q.current_epoch))
+    }
+
+    /// When the node became LOOKING, if it is LOOKING.
+    pub(crate) fn looking_since_ms(&self) -> Option<u64> {
+        match self.quorum.as_ref() {
+            Some(q) if matches!(q.machine, Machine::Looking) => Some(q.looking_since_ms),
+            _ => None,
+        }
     }
 
     /// Whether clients are served: always standalone; once established or synced in a quorum.
@@ -380,6 +391,7 @@ impl Node {
             out.push(Output::Close { conn });
         }
         self.session_conn.clear();
+        self.forget_local_sessions();
         self.prep.clear();
         let Some(q) = self.quorum.as_mut() else { return };
         q.origins.clear();
@@ -404,6 +416,7 @@ impl Node {
             let _ = l.step_down("role change");
         }
         q.machine = Machine::Looking;
+        q.looking_since_ms = self.now.mono_ms;
     }
 
     fn leave_role(&mut self, out: &mut Vec<Output>) {
@@ -836,9 +849,12 @@ impl Node {
         if q.accepted_epoch < q.current_epoch {
             return Err("acceptedEpoch below currentEpoch".into());
         }
+        if !matches!(q.machine, Machine::Looking) && !self.local_sessions.is_empty() {
+            return Err("local read-only sessions outside LOOKING".into());
+        }
         match &q.machine {
             Machine::Looking => {
-                if !self.conns.is_empty() {
+                if !self.conns.is_empty() && !self.cfg.read_only_enabled {
                     return Err("clients connected while LOOKING".into());
                 }
                 if !q.origins.is_empty() || !q.awaiting.is_empty() {

@@ -10,10 +10,12 @@ use crate::{BUILT_ON, ZK_VERSION};
 
 const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
 
-/// The mode `srvr` and `mntr` report: `standalone`, `leader`, `follower`, `observer` (or `looking`).
+/// The mode `srvr` and `mntr` report: `standalone`, `leader`, `follower`, `observer`, `read-only`
+/// (or `looking`).
 fn mode(node: &Node) -> &'static str {
     match node.role() {
         RoleKind::Standalone => "standalone",
+        RoleKind::Looking if node.read_only() => "read-only",
         RoleKind::Looking => "looking",
         RoleKind::Leader => "leader",
         RoleKind::Follower => "follower",
@@ -23,11 +25,14 @@ fn mode(node: &Node) -> &'static str {
 
 /// Runs one command against the node and returns the text to send before closing.
 pub(crate) fn run(cmd: FourLetterWord, node: &mut Node, cfg: &Config, uptime_ms: u64) -> String {
-    let not_serving = !node.serving();
+    let not_serving = !node.serving() && !node.read_only();
     match cmd.name() {
         "ruok" => "imok".into(),
         // ZooKeeper answers these only from a server with an established role.
         "srvr" | "stat" | "cons" | "wchs" | "wchc" | "wchp" | "dump" if not_serving => NOT_SERVING.into(),
+        // ZooKeeper: "null" when no server runs (LOOKING), "ro" from its read-only server.
+        "isro" if node.read_only() => "ro".into(),
+        "isro" if not_serving => "null".into(),
         "isro" => "rw".into(),
         "srvr" => server_stats(node, false),
         "stat" => server_stats(node, true),

@@ -56,8 +56,9 @@ struct ServeArgs {
     /// -Dzookeeper.DigestAuthenticationProvider.superDigest; a client authenticated as it bypasses ACLs.
     #[arg(long, value_name = "USER:DIGEST")]
     super_digest: Option<String>,
-    /// Accept read-only clients (readonlymode.enabled). Accepted for compatibility; a standalone
-    /// server is always read-write.
+    /// Read-only mode (readonlymode.enabled): an ensemble member that has been looking for a
+    /// leader for max(2 s, tickTime) serves read-only clients (reads only). A standalone server is
+    /// always read-write.
     #[arg(long)]
     read_only: bool,
     /// Override the client port from the config.
