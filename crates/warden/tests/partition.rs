@@ -11,7 +11,8 @@
 //! leading within a bound of its syncLimit and acknowledge no write made through it after the cut
 //! (a stale leader can never commit); the two followers elect a new leader and take writes; after
 //! healing the old leader rejoins and all three servers hold identical data containing every
-//! acknowledged write. tickTime is 200 ms so a case takes a few seconds.
+//! acknowledged write. A follower cut off from both others stops serving the same way while the
+//! rest go on. tickTime is 200 ms so a case takes a few seconds.
 //!
 //! Missing tools (`unshare`, `ip`, `iptables`: scripts/install-deps) or no root make the tests
 //! fail, never skip.
@@ -304,6 +305,75 @@ fn partition_case(how: Cut) {
         eprintln!("{how:?}: {} acknowledged writes identical on all three servers", acked.len());
     });
     drop(e);
+}
+
+/// A follower cut off from both other servers: it stops serving within a bound of syncLimit (its
+/// writes fail, none acknowledged), the leader and the other follower go on, and after healing the
+/// follower catches up.
+fn follower_case() {
+    net_setup();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap();
+    let e = Ensemble::start();
+    rt.block_on(async {
+        let leader = wait_leader(&[1, 2, 3]);
+        let lonely = (1..=3u8).find(|n| *n != leader).unwrap();
+        let other = (1..=3u8).find(|n| *n != leader && *n != lonely).unwrap();
+        let mut acked = Vec::new();
+        let at_lonely = client(lonely).await;
+        assert!(create(&at_lonely, "/p").await, "create /p");
+        for peer in [leader, other] {
+            cut(lonely, peer);
+            cut(peer, lonely);
+        }
+        let cut_at = Instant::now();
+        let bound = Duration::from_millis(TICK_MS * SYNC_LIMIT * 2) + Duration::from_secs(2);
+        let mut lost_acks = Vec::new();
+        let mut i = 0;
+        loop {
+            let path = format!("/p/minority-{i}");
+            i += 1;
+            let attempt = tokio::time::timeout(Duration::from_millis(300), at_lonely.create(&path, b"", &persistent()));
+            if let Ok(Ok(_)) = attempt.await {
+                lost_acks.push(path);
+            }
+            let m = tokio::task::spawn_blocking(move || mode(lonely)).await.unwrap();
+            if m.as_deref() != Some("follower") {
+                break;
+            }
+            assert!(cut_at.elapsed() < bound, "the cut-off follower {lonely} still serves after {bound:?}");
+        }
+        eprintln!("follower {lonely} stopped serving {} ms after the cut", cut_at.elapsed().as_millis());
+        assert!(lost_acks.is_empty(), "a follower without its leader acknowledged writes: {lost_acks:?}");
+        drop(at_lonely);
+        let m = tokio::task::spawn_blocking(move || mode(leader)).await.unwrap();
+        assert_eq!(m.as_deref(), Some("leader"), "the leader keeps its quorum with the other follower");
+        for n in [leader, other] {
+            let c = client(n).await;
+            for i in 0..5 {
+                let path = format!("/p/majority-{n}-{i}");
+                assert!(create(&c, &path).await, "write through server {n} while {lonely} is cut off");
+                acked.push(path);
+            }
+        }
+        heal();
+        let again = tokio::task::spawn_blocking(|| wait_leader(&[1, 2, 3])).await.unwrap();
+        assert_eq!(again, leader);
+        let reference = contents(leader).await;
+        let paths: Vec<&String> = reference.iter().map(|(p, _)| p).collect();
+        for path in &acked {
+            assert!(paths.contains(&path), "acknowledged {path} missing");
+        }
+        assert!(!paths.iter().any(|p| p.starts_with("/p/minority-")), "a write made through the minority committed");
+        for n in 1..=3u8 {
+            assert_eq!(contents(n).await, reference, "server {n} differs from the leader {leader}");
+        }
+    });
+    drop(e);
+}
+
+#[test]
+fn a_follower_cut_off_stops_serving_and_catches_up_after_healing() {
+    in_netns("a_follower_cut_off_stops_serving_and_catches_up_after_healing", follower_case);
 }
 
 #[test]
