@@ -19,7 +19,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
-use warden_storage::{read_epoch, recover, EpochFile};
+use warden_storage::{read_epochs_with_fs, recover, RealFs, Store};
 
 pub use config::Config;
 
@@ -77,25 +77,23 @@ impl Server {
         let quorum = match ensemble {
             true => {
                 let last_zxid = recovered.tree.last_processed_zxid();
-                let read = |which| {
-                    read_epoch(&cfg.data_dir, which)
-                        .with_context(|| format!("reading {} in {}", which.file_name(), cfg.data_dir.display()))
-                };
-                // ZooKeeper: a missing currentEpoch is the epoch of the last zxid.
-                let current = read(EpochFile::Current)?.unwrap_or(last_zxid >> 32);
-                let accepted = read(EpochFile::Accepted)?.unwrap_or(current).max(current);
+                // ZooKeeper's defaults for missing epoch files.
+                let (accepted, current) = read_epochs_with_fs(&RealFs, &cfg.data_dir, last_zxid)
+                    .with_context(|| format!("reading the epoch files in {}", cfg.data_dir.display()))?;
                 let ens = ensemble::Ensemble::start(&cfg, last_zxid, current).await?;
                 let setup = owner::quorum_setup(&cfg, ens.my_sid, accepted, current);
                 Some((ens, setup))
             }
             false => None,
         };
-        let storage_dirs = storage::StorageDirs {
-            data_dir: cfg.data_dir.clone(),
-            data_log_dir: cfg.data_log_dir.clone(),
-            pre_alloc_bytes: cfg.pre_alloc_bytes,
-        };
-        let storage_thread = storage::spawn(recovered.log, storage_dirs, cfg.force_sync, batch_rx, events_tx.clone())?;
+        let store = Store::new(
+            std::sync::Arc::new(RealFs),
+            &cfg.data_dir,
+            &cfg.data_log_dir,
+            cfg.pre_alloc_bytes,
+            recovered.log,
+        );
+        let storage_thread = storage::spawn(store, cfg.force_sync, batch_rx, events_tx.clone())?;
         let (snap_tx, snap_rx) = mpsc::channel(1);
         let dirs = snapshot::SnapshotDirs {
             data_dir: cfg.data_dir.clone(),

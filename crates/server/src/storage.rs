@@ -4,13 +4,12 @@
 
 use std::thread::JoinHandle;
 
-use std::path::PathBuf;
 use tokio::sync::{mpsc, oneshot};
 use warden_node::Input;
 use warden_proto::{Txn, TxnHeader};
 
 use warden_quorum::zab::EpochKind;
-use warden_storage::{recover, write_epoch, write_snapshot, EpochFile, TxnLog};
+use warden_storage::{EpochFile, Store};
 use warden_tree::DataTree;
 
 use crate::owner::Event;
@@ -40,20 +39,12 @@ pub(crate) enum StorageMsg {
 }
 
 /// A tree, its sessions and the log txns replayed after the snapshot, rebuilt from disk.
-pub(crate) type Reloaded = (DataTree, Vec<(i64, i32)>, Vec<(TxnHeader, Txn)>);
-
-/// Where the storage thread's files live.
-pub(crate) struct StorageDirs {
-    pub data_dir: PathBuf,
-    pub data_log_dir: PathBuf,
-    pub pre_alloc_bytes: u64,
-}
+pub(crate) type Reloaded = warden_storage::Reloaded;
 
 /// Starts the thread. It ends when the batch sender is dropped. A failed append or fsync stops the
 /// server (a hole in the log must never be skipped): the thread reports `Event::Fatal` and ends.
 pub(crate) fn spawn(
-    mut log: TxnLog,
-    dirs: StorageDirs,
+    mut log: Store,
     force_sync: bool,
     mut batches: mpsc::Receiver<StorageMsg>,
     events: mpsc::Sender<Event>,
@@ -62,10 +53,10 @@ pub(crate) fn spawn(
         while let Some(first) = batches.blocking_recv() {
             let mut last = None;
             let mut epochs = Vec::new();
-            let mut result = append(&mut log, &dirs, first, &mut last, &mut epochs);
+            let mut result = append(&mut log, first, &mut last, &mut epochs);
             while result.is_ok() && epochs.is_empty() {
                 match batches.try_recv() {
-                    Ok(more) => result = append(&mut log, &dirs, more, &mut last, &mut epochs),
+                    Ok(more) => result = append(&mut log, more, &mut last, &mut epochs),
                     Err(_) => break,
                 }
             }
@@ -94,8 +85,7 @@ pub(crate) fn spawn(
 }
 
 fn append(
-    log: &mut TxnLog,
-    dirs: &StorageDirs,
+    log: &mut Store,
     msg: StorageMsg,
     last: &mut Option<i64>,
     epochs: &mut Vec<(EpochKind, i64)>,
@@ -104,31 +94,21 @@ fn append(
         StorageMsg::Append(batch) => batch,
         StorageMsg::Roll => return log.roll().map_err(|e| e.to_string()),
         StorageMsg::Epoch { kind, epoch } => {
-            // Everything appended before it is made durable first (an epoch file never gets ahead
-            // of the log it vouches for).
-            log.sync().map_err(|e| e.to_string())?;
             let which = match kind {
                 EpochKind::Accepted => EpochFile::Accepted,
                 EpochKind::Current => EpochFile::Current,
             };
-            write_epoch(&dirs.data_dir, which, epoch).map_err(|e| e.to_string())?;
+            log.write_epoch(which, epoch).map_err(|e| e.to_string())?;
             epochs.push((kind, epoch));
             return Ok(());
         }
         StorageMsg::InstallSnapshot { tree, sessions, zxid } => {
-            // Snapshot first: once the log is cut, recovery must find the snapshot.
-            write_snapshot(&dirs.data_dir, &tree, &sessions, zxid).map_err(|e| e.to_string())?;
-            log.truncate_after(zxid).map_err(|e| e.to_string())?;
+            log.install_snapshot(&tree, &sessions, zxid).map_err(|e| e.to_string())?;
             *last = Some(zxid);
             return Ok(());
         }
         StorageMsg::TruncateAndReload { zxid, reply } => {
-            let result = log.truncate_after(zxid).map_err(|e| e.to_string()).and_then(|()| {
-                remove_snapshots_after(&dirs.data_dir, zxid)?;
-                let r = recover(&dirs.data_dir, &dirs.data_log_dir, dirs.pre_alloc_bytes).map_err(|e| e.to_string())?;
-                *log = r.log;
-                Ok((r.tree, r.sessions, r.txns_after_snapshot))
-            });
+            let result = log.truncate_and_reload(zxid).map_err(|e| e.to_string());
             let failed = result.as_ref().err().cloned();
             let _ = reply.send(result);
             *last = None;
@@ -138,7 +118,7 @@ fn append(
             };
         }
         StorageMsg::Truncate(zxid) => {
-            log.truncate_after(zxid).map_err(|e| e.to_string())?;
+            log.truncate(zxid).map_err(|e| e.to_string())?;
             *last = None;
             return Ok(());
         }
@@ -146,30 +126,6 @@ fn append(
     for (hdr, txn) in &batch {
         log.append(hdr, txn).map_err(|e| e.to_string())?;
         *last = Some(hdr.zxid);
-    }
-    Ok(())
-}
-
-/// Removes (durably) every `snapshot.<hex zxid>` above `zxid`, as ZooKeeper's `truncateLog` does:
-/// such a snapshot may hold the txns being cut (the start-up snapshot of a server that recovered
-/// its own uncommitted proposals).
-fn remove_snapshots_after(data_dir: &std::path::Path, zxid: i64) -> Result<(), String> {
-    let dir = data_dir.join("version-2");
-    let entries = std::fs::read_dir(&dir).map_err(|e| format!("listing {}: {e}", dir.display()))?;
-    let mut removed = false;
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix("snapshot.") else { continue };
-        let hex = rest.split('.').next().unwrap_or_default();
-        let Ok(z) = u64::from_str_radix(hex, 16) else { continue };
-        if (z as i64) > zxid {
-            tracing::info!(file = %entry.path().display(), "removing a snapshot above the TRUNC point");
-            std::fs::remove_file(entry.path()).map_err(|e| format!("removing {}: {e}", entry.path().display()))?;
-            removed = true;
-        }
-    }
-    if removed {
-        std::fs::File::open(&dir).and_then(|d| d.sync_all()).map_err(|e| format!("fsync {}: {e}", dir.display()))?;
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ mod fs;
 mod log_format;
 mod recover;
 mod snapshot;
+mod store;
 mod txn_log;
 
 pub use epoch::{read_epoch, read_epoch_with_fs, write_epoch, write_epoch_with_fs, EpochFile};
@@ -25,4 +26,5 @@ pub use snapshot::{
     write_snapshot_with_fs, Compression, Snapshot, SnapshotBody, SnapshotBodyDecoder, SnapshotDigest, DIGEST_VERSION,
     OPEN_ACL_KEY, SNAPSHOTS_TRIED, SNAP_DB_ID, SNAP_FILE_MAGIC, SNAP_FILE_VERSION, SNAP_SYNC_SIGNATURE,
 };
+pub use store::{read_epochs_with_fs, Reloaded, Store};
 pub use txn_log::{log_file_name, TxnLog, DEFAULT_PRE_ALLOC_BYTES};

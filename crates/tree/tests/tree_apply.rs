@@ -322,3 +322,29 @@ fn the_empty_path_reads_as_the_root() {
     assert_eq!(tree.children(""), tree.children("/"));
     assert_eq!(tree.all_children_number(""), Some(3));
 }
+
+#[test]
+fn digest_is_equal_for_equal_histories_and_sees_data_stat_and_acl() {
+    let mut a = Harness::new();
+    let mut b = Harness::new();
+    assert_eq!(a.tree.digest(), DataTree::new().digest());
+    for h in [&mut a, &mut b] {
+        h.write(7, create_data("/d", 0, b"x")).unwrap();
+    }
+    assert_eq!(a.tree.digest(), b.tree.digest());
+    let before = a.tree.digest();
+    // Same data, new version and mzxid: the Stat alone changes the digest.
+    a.write(7, WriteOp::SetData { path: "/d".into(), data: Some(b"x".to_vec()), version: -1 }).unwrap();
+    assert_ne!(a.tree.digest(), before);
+    b.write(7, WriteOp::SetData { path: "/d".into(), data: Some(b"x".to_vec()), version: -1 }).unwrap();
+    assert_eq!(a.tree.digest(), b.tree.digest());
+    // An ACL change shows too.
+    let mut n = Harness::new();
+    let mut e = Harness::new();
+    n.write(7, create_data("/z", 0, b"")).unwrap();
+    e.write(7, create_data("/z", 0, b"")).unwrap();
+    assert_eq!(n.tree.digest(), e.tree.digest());
+    let acl = vec![Acl { perms: 1, id: warden_proto::Id::new("world", "anyone") }];
+    n.write(7, WriteOp::SetAcl { path: "/z".into(), acl, version: -1 }).unwrap();
+    assert_ne!(n.tree.digest(), e.tree.digest());
+}

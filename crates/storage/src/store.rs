@@ -1,0 +1,127 @@
+//! `Store`: one server's data directories as the storage side of a server uses them, on any `Fs`.
+//! The server's storage thread runs it over `RealFs`; the simulator (`warden-sim`) runs the very
+//! same code over `FaultFs`, so what the simulator checks is what the server does on disk.
+//!
+//! What it adds over the pieces it uses (`TxnLog`, epoch files, snapshots, recovery): the order
+//! rules of quorum mode. An epoch file is written only after every txn appended before it is
+//! durable (an epoch never vouches for a log it is ahead of); an installed snapshot is durable
+//! before the log is cut above it (recovery must find it once the log is cut); a TRUNC below the
+//! applied tree also removes snapshots above the cut (they may hold the txns being cut, as
+//! ZooKeeper's `truncateLog` does) before the data is reloaded.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use warden_proto::{Txn, TxnHeader};
+use warden_tree::DataTree;
+
+use crate::epoch::{read_epoch_with_fs, write_epoch_with_fs, EpochFile};
+use crate::fs::Fs;
+use crate::recover::recover_with_fs;
+use crate::snapshot::{snapshot_files, sync_dir, write_snapshot_with_fs, Compression};
+use crate::{StorageError, TxnLog};
+
+/// A tree, its live sessions (id, timeout ms) and the log txns replayed after the snapshot,
+/// rebuilt from disk.
+pub type Reloaded = (DataTree, Vec<(i64, i32)>, Vec<(TxnHeader, Txn)>);
+
+/// The open transaction log plus where the data lives.
+#[derive(Debug)]
+pub struct Store {
+    fs: Arc<dyn Fs>,
+    data_dir: PathBuf,
+    data_log_dir: PathBuf,
+    pre_alloc_bytes: u64,
+    log: TxnLog,
+}
+
+impl Store {
+    /// Wraps the log that recovery opened (`Recovered::log`) on the same file system.
+    pub fn new(fs: Arc<dyn Fs>, data_dir: &Path, data_log_dir: &Path, pre_alloc_bytes: u64, log: TxnLog) -> Store {
+        Store { fs, data_dir: data_dir.to_path_buf(), data_log_dir: data_log_dir.to_path_buf(), pre_alloc_bytes, log }
+    }
+
+    /// The open log.
+    pub fn log(&self) -> &TxnLog {
+        &self.log
+    }
+
+    /// Buffers one txn record (not durable until `sync`).
+    pub fn append(&mut self, hdr: &TxnHeader, txn: &Txn) -> Result<(), StorageError> {
+        self.log.append(hdr, txn)
+    }
+
+    /// fdatasyncs the log (`forceSync=yes`).
+    pub fn sync(&mut self) -> Result<(), StorageError> {
+        self.log.sync()
+    }
+
+    /// Hands buffered records to the operating system only (`forceSync=no`).
+    pub fn flush(&mut self) -> Result<(), StorageError> {
+        self.log.flush()
+    }
+
+    /// The next append starts a new log file (a snapshot was just taken).
+    pub fn roll(&mut self) -> Result<(), StorageError> {
+        self.log.roll()
+    }
+
+    /// Writes an epoch file durably, after making every txn appended so far durable.
+    pub fn write_epoch(&mut self, which: EpochFile, epoch: i64) -> Result<(), StorageError> {
+        self.log.sync()?;
+        write_epoch_with_fs(&*self.fs, &self.data_dir, which, epoch)
+    }
+
+    /// The leader's snapshot replaced the tree: writes it durably, then drops every log record
+    /// above its zxid.
+    pub fn install_snapshot(
+        &mut self,
+        tree: &DataTree,
+        sessions: &[(i64, i32)],
+        zxid: i64,
+    ) -> Result<(), StorageError> {
+        write_snapshot_with_fs(&*self.fs, &self.data_dir, tree, sessions, zxid, Compression::None)?;
+        self.log.truncate_after(zxid)
+    }
+
+    /// ZAB's TRUNC: drops every log record above `zxid`, durably.
+    pub fn truncate(&mut self, zxid: i64) -> Result<(), StorageError> {
+        self.log.truncate_after(zxid)
+    }
+
+    /// A TRUNC below what the tree already applied: cuts the log, removes snapshots above the cut,
+    /// and rebuilds the tree from disk (the log is reopened by recovery).
+    pub fn truncate_and_reload(&mut self, zxid: i64) -> Result<Reloaded, StorageError> {
+        self.log.truncate_after(zxid)?;
+        self.remove_snapshots_after(zxid)?;
+        let r = recover_with_fs(self.fs.clone(), &self.data_dir, &self.data_log_dir, self.pre_alloc_bytes)?;
+        self.log = r.log;
+        Ok((r.tree, r.sessions, r.txns_after_snapshot))
+    }
+
+    /// Removes (durably) every `snapshot.<hex zxid>` above `zxid`.
+    fn remove_snapshots_after(&self, zxid: i64) -> Result<(), StorageError> {
+        let dir = self.data_dir.join("version-2");
+        let mut removed = false;
+        for (z, path) in snapshot_files(&*self.fs, &dir) {
+            if z > zxid {
+                tracing::info!(file = %path.display(), "removing a snapshot above the TRUNC point");
+                self.fs.remove_file(&path).map_err(StorageError::io("remove", &path))?;
+                removed = true;
+            }
+        }
+        if removed {
+            sync_dir(&*self.fs, &dir)?;
+        }
+        Ok(())
+    }
+}
+
+/// The (accepted, current) epochs of a quorum member at start-up, with ZooKeeper's defaults: a
+/// missing `currentEpoch` is the epoch of the last zxid; a missing `acceptedEpoch` is the current
+/// one; accepted is never below current.
+pub fn read_epochs_with_fs(fs: &dyn Fs, data_dir: &Path, last_zxid: i64) -> Result<(i64, i64), StorageError> {
+    let current = read_epoch_with_fs(fs, data_dir, EpochFile::Current)?.unwrap_or(last_zxid >> 32);
+    let accepted = read_epoch_with_fs(fs, data_dir, EpochFile::Accepted)?.unwrap_or(current).max(current);
+    Ok((accepted, current))
+}
