@@ -1,0 +1,302 @@
+//! The invariants, checked after every event (reference: testing-and-anchors.md section 5).
+//!
+//! The checker follows each server's log as the simulator sees it (every `Persist`, TRUNC,
+//! installed snapshot, and what a restart recovered) and compares servers through shared maps:
+//!
+//! - one txn per zxid across the whole run (two different txns with one zxid mean two
+//!   proposers in one epoch);
+//! - at most one established leader per epoch;
+//! - a server's applied zxid never goes back, except when it reloads from disk (restart, TRUNC
+//!   below its tree) or installs a leader's snapshot;
+//! - equal applied zxid implies equal tree digest (`DataTree::digest`);
+//! - "visible" txns (applied by a server while it served clients) form one history: every server
+//!   that applied past a visible zxid holds that txn, and a leader, when it becomes established,
+//!   holds every visible txn (so committed prefixes agree and nothing served is ever rolled back,
+//!   the ZOOKEEPER-3911 rule);
+//! - every write acknowledged to a client is visible, and its effect (a persistent node with that
+//!   czxid, a data version at least the acknowledged one) is in the tree of every server that
+//!   applied past it, and of the final leader;
+//! - no ephemeral node outlives its session on any server;
+//! - each machine's own `check_invariants` (node, tree, sessions, ZAB, FLE) after each step.
+//!
+//! Client-side invariants (replies FIFO per session, read-your-writes, sync then read, a watch
+//! fires once and never before its change is visible) are checked in `client.rs`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use warden_node::{Node, RoleKind};
+use warden_proto::{Txn, TxnHeader, Writer};
+use warden_quorum::Sid;
+use warden_tree::DataTree;
+
+/// A short stable hash of a txn (header and body) to compare logs.
+pub(crate) fn fingerprint(hdr: &TxnHeader, txn: &Txn) -> u64 {
+    let mut w = Writer::new();
+    warden_proto::Record::encode(hdr, &mut w);
+    txn.encode_body(&mut w);
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in w.into_inner() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// An acknowledged write and what it must leave in the tree.
+#[derive(Debug, Clone)]
+pub(crate) enum Acked {
+    Create { path: String },
+    SetData { path: String, version: i32 },
+}
+
+#[derive(Debug, Default)]
+struct Track {
+    /// The server's history: its log as persisted, plus what a snapshot from a leader stood for.
+    log: BTreeMap<i64, u64>,
+    applied: i64,
+    /// Applied moved for a reason other than applying (reload, snapshot): skip the monotonic check.
+    reset: bool,
+    /// Visible and acknowledged txns checked up to this zxid.
+    verified: i64,
+    established: bool,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Checker {
+    txns: BTreeMap<i64, u64>,
+    digests: BTreeMap<i64, (u64, Sid)>,
+    leaders: BTreeMap<i64, Sid>,
+    tracks: BTreeMap<Sid, Track>,
+    visible: BTreeSet<i64>,
+    acked: BTreeMap<i64, Acked>,
+    /// Latest acknowledged data version per path (for sync-then-read checks).
+    versions: BTreeMap<String, i32>,
+}
+
+impl Checker {
+    fn track(&mut self, sid: Sid) -> &mut Track {
+        self.tracks.entry(sid).or_default()
+    }
+
+    pub(crate) fn persisted(&mut self, sid: Sid, zxid: i64, fp: u64) -> Result<(), String> {
+        match self.txns.get(&zxid) {
+            Some(&other) if other != fp => {
+                return Err(format!("server {sid} persisted a txn at {zxid:#x} different from another server's"));
+            }
+            Some(_) => {}
+            None => {
+                self.txns.insert(zxid, fp);
+            }
+        }
+        let t = self.track(sid);
+        if let Some((&last, _)) = t.log.last_key_value() {
+            if zxid <= last {
+                return Err(format!("server {sid} persisted {zxid:#x} after {last:#x}: zxids must increase"));
+            }
+        }
+        t.log.insert(zxid, fp);
+        Ok(())
+    }
+
+    pub(crate) fn truncated(&mut self, sid: Sid, zxid: i64) {
+        let t = self.track(sid);
+        t.log.split_off(&(zxid + 1));
+    }
+
+    pub(crate) fn reloaded(&mut self, sid: Sid, at: i64) {
+        let t = self.track(sid);
+        t.log.split_off(&(at + 1));
+        t.applied = at;
+        t.reset = true;
+    }
+
+    /// A restart recovered up to `last_zxid`: what the log held above it is gone.
+    pub(crate) fn restarted(&mut self, sid: Sid, last_zxid: i64) {
+        self.reloaded(sid, last_zxid);
+    }
+
+    pub(crate) fn wiped(&mut self, sid: Sid) {
+        self.track(sid).log.clear();
+    }
+
+    pub(crate) fn crashed(&mut self, sid: Sid) {
+        self.track(sid).established = false;
+    }
+
+    pub(crate) fn history_upto(&mut self, sid: Sid, zxid: i64) -> BTreeMap<i64, u64> {
+        self.track(sid).log.range(..=zxid).map(|(k, v)| (*k, *v)).collect()
+    }
+
+    pub(crate) fn snapshot_installed(&mut self, sid: Sid, zxid: i64, hist: &BTreeMap<i64, u64>) {
+        let t = self.track(sid);
+        t.log = hist.range(..=zxid).map(|(k, v)| (*k, *v)).collect();
+        t.reset = true;
+    }
+
+    /// A failed write or fsync stops the server (checked by the caller), unless it reveals a
+    /// broken order.
+    pub(crate) fn storage_failed(&mut self, why: &str) -> Result<(), String> {
+        if why.contains("is not after the last logged zxid") {
+            return Err(format!("storage refused an out-of-order append: {why}"));
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn after_step(
+        &mut self,
+        sid: Sid,
+        role: RoleKind,
+        serving: bool,
+        applied: i64,
+        epoch: i64,
+        tree: &DataTree,
+        node: &Node,
+    ) -> Result<(), String> {
+        self.check_leader(sid, role, serving, epoch)?;
+        let t = self.tracks.entry(sid).or_default();
+        if applied == t.applied && !t.reset {
+            return Ok(());
+        }
+        if applied < t.applied && !t.reset {
+            return Err(format!("server {sid}: applied zxid went back from {:#x} to {applied:#x}", t.applied));
+        }
+        let from = if t.reset { 0 } else { t.verified };
+        let prev = if t.reset { 0 } else { t.applied };
+        t.reset = false;
+        t.applied = applied;
+        t.verified = applied;
+        // Digest.
+        let digest = tree.digest();
+        match self.digests.get(&applied) {
+            Some(&(d, other)) if d != digest => {
+                return Err(format!(
+                    "servers {sid} and {other} applied up to {applied:#x} but their trees differ (digest {digest:#x} vs {d:#x})"
+                ));
+            }
+            Some(_) => {}
+            None => {
+                self.digests.insert(applied, (digest, sid));
+            }
+        }
+        if applied <= from {
+            return Ok(());
+        }
+        // Every visible txn up to here is in this server's history.
+        let t = &self.tracks[&sid];
+        if let Some(z) = self.visible.range(from + 1..=applied).find(|z| !t.log.contains_key(z)) {
+            return Err(format!(
+                "server {sid} applied up to {applied:#x} without the committed txn {z:#x} (committed prefixes disagree)"
+            ));
+        }
+        // What this server applied while serving is visible now.
+        if serving {
+            let new: Vec<i64> = t.log.range(prev + 1..=applied).map(|(z, _)| *z).collect();
+            for z in new {
+                if self.visible.insert(z) {
+                    for (other, o) in &self.tracks {
+                        if o.verified >= z && !o.log.contains_key(&z) && *other != sid {
+                            return Err(format!(
+                                "server {other} applied past {z:#x} without the txn that server {sid} serves there"
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        // Acknowledged writes are in the tree.
+        for (z, a) in self.acked.range(from + 1..=applied) {
+            check_acked(sid, tree, *z, a)?;
+        }
+        // No ephemeral outlives its session.
+        let (_, sessions) = node.snapshot_state();
+        let live: BTreeSet<i64> = sessions.iter().map(|(id, _)| *id).collect();
+        if let Some(s) = tree.sessions_with_ephemerals().into_iter().find(|s| !live.contains(s)) {
+            return Err(format!(
+                "server {sid}: ephemerals of session {s:#x} outlive its session ({:?})",
+                tree.ephemerals(s)
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_leader(&mut self, sid: Sid, role: RoleKind, serving: bool, epoch: i64) -> Result<(), String> {
+        let established = role == RoleKind::Leader && serving;
+        if !established {
+            self.track(sid).established = false;
+            return Ok(());
+        }
+        if let Some(&other) = self.leaders.get(&epoch) {
+            if other != sid {
+                return Err(format!("servers {other} and {sid} both established leaders of epoch {epoch}"));
+            }
+        }
+        self.leaders.insert(epoch, sid);
+        let t = self.tracks.entry(sid).or_default();
+        if !t.established {
+            t.established = true;
+            if let Some(z) = self.visible.iter().find(|z| !t.log.contains_key(z)) {
+                return Err(format!("new leader {sid} of epoch {epoch} lacks the committed txn {z:#x}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// A client got a successful reply for a write at `zxid`.
+    pub(crate) fn acked(&mut self, zxid: i64, a: Acked) -> Result<(), String> {
+        if !self.visible.contains(&zxid) {
+            return Err(format!("write {a:?} acknowledged at {zxid:#x}, which no serving server applied"));
+        }
+        if let Acked::SetData { path, version } = &a {
+            let v = self.versions.entry(path.clone()).or_insert(*version);
+            *v = (*v).max(*version);
+        } else if let Acked::Create { path } = &a {
+            self.versions.entry(path.clone()).or_insert(0);
+        }
+        self.acked.insert(zxid, a);
+        Ok(())
+    }
+
+    pub(crate) fn acked_version(&self, path: &str) -> Option<i32> {
+        self.versions.get(path).copied()
+    }
+
+    pub(crate) fn acked_count(&self) -> u64 {
+        self.acked.len() as u64
+    }
+
+    pub(crate) fn final_leader(&self, sid: Sid) -> Result<(), String> {
+        let t = self.tracks.get(&sid).ok_or("final leader untracked")?;
+        if let Some(z) = self.visible.iter().find(|z| !t.log.contains_key(z)) {
+            return Err(format!("final leader {sid} lacks the committed txn {z:#x}"));
+        }
+        if let Some(z) = self.acked.keys().find(|z| !t.log.contains_key(z)) {
+            return Err(format!("final leader {sid} lacks the acknowledged txn {z:#x}"));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn acked_paths(&self) -> impl Iterator<Item = (&i64, &Acked)> {
+        self.acked.iter()
+    }
+}
+
+pub(crate) fn check_acked(sid: Sid, tree: &DataTree, z: i64, a: &Acked) -> Result<(), String> {
+    match a {
+        Acked::Create { path } => match tree.node(path) {
+            Some(n) if n.stat.czxid == z => Ok(()),
+            Some(n) => {
+                Err(format!("server {sid}: {path} acknowledged as created at {z:#x} has czxid {:#x}", n.stat.czxid))
+            }
+            None => Err(format!("server {sid} applied past {z:#x} but the acknowledged create of {path} is missing")),
+        },
+        Acked::SetData { path, version } => match tree.node(path) {
+            Some(n) if n.stat.version >= *version => Ok(()),
+            Some(n) => Err(format!(
+                "server {sid}: {path} has version {} below the acknowledged {version} (set at {z:#x})",
+                n.stat.version
+            )),
+            None => Err(format!("server {sid}: {path} (set at {z:#x}) is missing")),
+        },
+    }
+}

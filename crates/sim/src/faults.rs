@@ -1,0 +1,331 @@
+//! The fault model and the directed scenarios.
+//!
+//! Random faults (fault phase only), one every ~300 ms of virtual time on average:
+//! - crash a server (power loss: `FaultFs::crash` keeps synced data and a random part of the
+//!   rest, so a crash between a write and its fsync loses that write), restarted 0.2-3 s later;
+//!   at most a minority is down at once;
+//! - crash a server right after its storage wrote a batch and before the fsync;
+//! - a failing fsync or a full disk (ENOSPC) on a running server: the server must stop rather
+//!   than skip (ZOOKEEPER-4882), and is restarted later;
+//! - symmetric partitions (a minority cut off) and one-way cuts (a -> b dropped, b -> a
+//!   delivered), healed 0.3-3 s later;
+//! - election notifications lost (up to 40%) and duplicated; every message delayed 1-5 ms, with
+//!   spikes of up to 400 ms (reordering election notifications; quorum connections stay FIFO);
+//! - a quorum connection breaks (TCP "loss": queued packets gone, both ends hear it);
+//! - disk corruption of a stopped server: a flipped bit or a cut in its newest log file. The
+//!   server must refuse to start or drop only a torn tail; if it refuses, the operator wipes
+//!   the disk and it rejoins empty. Either way it may have lost data it acknowledged, which ZAB
+//!   does not tolerate in general, so this fault is injected only while every other server runs,
+//!   and the network stays healed until the damaged server has resynced ("replace the disk in a
+//!   calm period").
+//!
+//! Quorum connections are TCP: FIFO per connection, a cut direction holds packets until it heals
+//! (retransmission) unless a timeout closes the connection first. Duplication or reordering
+//! inside one TCP connection is not physical; they happen at the connection level, when a learner
+//! reconnects and the leader re-sends through a new sync.
+
+use std::collections::BTreeSet;
+
+use rand::rngs::StdRng;
+use rand::Rng;
+use warden_quorum::Sid;
+
+use crate::world::{data_dir, Ev, Phase, World};
+use crate::Options;
+
+/// A directed schedule reproducing the conditions of one of ZooKeeper's replication bugs
+/// (testing-and-anchors.md section 5), checked by the same invariants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// ZOOKEEPER-3911: a follower is DIFF-synced with txns the old leader never committed, then
+    /// the new leader dies before NEWLEADER is acked: nothing uncommitted may be served.
+    Zk3911,
+    /// ZOOKEEPER-3023 / 4646 / 4685: followers crash right after syncing (before and after the
+    /// fsync of the synced history) while the leader is killed: committed txns must survive.
+    Zk3023,
+    /// ZOOKEEPER-4643: crash between writing currentEpoch and the history, repeatedly.
+    Zk4643,
+    /// ZOOKEEPER-4785: the learner's sync is interrupted (connection breaks mid-sync) many times.
+    Zk4785,
+    /// ZOOKEEPER-4925: a stale follower (lagging, then partitioned) becomes leader after the
+    /// others crash and restart: its history must be completed, not propagated with a hole.
+    Zk4925,
+    /// ZOOKEEPER-4882: fsync failures and a full disk on the leader and followers.
+    Zk4882,
+    /// ZOOKEEPER-1277: the zxid counter starts near 2^32 and rolls over under load.
+    Zk1277,
+}
+
+impl Scenario {
+    pub const ALL: [Scenario; 7] = [
+        Scenario::Zk3911,
+        Scenario::Zk3023,
+        Scenario::Zk4643,
+        Scenario::Zk4785,
+        Scenario::Zk4925,
+        Scenario::Zk4882,
+        Scenario::Zk1277,
+    ];
+}
+
+pub(crate) struct Faults {
+    enabled: bool,
+    /// Directed pairs (from, to) whose messages are dropped.
+    cuts: BTreeSet<(Sid, Sid)>,
+    pub(crate) vote_loss: f64,
+    pub(crate) vote_dup: f64,
+    pub(crate) spike: f64,
+    /// Servers whose next storage write is followed by a crash before the fsync.
+    pub(crate) crash_after_write: BTreeSet<Sid>,
+    pub(crate) injected: u64,
+}
+
+impl Faults {
+    pub(crate) fn new(opts: &Options) -> Faults {
+        Faults {
+            enabled: opts.faults,
+            cuts: BTreeSet::new(),
+            vote_loss: 0.0,
+            vote_dup: 0.0,
+            spike: 0.0,
+            crash_after_write: BTreeSet::new(),
+            injected: 0,
+        }
+    }
+
+    pub(crate) fn cut(&self, from: Sid, to: Sid) -> bool {
+        self.cuts.contains(&(from, to))
+    }
+
+    pub(crate) fn schedule_first(&mut self, rng: &mut StdRng, opts: &Options) -> Vec<(u64, Ev)> {
+        let mut evs = Vec::new();
+        if opts.faults {
+            evs.push((rng.gen_range(300..1_000), Ev::Fault));
+        }
+        evs
+    }
+}
+
+fn calm(w: &World) -> bool {
+    w.servers.iter().any(|s| s.amnesiac)
+}
+
+fn down(w: &World) -> Vec<Sid> {
+    w.servers.iter().filter(|s| s.run.is_none()).map(|s| s.sid).collect()
+}
+
+fn up(w: &World) -> Vec<Sid> {
+    w.servers.iter().filter(|s| s.run.is_some()).map(|s| s.sid).collect()
+}
+
+fn pick(w: &mut World, from: &[Sid]) -> Option<Sid> {
+    if from.is_empty() {
+        return None;
+    }
+    Some(from[w.rng.gen_range(0..from.len())])
+}
+
+/// One random fault, then the next one is scheduled.
+pub(crate) fn inject(w: &mut World) -> Result<(), String> {
+    if w.phase != Phase::Faults || !w.faults.enabled {
+        return Ok(());
+    }
+    let next = w.now + w.rng.gen_range(50..600);
+    w.at(next, Ev::Fault);
+    if calm(w) {
+        heal_network(w);
+        for sid in down(w) {
+            w.at(w.now + 10, Ev::Restart { sid });
+        }
+        return Ok(());
+    }
+    w.faults.injected += 1;
+    w.summary.faults += 1;
+    let minority = (w.voters.len() - 1) / 2;
+    let roll = w.rng.gen_range(0..100);
+    match roll {
+        0..=14 => {
+            if down(w).len() < minority {
+                let ups = up(w);
+                if let Some(sid) = pick(w, &ups) {
+                    w.crash(sid, "fault: crash");
+                    let t = w.now + w.rng.gen_range(200..3_000);
+                    w.at(t, Ev::Restart { sid });
+                }
+            }
+        }
+        15..=22 => {
+            if down(w).len() < minority {
+                let ups = up(w);
+                if let Some(sid) = pick(w, &ups) {
+                    w.trace(|| format!("fault: server {sid} crashes after its next write, before the fsync"));
+                    w.faults.crash_after_write.insert(sid);
+                }
+            }
+        }
+        23..=27 => {
+            let ups = up(w);
+            if let Some(sid) = pick(w, &ups) {
+                disk_error(w, sid);
+            }
+        }
+        28..=42 => partition(w),
+        43..=52 => one_way(w),
+        53..=62 => {
+            w.faults.vote_loss = w.rng.gen_range(0.05..0.4);
+            w.faults.vote_dup = w.rng.gen_range(0.0..0.3);
+            let t = w.now + w.rng.gen_range(300..3_000);
+            w.at(t, Ev::Heal);
+        }
+        63..=70 => {
+            w.faults.spike = w.rng.gen_range(0.01..0.1);
+            let t = w.now + w.rng.gen_range(300..2_000);
+            w.at(t, Ev::Heal);
+        }
+        71..=84 => {
+            let open: Vec<u64> = w.qconns.iter().filter(|(_, c)| c.open).map(|(id, _)| *id).collect();
+            if !open.is_empty() {
+                let conn = open[w.rng.gen_range(0..open.len())];
+                w.break_quorum(conn);
+            }
+        }
+        85..=92 => {
+            for sid in down(w) {
+                w.at(w.now, Ev::Restart { sid });
+            }
+        }
+        _ => {
+            if w.rng.gen_bool(0.3) && down(w).is_empty() && w.faults.cuts.is_empty() {
+                let ups = up(w);
+                if let Some(sid) = pick(w, &ups) {
+                    corrupt(w, sid)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn partition(w: &mut World) {
+    let n = w.voters.len();
+    let size = w.rng.gen_range(1..=(n - 1) / 2);
+    let mut side = BTreeSet::new();
+    while side.len() < size {
+        side.insert(w.rng.gen_range(1..=n as Sid));
+    }
+    w.trace(|| format!("fault: partition {side:?} from the rest"));
+    for &a in &side {
+        for b in 1..=n as Sid {
+            if !side.contains(&b) {
+                w.faults.cuts.insert((a, b));
+                w.faults.cuts.insert((b, a));
+            }
+        }
+    }
+    let t = w.now + w.rng.gen_range(300..3_000);
+    w.at(t, Ev::Heal);
+}
+
+fn one_way(w: &mut World) {
+    let n = w.voters.len() as Sid;
+    let a = w.rng.gen_range(1..=n);
+    let mut b = w.rng.gen_range(1..=n);
+    if a == b {
+        b = a % n + 1;
+    }
+    let all = w.rng.gen_bool(0.3);
+    w.trace(|| format!("fault: one-way cut from {a} to {}", if all { "everyone".into() } else { b.to_string() }));
+    for to in 1..=n {
+        if to != a && (all || to == b) {
+            w.faults.cuts.insert((a, to));
+        }
+    }
+    let t = w.now + w.rng.gen_range(300..3_000);
+    w.at(t, Ev::Heal);
+}
+
+/// A failing fsync or a full disk: the next storage operation fails and the server stops.
+fn disk_error(w: &mut World, sid: Sid) {
+    let fs = w.server(sid).fs.clone();
+    let log =
+        fs.files().into_iter().rev().find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("log.")));
+    if w.rng.gen_bool(0.5) {
+        if let Some(path) = log {
+            w.trace(|| format!("fault: the next fsync of {} on server {sid} fails", path.display()));
+            fs.fail_next_sync(&path);
+        }
+    } else {
+        let bytes = w.rng.gen_range(0..4_096);
+        w.trace(|| format!("fault: server {sid}'s disk fills after {bytes} more bytes"));
+        fs.set_space_left(Some(bytes));
+    }
+    let t = w.now + w.rng.gen_range(500..3_000);
+    w.at(t, Ev::Restart { sid });
+}
+
+/// Crashes `sid`, damages its newest log file, and restarts it in a calm period.
+fn corrupt(w: &mut World, sid: Sid) -> Result<(), String> {
+    w.crash(sid, "fault: crash before disk corruption");
+    let fs = w.server(sid).fs.clone();
+    let dir = data_dir().join("version-2");
+    let newest = fs
+        .files()
+        .into_iter()
+        .filter(|p| p.parent() == Some(dir.as_path()))
+        .filter_map(|p| {
+            let name = p.file_name()?.to_string_lossy().into_owned();
+            let z = u64::from_str_radix(name.strip_prefix("log.")?, 16).ok()?;
+            Some((z, p))
+        })
+        .max();
+    if let Some((_, path)) = newest {
+        let len = fs_len(&fs, &path);
+        if len > 16 {
+            let offset = w.rng.gen_range(16..len);
+            if w.rng.gen_bool(0.5) {
+                let bit = w.rng.gen_range(0..8);
+                w.trace(|| format!("fault: flip bit {bit} at {offset} of {} on server {sid}", path.display()));
+                fs.flip_bit(&path, offset, bit).map_err(|e| e.to_string())?;
+            } else {
+                w.trace(|| format!("fault: cut {} of server {sid} at {offset}", path.display()));
+                fs.truncate(&path, offset).map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    w.server_mut(sid).amnesiac = true;
+    heal_network(w);
+    w.at(w.now + 50, Ev::Restart { sid });
+    Ok(())
+}
+
+fn fs_len(fs: &warden_storage::FaultFs, path: &std::path::Path) -> u64 {
+    use warden_storage::Fs;
+    fs.file_len(path).unwrap_or(0)
+}
+
+/// Every network fault ends: cuts, loss, duplication, delay spikes.
+pub(crate) fn heal_network(w: &mut World) {
+    if w.faults.cuts.is_empty() && w.faults.vote_loss == 0.0 && w.faults.spike == 0.0 && w.faults.vote_dup == 0.0 {
+        return;
+    }
+    w.trace(|| "heal: network faults end".into());
+    w.faults.cuts.clear();
+    w.faults.vote_loss = 0.0;
+    w.faults.vote_dup = 0.0;
+    w.faults.spike = 0.0;
+    w.release_held();
+}
+
+/// The liveness phase: no more faults, every server running.
+pub(crate) fn heal_all(w: &mut World) -> Result<(), String> {
+    w.faults.enabled = false;
+    w.faults.crash_after_write.clear();
+    heal_network(w);
+    for s in &w.servers {
+        s.fs.set_space_left(None);
+    }
+    for sid in down(w) {
+        w.start_server(sid)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,1248 @@
+//! The simulated world: servers (election + node + storage), the virtual network and disk, the
+//! clients, and the event loop. Events are ordered by (virtual time, sequence number); the one
+//! `StdRng` seeded from the run's seed makes every choice.
+//!
+//! Each server is carried out the way `warden_server`'s owner, storage thread and ensemble shell
+//! carry out the node's outputs (see `crates/server/src/owner.rs`): `Persist` batches go to the
+//! storage queue; the storage "thread" writes everything queued, then fsyncs (a later event: a
+//! crash in between loses the unsynced part) and answers `Durable` and `EpochDurable`; an
+//! election decision is handed to the node only once every persisted txn is durable; a TRUNC
+//! below the applied tree reloads the data from disk; snapshots are taken every
+//! [snapCount/2+1, snapCount] txns and old files purged.
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use warden_node::{Clock, ConnId, Input, Node, NodeConfig, Output, QuorumOutput, QuorumSetup, RoleKind, SnapshotData};
+use warden_proto::election::{Notification, ServerState};
+use warden_proto::quorum::{packet_type as pt, QuorumPacket};
+use warden_proto::{ConnectRequest, Txn, TxnHeader};
+use warden_quorum::zab::EpochKind;
+use warden_quorum::{Elected, ElectionAction, FastLeaderElection, QuorumConfig, Sid};
+use warden_storage::{
+    purge_with_fs, read_epochs_with_fs, recover_with_fs, write_snapshot_with_fs, Compression, EpochFile, FaultFs, Store,
+};
+use warden_tree::DataTree;
+
+use crate::check::{fingerprint, Checker};
+use crate::client::{Client, ClientMsg};
+use crate::faults::Faults;
+use crate::{Options, Summary, LIVENESS_BOUND_MS};
+
+pub(crate) const TICK_MS: u64 = 100;
+const SNAP_COUNT: u64 = 60;
+/// Log preallocation: small, the disk is in memory.
+const PRE_ALLOC: u64 = 16 * 1024;
+const MONO_BASE_MS: u64 = 1_000_000;
+const WALL_BASE_MS: i64 = 1_700_000_000_000;
+/// A learner's dial across a cut link fails after this long (connect timeout).
+const DIAL_TIMEOUT_MS: u64 = 1_000;
+
+pub(crate) fn data_dir() -> PathBuf {
+    PathBuf::from("/data")
+}
+
+/// What travels on a quorum connection.
+#[derive(Debug, Clone)]
+pub(crate) enum QItem {
+    Packet(QuorumPacket),
+    /// The snapshot blob after a SNAP packet, as the server's quorum port sends it; `hist` is the
+    /// sender's applied history up to the snapshot's zxid (for the checker only).
+    Blob {
+        bytes: Arc<Vec<u8>>,
+        hist: Arc<BTreeMap<i64, u64>>,
+    },
+}
+
+/// What a client connection carries to a server.
+#[derive(Debug)]
+pub(crate) enum ToServer {
+    Connect(ConnectRequest),
+    Request { xid: i32, req: warden_proto::Request },
+    Gone,
+}
+
+#[derive(Debug)]
+pub(crate) enum Ev {
+    Tick { sid: Sid, inc: u64 },
+    FleTimer { sid: Sid, inc: u64 },
+    Vote { from: Sid, to: Sid, n: Notification },
+    Dial { conn: u64 },
+    Quorum { conn: u64, to_leader: bool, item: QItem },
+    QuorumClosed { conn: u64, sid: Sid },
+    StoreWrite { sid: Sid, inc: u64 },
+    StoreSynced { sid: Sid, inc: u64 },
+    SnapshotWrite { sid: Sid, inc: u64, tree: DataTree, sessions: Vec<(i64, i32)>, zxid: i64 },
+    ToServer { conn: ConnId, msg: ToServer },
+    ToClient { conn: ConnId, msg: ClientMsg },
+    ClientWake { client: usize },
+    Fault,
+    Restart { sid: Sid },
+    Heal,
+}
+
+impl Ev {
+    fn kind(&self) -> u64 {
+        match self {
+            Ev::Tick { .. } => 1,
+            Ev::FleTimer { .. } => 2,
+            Ev::Vote { .. } => 3,
+            Ev::Dial { .. } => 4,
+            Ev::Quorum { .. } => 5,
+            Ev::QuorumClosed { .. } => 6,
+            Ev::StoreWrite { .. } => 7,
+            Ev::StoreSynced { .. } => 8,
+            Ev::SnapshotWrite { .. } => 9,
+            Ev::ToServer { .. } => 10,
+            Ev::ToClient { .. } => 11,
+            Ev::ClientWake { .. } => 12,
+            Ev::Fault => 13,
+            Ev::Restart { .. } => 14,
+            Ev::Heal => 15,
+        }
+    }
+}
+
+/// Work queued for the storage "thread", in order (the server's `StorageMsg`).
+#[derive(Debug)]
+enum StoreMsg {
+    Append(Vec<(TxnHeader, Txn)>),
+    Roll,
+    Epoch(EpochKind, i64),
+    Truncate(i64),
+    Install(SnapshotData),
+}
+
+/// What one storage batch reports once its fsync completes: the highest zxid written and the
+/// epoch files written.
+type Reported = (Option<i64>, Vec<(EpochKind, i64)>);
+
+/// A quorum-port connection, learner -> leader.
+#[derive(Debug)]
+pub(crate) struct QConn {
+    pub(crate) leader: Sid,
+    pub(crate) learner: Sid,
+    pub(crate) open: bool,
+    /// Accepted by the leader (its first packet was delivered).
+    accepted: bool,
+    /// Time of the last delivery scheduled in each direction (index: to_leader as usize), so a
+    /// connection stays FIFO.
+    last: [u64; 2],
+    /// Items held because their direction is cut (TCP retransmits once it heals).
+    held: [VecDeque<QItem>; 2],
+}
+
+/// A client connection.
+#[derive(Debug)]
+pub(crate) struct CConn {
+    pub(crate) client: usize,
+    pub(crate) sid: Sid,
+    inc: u64,
+    last: [u64; 2],
+}
+
+pub(crate) struct Running {
+    pub(crate) node: Node,
+    fle: FastLeaderElection,
+    store: Store,
+    queue: VecDeque<StoreMsg>,
+    busy: bool,
+    inflight: Option<Reported>,
+    to_persist: Vec<(TxnHeader, Txn)>,
+    persisted: i64,
+    durable: i64,
+    decision: Option<Elected>,
+    last_snapshot_zxid: i64,
+    snap_threshold: i64,
+    snapshot_busy: bool,
+    fle_timer_at: Option<u64>,
+    learner_conn: Option<(Sid, u64)>,
+    leader_conns: BTreeMap<Sid, u64>,
+    snap_zxid: Option<i64>,
+    pub(crate) clients: BTreeSet<ConnId>,
+}
+
+pub(crate) struct Server {
+    pub(crate) sid: Sid,
+    pub(crate) inc: u64,
+    pub(crate) fs: FaultFs,
+    pub(crate) run: Option<Running>,
+    /// Lost durable data (wiped or silently truncated disk) and not yet resynced.
+    pub(crate) amnesiac: bool,
+    pub(crate) down_since: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Faults,
+    Liveness { since: u64 },
+    Done,
+}
+
+pub(crate) struct World {
+    pub(crate) opts: Options,
+    pub(crate) rng: StdRng,
+    pub(crate) now: u64,
+    seq: u64,
+    progress: Rc<Cell<(u64, u64)>>,
+    steps: u64,
+    queue: BTreeMap<(u64, u64), Ev>,
+    pub(crate) servers: Vec<Server>,
+    pub(crate) voters: Vec<Sid>,
+    pub(crate) qconns: BTreeMap<u64, QConn>,
+    pub(crate) cconns: BTreeMap<ConnId, CConn>,
+    next_conn: u64,
+    pub(crate) clients: Vec<Client>,
+    pub(crate) check: Checker,
+    pub(crate) faults: Faults,
+    pub(crate) phase: Phase,
+    pub(crate) summary: Summary,
+}
+
+impl World {
+    pub(crate) fn new(opts: Options, progress: Rc<Cell<(u64, u64)>>) -> World {
+        let rng = StdRng::seed_from_u64(opts.seed);
+        let voters: Vec<Sid> = (1..=opts.servers as Sid).collect();
+        let servers = voters
+            .iter()
+            .map(|&sid| Server { sid, inc: 0, fs: FaultFs::new(), run: None, amnesiac: false, down_since: 0 })
+            .collect();
+        let clients = (0..opts.clients).map(Client::new).collect();
+        let faults = Faults::new(&opts);
+        World {
+            opts,
+            rng,
+            now: 0,
+            seq: 0,
+            progress,
+            steps: 0,
+            queue: BTreeMap::new(),
+            servers,
+            voters,
+            qconns: BTreeMap::new(),
+            cconns: BTreeMap::new(),
+            next_conn: 1,
+            clients,
+            check: Checker::default(),
+            faults,
+            phase: Phase::Faults,
+            summary: Summary::default(),
+        }
+    }
+
+    pub(crate) fn at(&mut self, when: u64, ev: Ev) {
+        self.seq += 1;
+        self.queue.insert((when.max(self.now), self.seq), ev);
+    }
+
+    pub(crate) fn trace(&self, what: impl FnOnce() -> String) {
+        if self.opts.trace {
+            eprintln!("[{:>7} #{:<6}] {}", self.now, self.steps, what());
+        }
+    }
+
+    pub(crate) fn clock(&self) -> Clock {
+        Clock { mono_ms: MONO_BASE_MS + self.now, wall_ms: WALL_BASE_MS + self.now as i64 }
+    }
+
+    pub(crate) fn server(&self, sid: Sid) -> &Server {
+        &self.servers[(sid - 1) as usize]
+    }
+
+    pub(crate) fn server_mut(&mut self, sid: Sid) -> &mut Server {
+        &mut self.servers[(sid - 1) as usize]
+    }
+
+    fn running(&mut self, sid: Sid, inc: u64) -> Option<&mut Running> {
+        let s = self.server_mut(sid);
+        if s.inc != inc {
+            return None;
+        }
+        s.run.as_mut()
+    }
+
+    pub(crate) fn run(mut self) -> Result<Summary, String> {
+        for sid in self.voters.clone() {
+            self.start_server(sid)?;
+        }
+        for c in 0..self.clients.len() {
+            let t = self.rng.gen_range(50..500);
+            self.at(t, Ev::ClientWake { client: c });
+        }
+        self.faults.schedule_first(&mut self.rng, &self.opts).into_iter().for_each(|(t, ev)| self.at(t, ev));
+        let mut trace_hash: u64 = 0xcbf2_9ce4_8422_2325;
+        while let Some(((t, _), ev)) = self.queue.pop_first() {
+            self.now = t;
+            self.steps += 1;
+            self.progress.set((self.steps, self.now));
+            trace_hash = (trace_hash ^ (ev.kind() << 40 ^ t)).wrapping_mul(0x0100_0000_01b3);
+            if self.opts.trace {
+                let ev_text = format!("{ev:?}");
+                self.trace(|| ev_text.chars().take(300).collect());
+            }
+            self.handle(ev)?;
+            self.after_step()?;
+            if self.phase == Phase::Done {
+                break;
+            }
+            if self.steps > 3_000_000 {
+                return Err("run did not finish within 3,000,000 steps".into());
+            }
+        }
+        self.final_checks()?;
+        self.summary.steps = self.steps;
+        self.summary.end_ms = self.now;
+        self.summary.trace_hash = trace_hash;
+        Ok(self.summary)
+    }
+
+    fn handle(&mut self, ev: Ev) -> Result<(), String> {
+        match ev {
+            Ev::Tick { sid, inc } => {
+                if self.running(sid, inc).is_some() {
+                    self.step_node(sid, Input::Tick)?;
+                    self.at(self.now + TICK_MS, Ev::Tick { sid, inc });
+                }
+            }
+            Ev::FleTimer { sid, inc } => {
+                let now = self.now;
+                let Some(r) = self.running(sid, inc) else { return Ok(()) };
+                r.fle_timer_at = None;
+                let actions = r.fle.tick(now);
+                self.election_actions(sid, actions)?;
+            }
+            Ev::Vote { from, to, n } => {
+                let now = self.now;
+                let inc = self.server(to).inc;
+                let Some(r) = self.running(to, inc) else { return Ok(()) };
+                let actions = r.fle.receive(from, &n, now);
+                self.election_actions(to, actions)?;
+            }
+            Ev::Dial { conn } => self.on_dial(conn)?,
+            Ev::Quorum { conn, to_leader, item } => self.on_quorum(conn, to_leader, item)?,
+            Ev::QuorumClosed { conn, sid } => self.on_quorum_closed(conn, sid)?,
+            Ev::StoreWrite { sid, inc } => self.store_write(sid, inc)?,
+            Ev::StoreSynced { sid, inc } => self.store_synced(sid, inc)?,
+            Ev::SnapshotWrite { sid, inc, tree, sessions, zxid } => self.snapshot_write(sid, inc, tree, sessions, zxid),
+            Ev::ToServer { conn, msg } => self.deliver_to_server(conn, msg)?,
+            Ev::ToClient { conn, msg } => self.deliver_to_client(conn, msg)?,
+            Ev::ClientWake { client } => self.client_wake(client)?,
+            Ev::Fault => crate::faults::inject(self)?,
+            Ev::Restart { sid } => {
+                self.server(sid).fs.set_space_left(None);
+                if self.server(sid).run.is_none() {
+                    self.start_server(sid)?;
+                }
+            }
+            Ev::Heal => crate::faults::heal_network(self),
+        }
+        Ok(())
+    }
+
+    // ----- servers: start, crash -----
+
+    /// Starts a server from its disk, as `warden_server::Server::start` does: recovery (a server
+    /// that cannot recover refuses to start; the operator then wipes its disk), epoch files, a
+    /// snapshot unless the newest one is current, then the first election round.
+    pub(crate) fn start_server(&mut self, sid: Sid) -> Result<(), String> {
+        let fs = self.server(sid).fs.clone();
+        let dir = data_dir();
+        let recovered = match recover_with_fs(Arc::new(fs.clone()), &dir, &dir, PRE_ALLOC) {
+            Ok(r) => r,
+            Err(e) => {
+                self.trace(|| format!("server {sid} refuses to start: {e}; wiping its disk"));
+                self.summary.wiped += 1;
+                let s = self.server_mut(sid);
+                s.fs = FaultFs::new();
+                s.amnesiac = true;
+                self.check.wiped(sid);
+                return self.start_server(sid);
+            }
+        };
+        if let Some(tail) = recovered.log.recovered_tail() {
+            self.trace(|| format!("server {sid} truncated a torn log tail: {tail}"));
+        }
+        let last_zxid = recovered.tree.last_processed_zxid();
+        let (accepted, current) = read_epochs_with_fs(&fs, &dir, last_zxid).map_err(|e| format!("epoch files: {e}"))?;
+        self.check.restarted(sid, last_zxid);
+        let inc = self.server(sid).inc + 1;
+        let cfg = NodeConfig {
+            tick_time_ms: TICK_MS as u32,
+            min_session_timeout_ms: 400,
+            max_session_timeout_ms: 8_000,
+            server_id: sid as u8,
+            ..NodeConfig::default()
+        };
+        let mut setup = QuorumSetup::new(sid, self.voters.iter().copied());
+        setup.accepted_epoch = accepted;
+        setup.current_epoch = current;
+        let mut node = Node::new_quorum(cfg, setup, self.clock());
+        let had_snapshot = recovered.snapshot.is_some();
+        let snapshot_zxid = recovered.snapshot_zxid;
+        node.restore(recovered.tree, &recovered.sessions, recovered.txns_after_snapshot);
+        let store = Store::new(Arc::new(fs), &dir, &dir, PRE_ALLOC, recovered.log);
+        let fle = FastLeaderElection::new(sid, QuorumConfig::new(self.voters.iter().copied(), []));
+        let snap_threshold = self.snap_threshold();
+        let run = Running {
+            node,
+            fle,
+            store,
+            queue: VecDeque::new(),
+            busy: false,
+            inflight: None,
+            to_persist: Vec::new(),
+            persisted: last_zxid,
+            durable: last_zxid,
+            decision: None,
+            last_snapshot_zxid: snapshot_zxid,
+            snap_threshold,
+            snapshot_busy: false,
+            fle_timer_at: None,
+            learner_conn: None,
+            leader_conns: BTreeMap::new(),
+            snap_zxid: None,
+            clients: BTreeSet::new(),
+        };
+        let s = self.server_mut(sid);
+        s.inc = inc;
+        s.run = Some(run);
+        self.trace(|| format!("server {sid} started (inc {inc}) at zxid {last_zxid:#x}, epochs {accepted}/{current}"));
+        if !had_snapshot || last_zxid != snapshot_zxid {
+            self.take_snapshot(sid);
+        }
+        let first_tick = self.now + self.rng.gen_range(1..=TICK_MS);
+        self.at(first_tick, Ev::Tick { sid, inc });
+        self.elect(sid)
+    }
+
+    fn snap_threshold(&mut self) -> i64 {
+        self.rng.gen_range(SNAP_COUNT / 2 + 1..=SNAP_COUNT) as i64
+    }
+
+    /// Power loss (or a process that died on a storage error): the disk keeps what was synced
+    /// plus a random part of the rest; every connection of the server breaks.
+    pub(crate) fn crash(&mut self, sid: Sid, why: &str) {
+        let seed = self.rng.gen();
+        let now = self.now;
+        let s = self.server_mut(sid);
+        if s.run.take().is_none() {
+            return;
+        }
+        s.fs = s.fs.crash(seed);
+        s.down_since = now;
+        self.summary.crashes += 1;
+        self.trace(|| format!("server {sid} crashed: {why}"));
+        let conns: Vec<u64> = self
+            .qconns
+            .iter()
+            .filter(|(_, c)| c.open && (c.leader == sid || c.learner == sid))
+            .map(|(id, _)| *id)
+            .collect();
+        for conn in conns {
+            self.close_quorum(conn, sid, false);
+        }
+        let cconns: Vec<ConnId> = self.cconns.iter().filter(|(_, c)| c.sid == sid).map(|(id, _)| *id).collect();
+        for conn in cconns {
+            self.close_client_conn_from_server(conn);
+        }
+        self.check.crashed(sid);
+        if matches!(self.phase, Phase::Liveness { .. }) {
+            // A fault injected before healing (a failing fsync) may still fire: restart again.
+            self.at(now + 100, Ev::Restart { sid });
+        }
+    }
+
+    // ----- stepping a node and carrying out its outputs -----
+
+    pub(crate) fn step_node(&mut self, sid: Sid, input: Input) -> Result<(), String> {
+        let now = self.clock();
+        let inc = self.server(sid).inc;
+        let Some(r) = self.running(sid, inc) else { return Ok(()) };
+        let mut out = Vec::new();
+        r.node.step(now, input, &mut out);
+        let quorum = r.node.take_quorum_outputs();
+        for o in out {
+            match o {
+                Output::Send { conn, frame, .. } => self.send_to_client(conn, ClientMsg::Frame(frame)),
+                Output::Close { conn } => {
+                    if let Some(r) = self.running(sid, inc) {
+                        r.clients.remove(&conn);
+                    }
+                    self.send_to_client(conn, ClientMsg::Closed);
+                }
+                Output::Persist { hdr, txn } => {
+                    self.check.persisted(sid, hdr.zxid, fingerprint(&hdr, &txn))?;
+                    if let Some(r) = self.running(sid, inc) {
+                        r.to_persist.push((hdr, txn));
+                    }
+                }
+            }
+        }
+        for q in quorum {
+            if self.running(sid, inc).is_none() {
+                break;
+            }
+            self.carry_quorum(sid, q)?;
+        }
+        self.flush_persist(sid);
+        // The node's invariants hold once the shell carried out its outputs (a TRUNC below the
+        // applied tree leaves it above its log until the data is reloaded from disk).
+        if let Some(r) = self.running(sid, inc) {
+            r.node.check_invariants();
+        }
+        self.after_node_step(sid)
+    }
+
+    fn flush_persist(&mut self, sid: Sid) {
+        let inc = self.server(sid).inc;
+        let Some(r) = self.running(sid, inc) else { return };
+        if r.to_persist.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut r.to_persist);
+        if let Some((h, _)) = batch.last() {
+            r.persisted = r.persisted.max(h.zxid);
+        }
+        r.queue.push_back(StoreMsg::Append(batch));
+    }
+
+    fn queue_store(&mut self, sid: Sid, msg: StoreMsg) {
+        self.flush_persist(sid);
+        let inc = self.server(sid).inc;
+        if let Some(r) = self.running(sid, inc) {
+            r.queue.push_back(msg);
+        }
+    }
+
+    /// Storage kick, pending election decision, snapshot threshold, election timer.
+    fn after_node_step(&mut self, sid: Sid) -> Result<(), String> {
+        let inc = self.server(sid).inc;
+        let now = self.now;
+        let Some(r) = self.running(sid, inc) else { return Ok(()) };
+        let kick = !r.busy && !r.queue.is_empty();
+        if kick {
+            r.busy = true;
+        }
+        let decide = r.decision.is_some() && r.durable >= r.persisted;
+        let snapshot = !r.snapshot_busy
+            && r.node.last_processed_zxid() - r.last_snapshot_zxid >= r.snap_threshold
+            && r.node.role() != RoleKind::Looking;
+        let timer = match (r.fle.next_deadline_ms(), r.fle_timer_at) {
+            (Some(d), None) => Some(d),
+            (Some(d), Some(t)) if d < t => Some(d),
+            _ => None,
+        };
+        if let Some(d) = timer {
+            r.fle_timer_at = Some(d);
+        }
+        if kick {
+            let delay = self.rng.gen_range(0..=1);
+            self.at(now + delay, Ev::StoreWrite { sid, inc });
+        }
+        if let Some(d) = timer {
+            self.at(d, Ev::FleTimer { sid, inc });
+        }
+        if snapshot {
+            self.take_snapshot(sid);
+        }
+        if decide {
+            self.take_decision(sid)?;
+        }
+        Ok(())
+    }
+
+    fn take_snapshot(&mut self, sid: Sid) {
+        let inc = self.server(sid).inc;
+        let threshold = self.snap_threshold();
+        let delay = self.rng.gen_range(1..=20);
+        let Some(r) = self.running(sid, inc) else { return };
+        let (tree, sessions) = r.node.snapshot_state();
+        let zxid = tree.last_processed_zxid();
+        r.last_snapshot_zxid = zxid;
+        r.snap_threshold = threshold;
+        r.snapshot_busy = true;
+        r.queue.push_back(StoreMsg::Roll);
+        let kick = !r.busy;
+        if kick {
+            r.busy = true;
+        }
+        let now = self.now;
+        if kick {
+            self.at(now, Ev::StoreWrite { sid, inc });
+        }
+        self.at(now + delay, Ev::SnapshotWrite { sid, inc, tree, sessions, zxid });
+    }
+
+    /// The snapshot thread: write (temp, fsync, rename, fsync dir), then purge keeping 3.
+    fn snapshot_write(&mut self, sid: Sid, inc: u64, tree: DataTree, sessions: Vec<(i64, i32)>, zxid: i64) {
+        let fs = self.server(sid).fs.clone();
+        let Some(r) = self.running(sid, inc) else { return };
+        r.snapshot_busy = false;
+        let dir = data_dir();
+        match write_snapshot_with_fs(&fs, &dir, &tree, &sessions, zxid, Compression::None) {
+            Ok(_) => {
+                if let Err(e) = purge_with_fs(&fs, &dir, &dir, 3) {
+                    self.trace(|| format!("server {sid}: purge failed: {e}"));
+                }
+            }
+            Err(e) => self.trace(|| format!("server {sid}: snapshot failed: {e}")),
+        }
+    }
+
+    fn take_decision(&mut self, sid: Sid) -> Result<(), String> {
+        let inc = self.server(sid).inc;
+        let Some(r) = self.running(sid, inc) else { return Ok(()) };
+        let Some(e) = r.decision.take() else { return Ok(()) };
+        let input = match e.state {
+            ServerState::Leading if e.leader == sid => Input::BecomeLeader,
+            ServerState::Following => Input::BecomeFollower { leader: e.leader },
+            ServerState::Observing => Input::BecomeObserver { leader: e.leader },
+            _ => return self.elect(sid),
+        };
+        self.summary.elections += 1;
+        self.trace(|| format!("server {sid} takes the decision {e:?}"));
+        self.step_node(sid, input)
+    }
+
+    /// Leaves the role's connections and starts an election round.
+    pub(crate) fn elect(&mut self, sid: Sid) -> Result<(), String> {
+        self.close_all_quorum(sid);
+        let now = self.now;
+        let inc = self.server(sid).inc;
+        let Some(r) = self.running(sid, inc) else { return Ok(()) };
+        r.decision = None;
+        let last_zxid = r.node.last_processed_zxid();
+        let current_epoch = r.node.epochs().map_or(0, |(_, c)| c);
+        let actions = r.fle.start(now, last_zxid, current_epoch);
+        self.election_actions(sid, actions)
+    }
+
+    fn election_actions(&mut self, sid: Sid, actions: Vec<ElectionAction>) -> Result<(), String> {
+        let inc = self.server(sid).inc;
+        if let Some(r) = self.running(sid, inc) {
+            r.fle.check_invariants();
+        }
+        for a in actions {
+            match a {
+                ElectionAction::Send { to, notification } => self.send_vote(sid, to, notification),
+                ElectionAction::Elected(e) => {
+                    if let Some(r) = self.running(sid, inc) {
+                        r.decision = Some(e);
+                    }
+                }
+            }
+        }
+        self.after_node_step(sid)
+    }
+
+    /// Election notifications tolerate anything: lost, delayed, duplicated, reordered.
+    fn send_vote(&mut self, from: Sid, to: Sid, n: Notification) {
+        if self.faults.cut(from, to) || self.rng.gen_bool(self.faults.vote_loss) {
+            return;
+        }
+        let copies = if self.rng.gen_bool(self.faults.vote_dup) { 2 } else { 1 };
+        for _ in 0..copies {
+            let t = self.now + self.delay();
+            self.at(t, Ev::Vote { from, to, n: n.clone() });
+        }
+    }
+
+    pub(crate) fn delay(&mut self) -> u64 {
+        let base = self.rng.gen_range(1..=5);
+        if self.faults.spike > 0.0 && self.rng.gen_bool(self.faults.spike) {
+            base + self.rng.gen_range(20..=400)
+        } else {
+            base
+        }
+    }
+
+    fn carry_quorum(&mut self, sid: Sid, q: QuorumOutput) -> Result<(), String> {
+        let inc = self.server(sid).inc;
+        match q {
+            QuorumOutput::PeerSend { to, packet } => self.peer_send(sid, to, QItem::Packet(packet)),
+            QuorumOutput::SendSnapshot { to, snapshot } => {
+                let bytes = Arc::new(warden_storage::encode_snap_sync(&snapshot.tree, &snapshot.sessions));
+                let hist = Arc::new(self.check.history_upto(sid, snapshot.zxid));
+                self.summary.snap_syncs += 1;
+                self.peer_send(sid, to, QItem::Blob { bytes, hist });
+            }
+            QuorumOutput::PeerClose { sid: other, reason } => {
+                self.trace(|| format!("server {sid} closes its quorum connection to {other}: {reason}"));
+                let Some(r) = self.running(sid, inc) else { return Ok(()) };
+                // Its Disconnected follows (and removes it), as the server's `disconnect` does.
+                let conn = match r.learner_conn {
+                    Some((l, c)) if l == other => Some(c),
+                    _ => r.leader_conns.get(&other).copied(),
+                };
+                if let Some(conn) = conn {
+                    self.close_quorum(conn, sid, true);
+                }
+            }
+            QuorumOutput::PersistEpoch { kind, epoch } => self.queue_store(sid, StoreMsg::Epoch(kind, epoch)),
+            QuorumOutput::Truncate { zxid } => {
+                self.check.truncated(sid, zxid);
+                let Some(r) = self.running(sid, inc) else { return Ok(()) };
+                r.persisted = r.persisted.min(zxid);
+                r.durable = r.durable.min(zxid);
+                if r.node.last_processed_zxid() > zxid {
+                    self.reload_below(sid, zxid)?;
+                } else {
+                    self.queue_store(sid, StoreMsg::Truncate(zxid));
+                }
+            }
+            QuorumOutput::InstallSnapshot { snapshot } => {
+                let zxid = snapshot.zxid;
+                let Some(r) = self.running(sid, inc) else { return Ok(()) };
+                r.persisted = zxid;
+                r.durable = r.durable.min(zxid);
+                r.last_snapshot_zxid = zxid;
+                self.queue_store(sid, StoreMsg::Install(snapshot));
+            }
+            QuorumOutput::Serving { .. } => {}
+            QuorumOutput::Elect { reason } => {
+                self.trace(|| format!("server {sid} elects: {reason}"));
+                self.elect(sid)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The owner's `reload_below`: everything queued is written first (the storage thread is
+    /// FIFO), then the log is cut and the data rebuilt from disk.
+    fn reload_below(&mut self, sid: Sid, zxid: i64) -> Result<(), String> {
+        self.flush_persist(sid);
+        let inc = self.server(sid).inc;
+        let Some(r) = self.running(sid, inc) else { return Ok(()) };
+        let queued: Vec<StoreMsg> = r.queue.drain(..).collect();
+        for msg in queued {
+            let mut last = None;
+            let mut epochs = Vec::new();
+            if let Err(e) = Self::execute(&mut r.store, msg, &mut last, &mut epochs) {
+                let why = format!("storage failed: {e}");
+                self.crash(sid, &why);
+                return Ok(());
+            }
+        }
+        match r.store.truncate_and_reload(zxid) {
+            Ok((tree, sessions, replayed)) => {
+                let at = tree.last_processed_zxid();
+                r.node.restore(tree, &sessions, replayed);
+                r.persisted = at;
+                r.durable = at;
+                self.trace(|| format!("server {sid}: TRUNC to {zxid:#x} below the tree; reloaded at {at:#x}"));
+                self.check.reloaded(sid, at);
+            }
+            Err(e) => {
+                let why = format!("truncating and reloading: {e}");
+                self.crash(sid, &why);
+            }
+        }
+        Ok(())
+    }
+
+    // ----- storage -----
+
+    fn execute(
+        store: &mut Store,
+        msg: StoreMsg,
+        last: &mut Option<i64>,
+        epochs: &mut Vec<(EpochKind, i64)>,
+    ) -> Result<(), warden_storage::StorageError> {
+        match msg {
+            StoreMsg::Append(batch) => {
+                for (hdr, txn) in &batch {
+                    store.append(hdr, txn)?;
+                    *last = Some(hdr.zxid);
+                }
+            }
+            StoreMsg::Roll => store.roll()?,
+            StoreMsg::Epoch(kind, epoch) => {
+                let which = match kind {
+                    EpochKind::Accepted => EpochFile::Accepted,
+                    EpochKind::Current => EpochFile::Current,
+                };
+                store.write_epoch(which, epoch)?;
+                epochs.push((kind, epoch));
+            }
+            StoreMsg::Truncate(zxid) => {
+                store.truncate(zxid)?;
+                *last = None;
+            }
+            StoreMsg::Install(s) => {
+                store.install_snapshot(&s.tree, &s.sessions, s.zxid)?;
+                *last = Some(s.zxid);
+            }
+        }
+        Ok(())
+    }
+
+    /// The storage thread's write half: everything queued is written (not yet synced).
+    fn store_write(&mut self, sid: Sid, inc: u64) -> Result<(), String> {
+        let fsync_ms = self.rng.gen_range(1..=8);
+        let Some(r) = self.running(sid, inc) else { return Ok(()) };
+        let mut last = None;
+        let mut epochs = Vec::new();
+        let mut failed = None;
+        while let Some(msg) = r.queue.pop_front() {
+            if let Err(e) = Self::execute(&mut r.store, msg, &mut last, &mut epochs) {
+                failed = Some(e.to_string());
+                break;
+            }
+            if !epochs.is_empty() {
+                // The storage thread reports an epoch with the batch that wrote it.
+                break;
+            }
+        }
+        if let Some(why) = failed {
+            self.check.storage_failed(&why)?;
+            self.crash(sid, &format!("transaction log write failed: {why}"));
+            return Ok(());
+        }
+        r.inflight = Some((last, epochs));
+        if self.faults.crash_after_write.remove(&sid) {
+            self.crash(sid, "fault: crash after a write, before its fsync");
+            let t = self.now + self.rng.gen_range(200..2_000);
+            self.at(t, Ev::Restart { sid });
+            return Ok(());
+        }
+        let now = self.now;
+        self.at(now + fsync_ms, Ev::StoreSynced { sid, inc });
+        Ok(())
+    }
+
+    /// The fsync completed: report durability, then start the next batch.
+    fn store_synced(&mut self, sid: Sid, inc: u64) -> Result<(), String> {
+        let Some(r) = self.running(sid, inc) else { return Ok(()) };
+        if let Err(e) = r.store.sync() {
+            let why = e.to_string();
+            self.check.storage_failed(&why)?;
+            self.crash(sid, &format!("transaction log fsync failed: {why}"));
+            return Ok(());
+        }
+        let (last, epochs) = r.inflight.take().unwrap_or_default();
+        r.busy = false;
+        if let Some(zxid) = last {
+            r.durable = r.durable.max(zxid);
+            self.step_node(sid, Input::Durable { zxid })?;
+        }
+        for (kind, epoch) in epochs {
+            self.step_node(sid, Input::EpochDurable { kind, epoch })?;
+        }
+        self.after_node_step(sid)
+    }
+
+    // ----- quorum connections -----
+
+    fn peer_send(&mut self, sid: Sid, to: Sid, item: QItem) {
+        let inc = self.server(sid).inc;
+        let now = self.now;
+        let Some(r) = self.running(sid, inc) else { return };
+        let learner = matches!(r.node.role(), RoleKind::Follower | RoleKind::Observer);
+        if learner {
+            match r.learner_conn {
+                Some((l, conn)) if l == to => self.enqueue_quorum(conn, true, item),
+                Some(_) => {}
+                None => {
+                    // Dial the leader; the first packet goes with the connection.
+                    let conn = self.next_conn;
+                    self.next_conn += 1;
+                    if let Some(r) = self.running(sid, inc) {
+                        r.learner_conn = Some((to, conn));
+                    }
+                    let qc = QConn {
+                        leader: to,
+                        learner: sid,
+                        open: true,
+                        accepted: false,
+                        last: [now, now],
+                        held: [VecDeque::new(), VecDeque::new()],
+                    };
+                    self.qconns.insert(conn, qc);
+                    if self.faults.cut(sid, to) || self.faults.cut(to, sid) {
+                        self.at(now + DIAL_TIMEOUT_MS, Ev::Dial { conn });
+                    } else {
+                        let t = now + self.delay();
+                        self.at(t, Ev::Dial { conn });
+                    }
+                    self.enqueue_quorum(conn, true, item);
+                }
+            }
+        } else if let Some(&conn) = r.leader_conns.get(&to) {
+            self.enqueue_quorum(conn, false, item);
+        }
+    }
+
+    fn enqueue_quorum(&mut self, conn: u64, to_leader: bool, item: QItem) {
+        let d = to_leader as usize;
+        let delay = self.delay();
+        let now = self.now;
+        let Some(c) = self.qconns.get(&conn) else { return };
+        if !c.open {
+            return;
+        }
+        let (from, to) = if to_leader { (c.learner, c.leader) } else { (c.leader, c.learner) };
+        let held = !c.held[d].is_empty() || self.faults.cut(from, to) || !c.accepted;
+        let c = self.qconns.get_mut(&conn).expect("checked above");
+        if held {
+            c.held[d].push_back(item);
+            return;
+        }
+        let t = (now + delay).max(c.last[d]);
+        c.last[d] = t;
+        self.at(t, Ev::Quorum { conn, to_leader, item });
+    }
+
+    /// Re-sends what a cut held back, once the direction is open again.
+    pub(crate) fn release_held(&mut self) {
+        let ids: Vec<u64> = self.qconns.keys().copied().collect();
+        for id in ids {
+            for to_leader in [true, false] {
+                let d = to_leader as usize;
+                let Some(c) = self.qconns.get(&id) else { continue };
+                let (from, to) = if to_leader { (c.learner, c.leader) } else { (c.leader, c.learner) };
+                if !c.open || !c.accepted || c.held[d].is_empty() || self.faults.cut(from, to) {
+                    continue;
+                }
+                let items: Vec<QItem> =
+                    self.qconns.get_mut(&id).map(|c| c.held[d].drain(..).collect()).unwrap_or_default();
+                for item in items {
+                    self.enqueue_quorum(id, to_leader, item);
+                }
+            }
+        }
+    }
+
+    fn on_dial(&mut self, conn: u64) -> Result<(), String> {
+        let Some(c) = self.qconns.get(&conn) else { return Ok(()) };
+        if !c.open {
+            return Ok(());
+        }
+        let (leader, learner) = (c.leader, c.learner);
+        let listening = self.server(leader).run.as_ref().is_some_and(|r| r.node.role() == RoleKind::Leader);
+        if !listening || self.faults.cut(learner, leader) || self.faults.cut(leader, learner) {
+            self.trace(|| format!("server {learner} cannot connect to leader {leader}"));
+            self.close_quorum(conn, leader, false);
+            return Ok(());
+        }
+        let linc = self.server(leader).inc;
+        let old = self.running(leader, linc).and_then(|r| r.leader_conns.insert(learner, conn));
+        if let Some(old) = old {
+            // A new connection replaces the learner's old one; its Disconnected comes first.
+            if let Some(c) = self.qconns.get_mut(&old) {
+                c.open = false;
+            }
+            self.step_node(leader, Input::PeerDisconnected { sid: learner })?;
+        }
+        if let Some(c) = self.qconns.get_mut(&conn) {
+            c.accepted = true;
+            c.last = [self.now, self.now];
+        }
+        // Everything the learner sent so far (starting with its FOLLOWERINFO) now flows.
+        let items: Vec<QItem> = self.qconns.get_mut(&conn).map(|c| c.held[1].drain(..).collect()).unwrap_or_default();
+        for item in items {
+            self.enqueue_quorum(conn, true, item);
+        }
+        Ok(())
+    }
+
+    fn on_quorum(&mut self, conn: u64, to_leader: bool, item: QItem) -> Result<(), String> {
+        let Some(c) = self.qconns.get(&conn) else { return Ok(()) };
+        if !c.open {
+            return Ok(());
+        }
+        let (from, to) = if to_leader { (c.learner, c.leader) } else { (c.leader, c.learner) };
+        let inc = self.server(to).inc;
+        let Some(r) = self.running(to, inc) else { return Ok(()) };
+        let current =
+            if to_leader { r.leader_conns.get(&from) == Some(&conn) } else { r.learner_conn == Some((from, conn)) };
+        if !current {
+            return Ok(());
+        }
+        match item {
+            QItem::Packet(p) if !to_leader && p.packet_type == pt::SNAP => {
+                r.snap_zxid = Some(p.zxid);
+                Ok(())
+            }
+            QItem::Packet(packet) => self.step_node(to, Input::Peer { from, packet }),
+            QItem::Blob { bytes, hist } => {
+                let Some(zxid) = r.snap_zxid.take() else {
+                    return Err(format!("server {to} got a snapshot blob without a SNAP packet"));
+                };
+                let snapshot =
+                    decode_snap_sync(&bytes, zxid).map_err(|e| format!("snapshot from {from} does not decode: {e}"))?;
+                self.check.snapshot_installed(to, zxid, &hist);
+                self.step_node(to, Input::PeerSnapshot { from, snapshot })
+            }
+        }
+    }
+
+    /// Closes a quorum connection. Each end still holding it hears `PeerDisconnected` (the
+    /// closer only when `notify_closer`, as the server's `disconnect` reports; a server that
+    /// stops its net, or crashed, hears nothing). A cut direction carries no FIN: that end
+    /// finds out by its own timeouts.
+    pub(crate) fn close_quorum(&mut self, conn: u64, closer: Sid, notify_closer: bool) {
+        let Some(c) = self.qconns.get_mut(&conn) else { return };
+        if !c.open {
+            return;
+        }
+        c.open = false;
+        let (leader, learner) = (c.leader, c.learner);
+        for (end, other) in [(leader, learner), (learner, leader)] {
+            if end == closer && !notify_closer {
+                self.forget_conn(end, conn);
+                continue;
+            }
+            if end != closer && self.faults.cut(closer, end) {
+                continue;
+            }
+            let t = self.now + if end == closer { 0 } else { self.delay() };
+            let _ = other;
+            self.at(t, Ev::QuorumClosed { conn, sid: end });
+        }
+    }
+
+    fn forget_conn(&mut self, sid: Sid, conn: u64) {
+        let inc = self.server(sid).inc;
+        if let Some(r) = self.running(sid, inc) {
+            if r.learner_conn.is_some_and(|(_, c)| c == conn) {
+                r.learner_conn = None;
+            }
+            r.leader_conns.retain(|_, c| *c != conn);
+        }
+    }
+
+    fn on_quorum_closed(&mut self, conn: u64, sid: Sid) -> Result<(), String> {
+        let Some(c) = self.qconns.get(&conn) else { return Ok(()) };
+        let other = if c.leader == sid { c.learner } else { c.leader };
+        let inc = self.server(sid).inc;
+        let Some(r) = self.running(sid, inc) else { return Ok(()) };
+        let holds = r.learner_conn == Some((other, conn)) || r.leader_conns.get(&other) == Some(&conn);
+        if !holds {
+            return Ok(());
+        }
+        self.forget_conn(sid, conn);
+        self.step_node(sid, Input::PeerDisconnected { sid: other })
+    }
+
+    /// `stop_net`: the role's connections close; this server hears nothing more of them.
+    fn close_all_quorum(&mut self, sid: Sid) {
+        let inc = self.server(sid).inc;
+        let Some(r) = self.running(sid, inc) else { return };
+        let mut conns: Vec<u64> = r.leader_conns.values().copied().collect();
+        conns.extend(r.learner_conn.map(|(_, c)| c));
+        r.leader_conns.clear();
+        r.learner_conn = None;
+        r.snap_zxid = None;
+        for conn in conns {
+            self.close_quorum(conn, sid, false);
+        }
+    }
+
+    /// Loss on a TCP connection: it breaks (both ends hear it, queued packets are gone).
+    pub(crate) fn break_quorum(&mut self, conn: u64) {
+        let Some(c) = self.qconns.get(&conn) else { return };
+        if !c.open {
+            return;
+        }
+        let (leader, learner) = (c.leader, c.learner);
+        self.trace(|| format!("quorum connection {learner} -> {leader} breaks"));
+        if let Some(c) = self.qconns.get_mut(&conn) {
+            c.open = false;
+        }
+        for end in [leader, learner] {
+            let t = self.now + self.delay();
+            self.at(t, Ev::QuorumClosed { conn, sid: end });
+        }
+        // QuorumClosed checks `open`-independent ownership, so both ends still hear it.
+    }
+
+    // ----- clients -----
+
+    pub(crate) fn new_client_conn(&mut self, client: usize, sid: Sid) -> Option<ConnId> {
+        let s = self.server(sid);
+        s.run.as_ref()?;
+        let inc = s.inc;
+        let conn = self.next_conn;
+        self.next_conn += 1;
+        self.cconns.insert(conn, CConn { client, sid, inc, last: [self.now, self.now] });
+        if let Some(r) = self.running(sid, inc) {
+            r.clients.insert(conn);
+        }
+        Some(conn)
+    }
+
+    pub(crate) fn send_to_server(&mut self, conn: ConnId, msg: ToServer) {
+        let delay = self.delay().min(10);
+        let Some(c) = self.cconns.get_mut(&conn) else { return };
+        let t = (self.now + delay).max(c.last[0]);
+        c.last[0] = t;
+        self.at(t, Ev::ToServer { conn, msg });
+    }
+
+    fn send_to_client(&mut self, conn: ConnId, msg: ClientMsg) {
+        let delay = self.delay().min(10);
+        let closing = matches!(msg, ClientMsg::Closed);
+        let Some(c) = self.cconns.get_mut(&conn) else { return };
+        let t = (self.now + delay).max(c.last[1]);
+        c.last[1] = t;
+        let (sid, inc) = (c.sid, c.inc);
+        if closing {
+            // The server is done with it; later client frames find no connection.
+            c.inc = u64::MAX;
+        }
+        self.at(t, Ev::ToClient { conn, msg });
+        if closing {
+            if let Some(r) = self.running(sid, inc) {
+                r.clients.remove(&conn);
+            }
+        }
+    }
+
+    fn close_client_conn_from_server(&mut self, conn: ConnId) {
+        self.send_to_client(conn, ClientMsg::Closed);
+    }
+
+    fn deliver_to_server(&mut self, conn: ConnId, msg: ToServer) -> Result<(), String> {
+        let Some(c) = self.cconns.get(&conn) else { return Ok(()) };
+        let (sid, inc) = (c.sid, c.inc);
+        if self.running(sid, inc).is_none() {
+            return Ok(());
+        }
+        let input = match msg {
+            ToServer::Connect(req) => {
+                Input::Connect { conn, addr: "127.0.0.1:40000".parse().expect("literal address"), req }
+            }
+            ToServer::Request { xid, req } => Input::Request { conn, xid, req },
+            ToServer::Gone => {
+                if let Some(r) = self.running(sid, inc) {
+                    r.clients.remove(&conn);
+                }
+                self.cconns.remove(&conn);
+                Input::Disconnected { conn }
+            }
+        };
+        self.step_node(sid, input)
+    }
+
+    fn deliver_to_client(&mut self, conn: ConnId, msg: ClientMsg) -> Result<(), String> {
+        let Some(c) = self.cconns.get(&conn) else { return Ok(()) };
+        let client = c.client;
+        if matches!(msg, ClientMsg::Closed) {
+            self.cconns.remove(&conn);
+        }
+        crate::client::on_message(self, client, conn, msg)
+    }
+
+    fn client_wake(&mut self, client: usize) -> Result<(), String> {
+        crate::client::wake(self, client)
+    }
+
+    // ----- checks and phases -----
+
+    fn after_step(&mut self) -> Result<(), String> {
+        let sids = self.voters.clone();
+        for sid in sids {
+            let s = &self.servers[(sid - 1) as usize];
+            let Some(r) = s.run.as_ref() else { continue };
+            let role = r.node.role();
+            let serving = r.node.serving();
+            let applied = r.node.last_processed_zxid();
+            let epoch = r.node.epochs().map_or(0, |(_, c)| c);
+            let tree = r.node.tree();
+            self.check.after_step(sid, role, serving, applied, epoch, tree, &r.node)?;
+            if serving && s.amnesiac {
+                self.server_mut(sid).amnesiac = false;
+                self.trace(|| format!("server {sid} resynced after losing its disk"));
+            }
+        }
+        self.check_phase()
+    }
+
+    fn check_phase(&mut self) -> Result<(), String> {
+        match self.phase {
+            Phase::Faults if self.now >= self.opts.fault_ms => {
+                self.phase = Phase::Liveness { since: self.now };
+                self.trace(|| "liveness phase: healing every fault".into());
+                crate::faults::heal_all(self)?;
+                for c in &mut self.clients {
+                    c.live_ok = (false, false);
+                }
+                Ok(())
+            }
+            Phase::Liveness { since } => {
+                let leader = self
+                    .servers
+                    .iter()
+                    .any(|s| s.run.as_ref().is_some_and(|r| r.node.role() == RoleKind::Leader && r.node.serving()));
+                let all_serving = self.servers.iter().all(|s| s.run.as_ref().is_some_and(|r| r.node.serving()));
+                let clients_ok = self.clients.iter().all(|c| c.live_ok == (true, true));
+                if leader && all_serving && clients_ok {
+                    self.summary.recovery_ms = self.now - since;
+                    self.phase = Phase::Done;
+                    return Ok(());
+                }
+                if self.now - since > LIVENESS_BOUND_MS {
+                    let state: Vec<String> = self
+                        .servers
+                        .iter()
+                        .map(|s| match &s.run {
+                            Some(r) => format!("{}: {:?} serving={}", s.sid, r.node.role(), r.node.serving()),
+                            None => format!("{}: down", s.sid),
+                        })
+                        .collect();
+                    let clients: Vec<String> =
+                        self.clients.iter().map(|c| format!("{}:{:?}", c.idx, c.live_ok)).collect();
+                    return Err(format!(
+                        "liveness: not recovered {LIVENESS_BOUND_MS} ms after healing (servers [{}], clients write/read ok [{}])",
+                        state.join(", "),
+                        clients.join(" ")
+                    ));
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn final_checks(&mut self) -> Result<(), String> {
+        if self.phase != Phase::Done {
+            return Err("the run ended before the liveness phase completed".into());
+        }
+        let leader = self
+            .servers
+            .iter()
+            .find(|s| s.run.as_ref().is_some_and(|r| r.node.role() == RoleKind::Leader))
+            .map(|s| s.sid)
+            .ok_or("no leader at the end")?;
+        self.check.final_leader(leader)?;
+        let r = self.servers[(leader - 1) as usize].run.as_ref().expect("leader runs");
+        let (zxid, digest) = (r.node.last_processed_zxid(), r.node.tree().digest());
+        self.summary.final_zxid = zxid;
+        self.summary.final_digest = digest;
+        self.summary.acked_writes = self.check.acked_count();
+        Ok(())
+    }
+}
+
+/// The learner's side of a SNAP sync, as the server's quorum port reads it: the sessions-and-tree
+/// stream, then the "BenWasHere" signature.
+fn decode_snap_sync(bytes: &[u8], zxid: i64) -> Result<SnapshotData, String> {
+    let mut dec = warden_storage::SnapshotBodyDecoder::new(warden_proto::DEFAULT_MAX_BUFFER);
+    let used = dec.feed(bytes)?;
+    if !dec.is_done() {
+        return Err("the snapshot stream is incomplete".into());
+    }
+    let mut r = warden_proto::Reader::new(&bytes[used..]);
+    let sig = r.read_ustring().map_err(|e| e.to_string())?;
+    if sig != warden_storage::SNAP_SYNC_SIGNATURE {
+        return Err(format!("signature {sig:?}"));
+    }
+    let body = dec.finish()?;
+    let tree = DataTree::from_snapshot(body.nodes, zxid)?;
+    Ok(SnapshotData { zxid, tree, sessions: body.sessions })
+}

@@ -1,0 +1,144 @@
+//! The simulator's seeds: random ones every run, the fixed regression list, the directed
+//! scenarios, and a replay entry point:
+//! `WARDEN_SIM_SEED=0x.. cargo test -p warden-sim --test seeds replay -- --nocapture`
+//! (`WARDEN_SIM_TRACE=1` prints every event).
+//!
+//! `WARDEN_SIM_SEEDS` sets how many random seeds each of the four random tests runs (default
+//! 250, so 1,000 per run); `WARDEN_SIM_BASE` fixes where they start (default: from the clock,
+//! printed, so a failure names its own seed either way).
+
+use warden_sim::{parse_seed, run, Options, Scenario, Summary};
+
+fn check(opts: Options) -> Summary {
+    match run(&opts) {
+        Ok(s) => s,
+        Err(f) => panic!("{f}"),
+    }
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| parse_seed(&v))
+}
+
+/// Runs `WARDEN_SIM_SEEDS` random seeds in slice `slice` of 4.
+fn random_slice(slice: u64) {
+    let per = env_u64("WARDEN_SIM_SEEDS").unwrap_or(250);
+    let base = env_u64("WARDEN_SIM_BASE").unwrap_or_else(|| {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        // The same base for the four slices of one run.
+        t / 600 * 1_000_003
+    });
+    let start = std::time::Instant::now();
+    let mut steps = 0;
+    for i in 0..per {
+        let seed = base.wrapping_add(slice * per + i).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        steps += check(Options::random(seed)).steps;
+    }
+    eprintln!(
+        "warden-sim: slice {slice}: {per} seeds from base {base:#x}, {steps} steps, {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+fn random_seeds_0() {
+    random_slice(0);
+}
+
+#[test]
+fn random_seeds_1() {
+    random_slice(1);
+}
+
+#[test]
+fn random_seeds_2() {
+    random_slice(2);
+}
+
+#[test]
+fn random_seeds_3() {
+    random_slice(3);
+}
+
+/// Every seed that ever failed, with the fix that made it pass (`regressions.txt`).
+#[test]
+fn regression_seeds() {
+    let text = include_str!("../regressions.txt");
+    let mut n = 0;
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let seed = line.split_whitespace().next().and_then(parse_seed).unwrap_or_else(|| panic!("bad line {line:?}"));
+        check(Options::random(seed));
+        n += 1;
+    }
+    eprintln!("warden-sim: {n} regression seeds passed");
+}
+
+#[test]
+fn quiet_three_servers_commit_and_serve() {
+    let mut o = Options::random(1);
+    o.faults = false;
+    o.servers = 3;
+    let s = check(o);
+    assert!(s.acked_writes > 20, "{s:?}");
+    assert!(s.reads_checked > 10, "{s:?}");
+    assert_eq!(s.crashes, 0);
+}
+
+#[test]
+fn quiet_five_servers_commit_and_serve() {
+    let mut o = Options::random(2);
+    o.faults = false;
+    o.servers = 5;
+    let s = check(o);
+    assert!(s.acked_writes > 20, "{s:?}");
+}
+
+#[test]
+fn a_seed_replays_exactly() {
+    let o = Options::random(0xfeed);
+    let a = check(o.clone());
+    let b = check(o);
+    assert_eq!(a, b);
+    assert!(a.faults > 0, "{a:?}");
+}
+
+#[test]
+fn scenarios() {
+    for sc in Scenario::ALL {
+        for seed in 1..=8u64 {
+            let mut o = Options::random(seed);
+            o.scenario = Some(sc);
+            o.servers = if seed % 2 == 0 { 5 } else { 3 };
+            let s = check(o);
+            assert!(s.acked_writes > 0, "{sc:?} seed {seed}: {s:?}");
+        }
+    }
+}
+
+/// `WARDEN_SIM_SEED=0x.. [WARDEN_SIM_TRACE=1] cargo test -p warden-sim --test seeds replay -- --nocapture`
+#[test]
+fn replay() {
+    let Some(seed) = env_u64("WARDEN_SIM_SEED") else { return };
+    let mut o = Options::random(seed);
+    o.trace = std::env::var_os("WARDEN_SIM_TRACE").is_some();
+    let s = check(o);
+    eprintln!("warden-sim: seed {seed:#x} passed: {s:?}");
+}
+
+/// Exploration: `WARDEN_SIM_EXPLORE=N` runs N seeds from `WARDEN_SIM_BASE` and lists every
+/// failure instead of stopping at the first (used to find bugs; `scripts/sim-soak` runs it).
+#[test]
+fn explore() {
+    let Some(n) = env_u64("WARDEN_SIM_EXPLORE") else { return };
+    let base = env_u64("WARDEN_SIM_BASE").unwrap_or(0);
+    let mut failed = 0;
+    let start = std::time::Instant::now();
+    for seed in base..base + n {
+        if let Err(f) = run(&Options::random(seed)) {
+            failed += 1;
+            println!("{f}");
+        }
+    }
+    println!("warden-sim explore: {n} seeds from {base:#x}: {failed} failed, {:.1} s", start.elapsed().as_secs_f64());
+    assert_eq!(failed, 0);
+}
