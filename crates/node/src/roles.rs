@@ -73,6 +73,9 @@ pub struct QuorumSetup {
     /// The `acceptedEpoch` / `currentEpoch` files as loaded at start-up.
     pub accepted_epoch: i64,
     pub current_epoch: i64,
+    /// `LeaderConfig::max_counter`: the zxid counter at which a leader steps down for a new
+    /// epoch (0xffffffff; lowered only to test rollover).
+    pub max_counter: i64,
 }
 
 impl QuorumSetup {
@@ -84,6 +87,7 @@ impl QuorumSetup {
             sync_limit: 5,
             accepted_epoch: 0,
             current_epoch: 0,
+            max_counter: 0xffff_ffff,
         }
     }
 }
@@ -441,6 +445,7 @@ impl Node {
         cfg.init_limit = q.setup.init_limit;
         cfg.sync_limit = q.setup.sync_limit;
         cfg.max_committed_log = LOG_KEEP;
+        cfg.max_counter = q.setup.max_counter;
         let init = LeaderInit {
             accepted_epoch: q.accepted_epoch,
             current_epoch: q.current_epoch,

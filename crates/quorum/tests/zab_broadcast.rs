@@ -252,3 +252,24 @@ fn revalidate_goes_to_the_leader_and_its_answer_comes_back_to_the_learner() {
         assert!(matches!(got.as_slice(), [Action::GoLooking { .. }]), "{got:?}");
     }
 }
+
+#[test]
+fn the_counter_limit_stops_proposals_in_the_epoch_so_a_new_epoch_starts() {
+    let init = LeaderInit { accepted_epoch: 0, current_epoch: 0, last_zxid: 0, history_base: 0, history: vec![] };
+    let mut cfg = LeaderConfig::new(1, [1]);
+    cfg.max_counter = 2;
+    let (mut leader, out) = Leader::new(cfg, init, 0).unwrap();
+    let mut pending = out;
+    while let Some(a) = pending.pop() {
+        if let Action::PersistEpoch { kind, epoch } = a {
+            pending.extend(leader.on_epoch_durable(kind, epoch));
+        }
+    }
+    assert!(leader.is_established(), "a one-voter ensemble establishes alone");
+    let txn = || Txn::CreateSession { timeout_ms: 1000 };
+    let (z1, _) = leader.propose(1, 1, 0, txn()).unwrap();
+    let (z2, _) = leader.propose(1, 2, 0, txn()).unwrap();
+    assert_eq!((counter_of(z1), counter_of(z2)), (1, 2));
+    assert!(matches!(leader.propose(1, 3, 0, txn()), Err(ProposeError::ZxidExhausted)));
+    assert_eq!(leader.last_proposed(), z2, "nothing was assigned past the limit");
+}

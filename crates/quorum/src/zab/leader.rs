@@ -32,6 +32,10 @@ pub struct LeaderConfig {
     pub max_committed_log: usize,
     /// NEWLEADER data: the quorum verifier text ZooKeeper sends (may be empty).
     pub newleader_data: Vec<u8>,
+    /// The highest zxid counter proposed in one epoch (0xffffffff, the 32-bit counter's top);
+    /// reaching it makes `propose` fail with `ZxidExhausted` so the leader steps down and a new
+    /// epoch starts (ZOOKEEPER-1277). Tests and the simulator lower it to exercise rollover.
+    pub max_counter: i64,
 }
 
 impl LeaderConfig {
@@ -44,6 +48,7 @@ impl LeaderConfig {
             sync_limit: 5,
             max_committed_log: 500,
             newleader_data: Vec::new(),
+            max_counter: 0xffff_ffff,
         }
     }
 }
@@ -347,7 +352,7 @@ impl Leader {
             _ => return Err(ProposeError::NotEstablished),
         };
         let zxid = if epoch_of(self.last_proposed) == epoch {
-            if counter_of(self.last_proposed) >= 0xffff_ffff {
+            if counter_of(self.last_proposed) >= self.cfg.max_counter {
                 return Err(ProposeError::ZxidExhausted);
             }
             self.last_proposed + 1
