@@ -449,3 +449,61 @@ fn a_vote_answered_while_following_is_recovered_without_a_resend() {
     assert_eq!(c.role(2), Some((ServerState::Leading, 2)));
     assert_eq!(c.role(1), Some((ServerState::Following, 2)));
 }
+
+/// Found by the simulator (regression seed 0x3197dcdf0f023e6b): a leader and a follower that
+/// decided in different rounds (the follower joined the leader's later epoch without a new round)
+/// answer a restarted LOOKING server with the epochs of their old votes; they disagree, so the
+/// newcomer never counts a quorum behind the leader. Once the shell reports the settled epoch
+/// (`update_peer_epoch`, ZooKeeper's `updateElectionVote`), their answers agree and it joins.
+#[test]
+fn a_newcomer_joins_a_leader_once_its_servers_report_the_settled_epoch() {
+    let config = QuorumConfig::new([1, 2, 3], []);
+    let answer = |e: &mut FastLeaderElection, newcomer: &Notification| match e.receive(2, newcomer, 0).as_slice() {
+        [ElectionAction::Send { to: 2, notification }] => notification.clone(),
+        other => panic!("{other:?}"),
+    };
+    let decide = |id: Sid, round: i64, epoch: i64| {
+        // A server that decided for leader 3 in `round`, with 3's vote at `epoch`.
+        let mut e = FastLeaderElection::new(id, config.clone());
+        e.start(0, 10, epoch);
+        for peer in [1, 3].into_iter().filter(|p| *p != id) {
+            let n = Notification {
+                state: ServerState::Looking,
+                leader: 3,
+                zxid: 10,
+                election_epoch: round,
+                peer_epoch: epoch,
+                version: 2,
+                config: Vec::new(),
+            };
+            e.receive(peer, &n, 0);
+        }
+        e.tick(FINALIZE_WAIT_MS);
+        assert_ne!(e.state(), ServerState::Looking);
+        e
+    };
+    let run = |update: bool| {
+        let mut leader = decide(3, 3, 2);
+        let mut follower = decide(1, 2, 1);
+        if update {
+            leader.update_peer_epoch(3);
+            follower.update_peer_epoch(3);
+        }
+        let mut newcomer = FastLeaderElection::new(2, config.clone());
+        let hello = match newcomer.start(0, 5, 3).first() {
+            Some(ElectionAction::Send { notification, .. }) => notification.clone(),
+            other => panic!("{other:?}"),
+        };
+        let from_leader = answer(&mut leader, &hello);
+        let from_follower = answer(&mut follower, &hello);
+        let mut out = newcomer.receive(3, &from_leader, 0);
+        out.extend(newcomer.receive(1, &from_follower, 0));
+        out.into_iter().find_map(|a| match a {
+            ElectionAction::Elected(e) => Some(e),
+            ElectionAction::Send { .. } => None,
+        })
+    };
+    assert_eq!(run(false), None, "answers from different epochs do not make a quorum");
+    let joined = run(true).expect("joins once both answer with the settled epoch");
+    assert_eq!((joined.leader, joined.state), (3, ServerState::Following));
+}

@@ -172,6 +172,14 @@ impl Ensemble {
         }
     }
 
+    /// The role is established in `epoch`: election answers carry it (see
+    /// `ElectionNet::update_peer_epoch`).
+    pub(crate) async fn settled(&mut self, epoch: i64) {
+        if let Err(e) = self.election.update_peer_epoch(epoch).await {
+            tracing::error!(error = %e, "cannot update the election vote's epoch");
+        }
+    }
+
     /// Leaves the role's connections and starts a new election round.
     pub(crate) async fn elect(&mut self, last_zxid: i64, current_epoch: i64) {
         self.stop_net().await;

@@ -342,6 +342,7 @@ impl Owner {
                 }
                 QuorumOutput::Serving { epoch } => {
                     tracing::info!(epoch, role = ?self.node.role(), "serving clients");
+                    ens.settled(epoch).await;
                 }
                 QuorumOutput::Elect { reason } => {
                     tracing::info!(%reason, "leaving the role; electing a leader");

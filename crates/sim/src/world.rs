@@ -703,7 +703,12 @@ impl World {
                 r.last_snapshot_zxid = zxid;
                 self.queue_store(sid, StoreMsg::Install(snapshot));
             }
-            QuorumOutput::Serving { .. } => {}
+            QuorumOutput::Serving { epoch } => {
+                // As the server's owner does (`QuorumPeer.updateElectionVote`).
+                if let Some(r) = self.running(sid, inc) {
+                    r.fle.update_peer_epoch(epoch);
+                }
+            }
             QuorumOutput::Elect { reason } => {
                 self.trace(|| format!("server {sid} elects: {reason}"));
                 self.elect(sid)?;
@@ -925,8 +930,13 @@ impl World {
         let (leader, learner) = (c.leader, c.learner);
         let listening = self.server(leader).run.as_ref().is_some_and(|r| r.node.role() == RoleKind::Leader);
         if !listening || self.faults.cut(learner, leader) || self.faults.cut(leader, learner) {
+            // The learner always hears of a failed dial (refused, or its connect times out), as
+            // the server's dial loop reports `PeerDisconnected`.
             self.trace(|| format!("server {learner} cannot connect to leader {leader}"));
-            self.close_quorum(conn, leader, false);
+            if let Some(c) = self.qconns.get_mut(&conn) {
+                c.open = false;
+            }
+            self.at(self.now, Ev::QuorumClosed { conn, sid: learner });
             return Ok(());
         }
         let linc = self.server(leader).inc;

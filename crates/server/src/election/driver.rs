@@ -19,6 +19,8 @@ use super::ElectionStatus;
 pub(crate) enum Command {
     /// Start a new round (`lookForLeader`).
     Restart { last_zxid: i64, current_epoch: i64, done: oneshot::Sender<()> },
+    /// ZAB settled this epoch (`QuorumPeer.updateElectionVote`): answers carry it from now on.
+    PeerEpoch(i64),
 }
 
 /// A peer as the driver sees it: its send queue and its link's event queue.
@@ -52,6 +54,10 @@ impl Driver {
                     Some(Command::Restart { last_zxid, current_epoch, done }) => {
                         restarted = Some(done);
                         self.election.start(self.now_ms(), last_zxid, current_epoch)
+                    }
+                    Some(Command::PeerEpoch(epoch)) => {
+                        self.election.update_peer_epoch(epoch);
+                        Vec::new()
                     }
                     None => break,
                 },

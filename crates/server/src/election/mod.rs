@@ -185,6 +185,13 @@ impl ElectionNet {
         started.await.map_err(|_| anyhow::anyhow!("election driver stopped"))
     }
 
+    /// ZAB settled `epoch` for this server's role: its election answers (to LOOKING servers) carry
+    /// it from now on, as `QuorumPeer.updateElectionVote` does. Without it a server that restarts
+    /// hears FOLLOWING and LEADING answers that disagree on the epoch and never joins.
+    pub async fn update_peer_epoch(&self, epoch: i64) -> anyhow::Result<()> {
+        self.commands.send(Command::PeerEpoch(epoch)).await.map_err(|_| anyhow::anyhow!("election driver stopped"))
+    }
+
     /// Stops every task and closes every connection; returns when all have ended.
     pub async fn stop(mut self) {
         let _ = self.shutdown.send(true);
