@@ -13,8 +13,9 @@
 //! * Learner: reads are answered locally behind the session's earlier writes (per-session FIFO, as
 //!   standalone); writes, createSession, closeSession and sync are forwarded to the leader. When a
 //!   committed txn is applied and it carries one of this server's waiting (session id, cxid) pairs,
-//!   this server replies to its client. A sync is answered when the leader's SYNC comes back (every
-//!   COMMIT sent before it is applied by then: the quorum connection is in order).
+//!   this server replies to its client. A sync is answered when the leader's SYNC comes back and every
+//!   COMMIT sent before it (the quorum connection is in order) is applied, which waits for those
+//!   txns to be durable here too (`SyncDone`).
 //! * Every server applies `ApplyCommitted` txns through the standalone `apply`, in zxid order, so
 //!   watches, sessions and ephemerals behave exactly as in standalone mode.
 //!

@@ -273,3 +273,32 @@ fn the_counter_limit_stops_proposals_in_the_epoch_so_a_new_epoch_starts() {
     assert!(matches!(leader.propose(1, 3, 0, txn()), Err(ProposeError::ZxidExhausted)));
     assert_eq!(leader.last_proposed(), z2, "nothing was assigned past the limit");
 }
+
+/// Found by the simulator (seed 0xcd1e1928299fd3ca): a follower answered a client's sync as soon
+/// as the leader's SYNC arrived, although COMMITs received before it still waited for the txns to
+/// be durable locally, so the read after the sync missed an acknowledged write.
+#[test]
+fn a_sync_is_done_only_once_every_commit_before_it_is_applied() {
+    let mut e = Ens::established();
+    let mut f = e.learners.remove(&2).unwrap();
+    let txn = Txn::CreateSession { timeout_ms: 1000 };
+    let (zxid, _) = e.leader.propose(7, 1, 1, txn.clone()).unwrap();
+    let entry = TxnEntry {
+        hdr: warden_proto::txn::TxnHeader { client_id: 7, cxid: 1, zxid, time_ms: 1, txn_type: txn.op().code() },
+        txn,
+    };
+    let out = f.on_packet(&codec::proposal(&entry), 0);
+    assert!(out.contains(&Action::Persist(entry.clone())), "{out:?}");
+    let out = f.on_packet(&QuorumPacket::new(pt::COMMIT, zxid), 0);
+    assert!(out.is_empty(), "not applied before it is durable here: {out:?}");
+    let out = f.on_packet(&QuorumPacket::new(pt::SYNC, 0), 0);
+    assert!(!out.contains(&Action::SyncDone), "the sync waits for the commit before it: {out:?}");
+    f.check_invariants().unwrap();
+    let out = f.on_durable(zxid);
+    let applied = out.iter().position(|a| matches!(a, Action::ApplyCommitted(x) if x.zxid() == zxid));
+    let done = out.iter().position(|a| *a == Action::SyncDone);
+    assert!(applied.is_some() && done.is_some() && applied < done, "apply, then sync done: {out:?}");
+    // With nothing pending, a SYNC is done at once.
+    assert!(f.on_packet(&QuorumPacket::new(pt::SYNC, 0), 0).contains(&Action::SyncDone));
+    f.check_invariants().unwrap();
+}

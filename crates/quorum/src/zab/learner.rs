@@ -98,6 +98,9 @@ pub struct Learner {
     acked: Zxid,
     /// InstallSnapshot emitted, its durability not yet reported.
     snapshot_pending: bool,
+    /// SYNCs from the leader, each with the last zxid committed when it arrived: answered
+    /// (`SyncDone`) only once that txn is applied, since applying waits for local durability.
+    syncs: VecDeque<Zxid>,
     newleader: Option<NewLeader>,
     last_heard_ms: u64,
     out: Vec<Action>,
@@ -120,6 +123,7 @@ impl Learner {
             applied: state.last_zxid,
             acked: state.last_zxid,
             snapshot_pending: false,
+            syncs: VecDeque::new(),
             newleader: None,
             last_heard_ms: now_ms,
             out: Vec::new(),
@@ -317,7 +321,9 @@ impl Learner {
                 Ok(())
             }
             (pt::SYNC, Stage::Broadcast) => {
-                self.out.push(Action::SyncDone);
+                // Every COMMIT sent before this SYNC has arrived (the connection is in order),
+                // but a committed txn is applied only once it is durable here too.
+                self.syncs.push_back(self.committed);
                 Ok(())
             }
             (pt::REVALIDATE, Stage::Broadcast) => {
@@ -440,6 +446,10 @@ impl Learner {
                     self.out.push(Action::ApplyCommitted(e));
                 }
             }
+            while self.syncs.front().is_some_and(|z| *z <= self.applied) {
+                self.syncs.pop_front();
+                self.out.push(Action::SyncDone);
+            }
         }
     }
 
@@ -486,6 +496,11 @@ impl Learner {
         }
         if self.applied > self.committed {
             return Err("applied beyond the committed zxid".into());
+        }
+        if self.syncs.iter().any(|z| *z > self.committed)
+            || self.syncs.iter().zip(self.syncs.iter().skip(1)).any(|(a, b)| a > b)
+        {
+            return Err("a pending SYNC waits for a txn not committed, or out of order".into());
         }
         if self.applied > self.durable && !self.snapshot_pending {
             return Err("applied a txn that is not durable".into());
