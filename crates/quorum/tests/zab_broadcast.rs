@@ -302,3 +302,23 @@ fn a_sync_is_done_only_once_every_commit_before_it_is_applied() {
     assert!(f.on_packet(&QuorumPacket::new(pt::SYNC, 0), 0).contains(&Action::SyncDone));
     f.check_invariants().unwrap();
 }
+
+/// Found by the simulator (seed 0xcb09400282a07c4d): a voter that accepted a newer epoch from a
+/// leader attempt that never established refuses this leader's older epoch on every try, and the
+/// election keeps sending it back here; the leader steps down so the next epoch is above it.
+#[test]
+fn a_voter_with_a_newer_accepted_epoch_makes_the_leader_step_down() {
+    let mut e = Ens::established();
+    let epoch = e.leader.epoch().unwrap();
+    let state = LocalState { accepted_epoch: epoch, current_epoch: epoch - 1, last_zxid: 0 };
+    let (_, out) = Learner::new(LearnerConfig::new(3, 1, LearnerRole::Follower), state, 0);
+    let [Action::Send { packet: same, .. }] = out.as_slice() else { panic!("{out:?}") };
+    let out = e.leader.on_packet(3, same, 0);
+    assert!(!out.iter().any(|a| matches!(a, Action::GoLooking { .. })), "an equal epoch reconnects: {out:?}");
+    let state = LocalState { accepted_epoch: epoch + 1, current_epoch: epoch - 1, last_zxid: 0 };
+    let (_, out) = Learner::new(LearnerConfig::new(3, 1, LearnerRole::Follower), state, 0);
+    let [Action::Send { packet: newer, .. }] = out.as_slice() else { panic!("{out:?}") };
+    let out = e.leader.on_packet(3, newer, 0);
+    assert!(out.iter().any(|a| matches!(a, Action::GoLooking { .. })), "{out:?}");
+    assert!(e.leader.is_stopped());
+}

@@ -408,6 +408,14 @@ impl Leader {
         if from == self.cfg.my_sid || (role == Role::Follower) != self.cfg.voters.contains(&from) {
             return self.disconnect(from, "learner type does not match the configuration");
         }
+        if let Some(epoch) = self.new_epoch.filter(|e| role == Role::Follower && epoch_of(packet.zxid) > *e) {
+            // The voter promised a newer epoch (a leader attempt that never established) and will
+            // refuse ours for good; stepping down lets the next discovery pick an epoch above it.
+            return self.stop(&format!(
+                "voter {from} accepted epoch {} above ours ({epoch}); a new election must pick a higher one",
+                epoch_of(packet.zxid)
+            ));
+        }
         self.remove_peer(from);
         let peer = Peer {
             role,
