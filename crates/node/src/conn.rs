@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
+use warden_proto::connect::ConnectResponse;
 use warden_proto::request::Request;
 use warden_proto::Id;
 
@@ -41,6 +42,18 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
+    /// The ConnectResponse frame that opens session `id` on this connection.
+    pub fn handshake_frame(&self, id: i64) -> Vec<u8> {
+        ConnectResponse {
+            protocol_version: 0,
+            timeout_ms: self.timeout_ms as i32,
+            session_id: id,
+            passwd: crate::session::session_password(id).to_vec(),
+            read_only: self.read_only_byte,
+        }
+        .encode_frame()
+    }
+
     pub fn new(addr: SocketAddr) -> Self {
         let ip = addr.ip().to_string();
         Self {

@@ -227,13 +227,14 @@ impl Node {
 
     fn on_connect(&mut self, conn: ConnId, addr: SocketAddr, req: ConnectRequest, out: &mut Vec<Output>) {
         let mut c = Conn::new(addr);
-        c.read_only_byte = req.read_only.map(|_| false);
-        if !self.serving() {
-            if self.read_only() {
-                self.read_only_connect(conn, c, req, out);
-                return;
-            }
+        let read_only = !self.serving() && self.read_only();
+        if !self.serving() && !read_only {
             // ZooKeeper serves clients only once its role is established (synced or leading).
+            out.push(Output::Close { conn });
+            return;
+        }
+        if read_only && req.read_only != Some(true) {
+            tracing::info!(conn, "refusing a session request from a client that is not read-only");
             out.push(Output::Close { conn });
             return;
         }
@@ -242,9 +243,14 @@ impl Node {
             out.push(Output::Close { conn });
             return;
         }
+        c.read_only_byte = req.read_only.map(|_| read_only);
         let timeout =
             (req.timeout_ms.max(0) as u32).clamp(self.cfg.min_session_timeout_ms, self.cfg.max_session_timeout_ms);
         c.timeout_ms = timeout;
+        if read_only {
+            self.read_only_connect(conn, c, req, out);
+            return;
+        }
         if req.session_id == 0 {
             let id = self.sessions.next_session_id();
             self.conns.insert(conn, c);
@@ -298,14 +304,7 @@ impl Node {
         c.session_id = id;
         c.timeout_ms = timeout;
         self.learner_touched(id, timeout);
-        let frame = ConnectResponse {
-            protocol_version: 0,
-            timeout_ms: timeout as i32,
-            session_id: id,
-            passwd: session_password(id).to_vec(),
-            read_only: c.read_only_byte,
-        }
-        .encode_frame();
+        let frame = c.handshake_frame(id);
         let early = std::mem::take(&mut c.before_session);
         self.conns.insert(conn, c);
         out.push(Output::Send { conn, frame, completes_request: false });
@@ -508,14 +507,7 @@ impl Node {
         let id = hdr.client_id;
         let Some(c) = self.conns.get_mut(&conn) else { return };
         c.session_id = id;
-        let frame = ConnectResponse {
-            protocol_version: 0,
-            timeout_ms: c.timeout_ms as i32,
-            session_id: id,
-            passwd: session_password(id).to_vec(),
-            read_only: c.read_only_byte,
-        }
-        .encode_frame();
+        let frame = c.handshake_frame(id);
         if fwd {
             c.complete_forwarded(hdr.cxid, frame, false);
         } else {

@@ -11,13 +11,12 @@
 //!
 //! The timing is decided here from the clock the shell passes in: nothing starts a timer.
 
-use warden_proto::connect::{ConnectRequest, ConnectResponse};
+use warden_proto::connect::ConnectRequest;
 use warden_proto::request::Request;
 use warden_proto::ErrorCode;
 
 use crate::conn::{Conn, Pending};
 use crate::node::{ConnId, Node, Output};
-use crate::session::session_password;
 
 /// ZooKeeper's lower bound on the grace period before a LOOKING server goes read-only.
 const MIN_GRACE_MS: u64 = 2000;
@@ -37,22 +36,9 @@ impl Node {
         self.looking_since_ms().is_some()
     }
 
-    /// A ConnectRequest while read-only: refuse clients that cannot take a read-only server, then
+    /// A ConnectRequest from a read-only client while read-only (`on_connect` checked the rest):
     /// resume a known session or create a local one.
-    pub(crate) fn read_only_connect(&mut self, conn: ConnId, mut c: Conn, req: ConnectRequest, out: &mut Vec<Output>) {
-        if req.read_only != Some(true) {
-            tracing::info!(conn, "refusing a session request from a client that is not read-only");
-            out.push(Output::Close { conn });
-            return;
-        }
-        if req.last_zxid_seen > self.last_processed_zxid() {
-            tracing::info!(conn, seen = req.last_zxid_seen, "client has seen a newer zxid than this server; refusing");
-            out.push(Output::Close { conn });
-            return;
-        }
-        c.read_only_byte = Some(true);
-        c.timeout_ms =
-            (req.timeout_ms.max(0) as u32).clamp(self.cfg.min_session_timeout_ms, self.cfg.max_session_timeout_ms);
+    pub(crate) fn read_only_connect(&mut self, conn: ConnId, c: Conn, req: ConnectRequest, out: &mut Vec<Output>) {
         if req.session_id != 0 {
             self.reconnect(conn, c, req, out);
             return;
@@ -60,22 +46,7 @@ impl Node {
         let id = self.sessions.next_session_id();
         self.sessions.add(id, c.timeout_ms, self.now.mono_ms);
         self.local_sessions.insert(id);
-        c.session_id = id;
-        let frame = ConnectResponse {
-            protocol_version: 0,
-            timeout_ms: c.timeout_ms as i32,
-            session_id: id,
-            passwd: session_password(id).to_vec(),
-            read_only: Some(true),
-        }
-        .encode_frame();
-        let early = std::mem::take(&mut c.before_session);
-        self.conns.insert(conn, c);
-        self.session_conn.insert(id, conn);
-        out.push(Output::Send { conn, frame, completes_request: false });
-        for (xid, req) in early {
-            self.on_request(conn, xid, req, out);
-        }
+        self.resume_session(conn, c, id, out);
     }
 
     /// Applies the read-only rules to a request of a live session: returns true if it goes on to
