@@ -28,6 +28,9 @@ use std::collections::BTreeSet;
 
 use rand::rngs::StdRng;
 use rand::Rng;
+use warden_node::RoleKind;
+use warden_proto::quorum::{packet_type as pt, QuorumPacket};
+use warden_quorum::zab::counter_of;
 use warden_quorum::Sid;
 
 use crate::world::{data_dir, Ev, Phase, World};
@@ -47,8 +50,9 @@ pub enum Scenario {
     Zk4643,
     /// ZOOKEEPER-4785: the learner's sync is interrupted (connection breaks mid-sync) many times.
     Zk4785,
-    /// ZOOKEEPER-4925: a stale follower (lagging, then partitioned) becomes leader after the
-    /// others crash and restart: its history must be completed, not propagated with a hole.
+    /// ZOOKEEPER-4925: a follower falls behind behind a partition; while it is being synced
+    /// (DIFF/TRUNC/SNAP) the leader dies, so the stale server takes part in the next election
+    /// with a partly synced log: no hole may be propagated, no committed txn lost.
     Zk4925,
     /// ZOOKEEPER-4882: fsync failures and a full disk on the leader and followers.
     Zk4882,
@@ -78,6 +82,9 @@ pub(crate) struct Faults {
     /// Servers whose next storage write is followed by a crash before the fsync.
     pub(crate) crash_after_write: BTreeSet<Sid>,
     pub(crate) injected: u64,
+    pub(crate) scenario: Option<Scenario>,
+    /// ZOOKEEPER-1277 scenario: the zxid counter limit per epoch (`QuorumSetup::max_counter`).
+    pub(crate) max_counter: Option<i64>,
 }
 
 impl Faults {
@@ -90,6 +97,8 @@ impl Faults {
             spike: 0.0,
             crash_after_write: BTreeSet::new(),
             injected: 0,
+            scenario: opts.scenario,
+            max_counter: (opts.scenario == Some(Scenario::Zk1277)).then_some(20 + (opts.seed % 40) as i64),
         }
     }
 
@@ -101,6 +110,9 @@ impl Faults {
         let mut evs = Vec::new();
         if opts.faults {
             evs.push((rng.gen_range(300..1_000), Ev::Fault));
+        }
+        if opts.scenario.is_some() {
+            evs.push((rng.gen_range(400..900), Ev::Scenario));
         }
         evs
     }
@@ -326,6 +338,137 @@ pub(crate) fn heal_all(w: &mut World) -> Result<(), String> {
     }
     for sid in down(w) {
         w.start_server(sid)?;
+    }
+    Ok(())
+}
+
+// ----- directed scenarios -----
+
+fn leader(w: &World) -> Option<Sid> {
+    w.servers.iter().find(|s| s.run.as_ref().is_some_and(|r| r.node.role() == RoleKind::Leader)).map(|s| s.sid)
+}
+
+fn crash_soon(w: &mut World, sid: Sid, after_ms: u64, why: &'static str) {
+    let inc = w.server(sid).inc;
+    w.at(w.now + after_ms, Ev::ScenarioCrash { sid, inc, why });
+}
+
+/// A quorum packet is about to leave `from` for `to`.
+pub(crate) fn on_send(w: &mut World, from: Sid, to: Sid, p: &QuorumPacket) {
+    let Some(sc) = w.faults.scenario else { return };
+    if w.phase != Phase::Faults {
+        return;
+    }
+    let newleader_ack = p.packet_type == pt::ACK && counter_of(p.zxid) == 0;
+    match sc {
+        Scenario::Zk3911 if p.packet_type == pt::NEWLEADER && w.rng.gen_bool(0.3) => {
+            // The new leader dies before the DIFF-synced follower's ACK: the follower must not
+            // have applied or served the synced txns.
+            crash_soon(w, from, 0, "scenario 3911: leader dies right after NEWLEADER");
+        }
+        Scenario::Zk3023 if newleader_ack => {
+            // The follower acked NEWLEADER: its synced history must already be durable.
+            if w.rng.gen_bool(0.5) {
+                crash_soon(w, from, 0, "scenario 3023: follower dies right after ACK of NEWLEADER");
+            } else {
+                w.faults.crash_after_write.insert(from);
+            }
+            if w.rng.gen_bool(0.5) {
+                let t = w.rng.gen_range(5..200);
+                crash_soon(w, to, t, "scenario 3023: leader dies after its followers synced");
+            }
+        }
+        Scenario::Zk4785 => {
+            let sync = matches!(p.packet_type, pt::DIFF | pt::TRUNC | pt::SNAP | pt::NEWLEADER | pt::UPTODATE);
+            if sync && w.rng.gen_bool(0.3) {
+                if let Some(conn) =
+                    w.qconns.iter().find(|(_, c)| c.open && c.leader == from && c.learner == to).map(|(id, _)| *id)
+                {
+                    w.break_quorum(conn);
+                }
+            }
+        }
+        Scenario::Zk4925 if matches!(p.packet_type, pt::DIFF | pt::SNAP | pt::TRUNC) && w.rng.gen_bool(0.4) => {
+            // A stale follower is being synced: the leader and another up-to-date server die.
+            let t = w.rng.gen_range(0..20);
+            crash_soon(w, from, t, "scenario 4925: leader dies while syncing a stale follower");
+        }
+        _ => {}
+    }
+}
+
+/// A learner's storage just wrote currentEpoch (before the fsync of what follows).
+pub(crate) fn on_current_epoch_written(w: &mut World, sid: Sid) {
+    if w.faults.scenario == Some(Scenario::Zk4643) && w.phase == Phase::Faults && w.rng.gen_bool(0.5) {
+        w.faults.crash_after_write.insert(sid);
+    }
+}
+
+/// The scenario's periodic part, and restarts of servers that have been down long enough.
+pub(crate) fn scenario_tick(w: &mut World) -> Result<(), String> {
+    let Some(sc) = w.faults.scenario else { return Ok(()) };
+    if w.phase != Phase::Faults {
+        return Ok(());
+    }
+    let next = w.now + w.rng.gen_range(300..900);
+    w.at(next, Ev::Scenario);
+    for sid in down(w) {
+        if w.now.saturating_sub(w.server(sid).down_since) > 1_500 {
+            w.at(w.now, Ev::Restart { sid });
+        }
+    }
+    if !down(w).is_empty() && w.rng.gen_bool(0.5) {
+        return Ok(());
+    }
+    let n = w.voters.len() as Sid;
+    match sc {
+        Scenario::Zk3911 => {
+            // Followers' ACKs stop reaching the leader while clients write (uncommitted
+            // proposals pile up on the followers), then the leader dies.
+            if let Some(l) = leader(w) {
+                for f in (1..=n).filter(|f| *f != l) {
+                    w.faults.cuts.insert((f, l));
+                }
+                let t = w.rng.gen_range(100..400);
+                crash_soon(w, l, t, "scenario 3911: leader dies with uncommitted proposals");
+                w.at(w.now + t + 1, Ev::Heal);
+            }
+        }
+        Scenario::Zk3023 | Scenario::Zk4643 | Scenario::Zk4785 => {
+            // New epochs and syncs keep coming: the leader or a follower dies now and then.
+            if w.rng.gen_bool(0.5) {
+                if let Some(l) = leader(w) {
+                    crash_soon(w, l, 0, "scenario: leader dies");
+                }
+            } else {
+                let ups = up(w);
+                if let Some(sid) = pick(w, &ups) {
+                    crash_soon(w, sid, 0, "scenario: a server dies");
+                }
+            }
+        }
+        Scenario::Zk4925 => {
+            // One follower falls behind behind a partition, then rejoins.
+            if let Some(l) = leader(w) {
+                let stale = (1..=n).filter(|f| *f != l).nth(w.rng.gen_range(0..(n as usize - 1))).unwrap_or(l);
+                for other in (1..=n).filter(|o| *o != stale) {
+                    w.faults.cuts.insert((stale, other));
+                    w.faults.cuts.insert((other, stale));
+                }
+                let t = w.rng.gen_range(300..1_200);
+                w.at(w.now + t, Ev::Heal);
+            }
+        }
+        Scenario::Zk4882 => {
+            let target = if w.rng.gen_bool(0.5) { leader(w) } else { None };
+            let ups = up(w);
+            if let Some(sid) = target.or_else(|| pick(w, &ups)) {
+                disk_error(w, sid);
+            }
+        }
+        Scenario::Zk1277 => {
+            // The counter limit does the work; writes keep rolling the epoch over.
+        }
     }
     Ok(())
 }

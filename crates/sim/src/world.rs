@@ -82,6 +82,8 @@ pub(crate) enum Ev {
     ToClient { conn: ConnId, msg: ClientMsg },
     ClientWake { client: usize },
     Fault,
+    Scenario,
+    ScenarioCrash { sid: Sid, inc: u64, why: &'static str },
     Restart { sid: Sid },
     Heal,
 }
@@ -102,6 +104,8 @@ impl Ev {
             Ev::ToClient { .. } => 11,
             Ev::ClientWake { .. } => 12,
             Ev::Fault => 13,
+            Ev::Scenario => 16,
+            Ev::ScenarioCrash { .. } => 17,
             Ev::Restart { .. } => 14,
             Ev::Heal => 15,
         }
@@ -333,6 +337,14 @@ impl World {
             Ev::ToClient { conn, msg } => self.deliver_to_client(conn, msg)?,
             Ev::ClientWake { client } => self.client_wake(client)?,
             Ev::Fault => crate::faults::inject(self)?,
+            Ev::Scenario => crate::faults::scenario_tick(self)?,
+            Ev::ScenarioCrash { sid, inc, why } => {
+                if self.running(sid, inc).is_some() && self.phase == Phase::Faults {
+                    self.crash(sid, why);
+                    let t = self.now + self.rng.gen_range(300..1_500);
+                    self.at(t, Ev::Restart { sid });
+                }
+            }
             Ev::Restart { sid } => {
                 self.server(sid).fs.set_space_left(None);
                 if self.server(sid).run.is_none() {
@@ -381,6 +393,9 @@ impl World {
         let mut setup = QuorumSetup::new(sid, self.voters.iter().copied());
         setup.accepted_epoch = accepted;
         setup.current_epoch = current;
+        if let Some(limit) = self.faults.max_counter {
+            setup.max_counter = limit;
+        }
         let mut node = Node::new_quorum(cfg, setup, self.clock());
         let had_snapshot = recovered.snapshot.is_some();
         let snapshot_zxid = recovered.snapshot_zxid;
@@ -808,7 +823,11 @@ impl World {
             self.crash(sid, &format!("transaction log write failed: {why}"));
             return Ok(());
         }
+        let wrote_current = epochs.iter().any(|(k, _)| *k == EpochKind::Current);
         r.inflight = Some((last, epochs));
+        if wrote_current {
+            crate::faults::on_current_epoch_written(self, sid);
+        }
         if self.faults.crash_after_write.remove(&sid) {
             self.crash(sid, "fault: crash after a write, before its fsync");
             let t = self.now + self.rng.gen_range(200..2_000);
@@ -844,6 +863,9 @@ impl World {
     // ----- quorum connections -----
 
     fn peer_send(&mut self, sid: Sid, to: Sid, item: QItem) {
+        if let QItem::Packet(p) = &item {
+            crate::faults::on_send(self, sid, to, p);
+        }
         let inc = self.server(sid).inc;
         let now = self.now;
         let Some(r) = self.running(sid, inc) else { return };

@@ -108,9 +108,24 @@ fn scenarios() {
         for seed in 1..=8u64 {
             let mut o = Options::random(seed);
             o.scenario = Some(sc);
+            // The directed schedule alone: every new epoch of the rollover run comes from the limit.
+            o.faults = false;
             o.servers = if seed % 2 == 0 { 5 } else { 3 };
             let s = check(o);
             assert!(s.acked_writes > 0, "{sc:?} seed {seed}: {s:?}");
+            assert!(s.crashes > 0 || s.elections > 3, "{sc:?} seed {seed} injected nothing: {s:?}");
+            if sc == Scenario::Zk1277 {
+                // Without other faults, only the counter limit (20..60 per epoch) moves the epoch.
+                assert!(s.final_zxid >> 32 >= 3 && s.crashes == 0, "{sc:?} seed {seed}: {s:?}");
+            }
+            eprintln!(
+                "warden-sim: {sc:?} seed {seed}: {} crashes, {} elections, {} snap syncs, {} acked, final epoch {}",
+                s.crashes,
+                s.elections,
+                s.snap_syncs,
+                s.acked_writes,
+                s.final_zxid >> 32
+            );
         }
     }
 }
