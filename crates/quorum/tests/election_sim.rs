@@ -11,6 +11,8 @@
 //! below finalizeWait, no partitions, simultaneous start) also: every decision of an election epoch names the same
 //! leader (all servers start together there: with a late starter, FLE itself lets an early quorum
 //! decide on a leader that the late, better server then displaces). After healing: everyone agrees on one leader within `AGREE_BOUND_MS`.
+//! Machines are told when a peer becomes reachable or unreachable (crash, partition), as the
+//! shell's links report it, so early finalize is exercised under faults.
 //! A failing seed is replayed with `SIM_SEED=<seed> cargo test -p warden-quorum --test election_sim`.
 
 use std::cmp::Reverse;
@@ -72,6 +74,9 @@ struct Sim {
     /// Leader decisions per election epoch, and leaders seen established per election epoch.
     decided: BTreeMap<i64, BTreeSet<Sid>>,
     established: BTreeMap<i64, BTreeSet<Sid>>,
+    /// Reachability last reported to machine `a` about peer `b` (as the shell's links do: a peer
+    /// is reported unreachable only after it was reachable), for early finalize.
+    reported: BTreeMap<(Sid, Sid), bool>,
 }
 
 /// Arrival time, sequence number, sender, receiver, notification.
@@ -113,7 +118,8 @@ impl Sim {
         }
         let side = BTreeMap::new();
         let (in_flight, decided, established) = (BinaryHeap::new(), BTreeMap::new(), BTreeMap::new());
-        Sim { rng, config, nodes, in_flight, seq: 0, now_ms: 0, side, faults, benign, decided, established }
+        let reported = BTreeMap::new();
+        Sim { rng, config, nodes, in_flight, seq: 0, now_ms: 0, side, faults, benign, decided, established, reported }
     }
 
     fn healed(&self) -> bool {
@@ -304,8 +310,30 @@ impl Sim {
         }
     }
 
+    /// Tells every running machine which peers it can reach now, on changes only.
+    fn report_reachability(&mut self) {
+        let ids: Vec<Sid> = self.nodes.keys().copied().collect();
+        for &a in &ids {
+            if !self.nodes[&a].up {
+                continue;
+            }
+            for &b in ids.iter().filter(|b| **b != a) {
+                let now = self.linked(a, b);
+                let before = self.reported.get(&(a, b)).copied();
+                if before == Some(now) || (before.is_none() && !now) {
+                    continue;
+                }
+                self.reported.insert((a, b), now);
+                let now_ms = self.now_ms;
+                let actions = self.nodes.get_mut(&a).unwrap().fle.peer_reachable(b, now, now_ms);
+                self.apply(a, actions);
+            }
+        }
+    }
+
     /// A fresh process: logical clock back to zero, same history.
     fn restart(&mut self, id: Sid) {
+        self.reported.retain(|(a, _), _| *a != id);
         let n = self.nodes.get_mut(&id).unwrap();
         n.fle = FastLeaderElection::new(id, self.config.clone());
         n.up = true;
@@ -331,6 +359,7 @@ impl Sim {
                 return;
             }
             sim.inject_faults();
+            sim.report_reachability();
             sim.now_ms += STEP_MS.min(1 + sim.rng.below(STEP_MS));
         }
         panic!("seed {seed}: no agreement within {AGREE_BOUND_MS} ms of healing");
