@@ -118,7 +118,7 @@ impl Faults {
     }
 }
 
-fn calm(w: &World) -> bool {
+pub(crate) fn calm(w: &World) -> bool {
     w.servers.iter().any(|s| s.amnesiac)
 }
 
@@ -305,6 +305,7 @@ fn corrupt(w: &mut World, sid: Sid) -> Result<(), String> {
         }
     }
     w.server_mut(sid).amnesiac = true;
+    w.faults.crash_after_write.clear();
     heal_network(w);
     w.at(w.now + 50, Ev::Restart { sid });
     Ok(())
@@ -356,7 +357,7 @@ fn crash_soon(w: &mut World, sid: Sid, after_ms: u64, why: &'static str) {
 /// A quorum packet is about to leave `from` for `to`.
 pub(crate) fn on_send(w: &mut World, from: Sid, to: Sid, p: &QuorumPacket) {
     let Some(sc) = w.faults.scenario else { return };
-    if w.phase != Phase::Faults {
+    if w.phase != Phase::Faults || calm(w) {
         return;
     }
     let newleader_ack = p.packet_type == pt::ACK && counter_of(p.zxid) == 0;
@@ -399,7 +400,7 @@ pub(crate) fn on_send(w: &mut World, from: Sid, to: Sid, p: &QuorumPacket) {
 
 /// A learner's storage just wrote currentEpoch (before the fsync of what follows).
 pub(crate) fn on_current_epoch_written(w: &mut World, sid: Sid) {
-    if w.faults.scenario == Some(Scenario::Zk4643) && w.phase == Phase::Faults && w.rng.gen_bool(0.5) {
+    if w.faults.scenario == Some(Scenario::Zk4643) && w.phase == Phase::Faults && !calm(w) && w.rng.gen_bool(0.5) {
         w.faults.crash_after_write.insert(sid);
     }
 }
@@ -412,6 +413,10 @@ pub(crate) fn scenario_tick(w: &mut World) -> Result<(), String> {
     }
     let next = w.now + w.rng.gen_range(300..900);
     w.at(next, Ev::Scenario);
+    if calm(w) {
+        // A server that lost data is resyncing: no fault until it has (see `corrupt`).
+        return Ok(());
+    }
     for sid in down(w) {
         if w.now.saturating_sub(w.server(sid).down_since) > 1_500 {
             w.at(w.now, Ev::Restart { sid });

@@ -339,7 +339,7 @@ impl World {
             Ev::Fault => crate::faults::inject(self)?,
             Ev::Scenario => crate::faults::scenario_tick(self)?,
             Ev::ScenarioCrash { sid, inc, why } => {
-                if self.running(sid, inc).is_some() && self.phase == Phase::Faults {
+                if self.running(sid, inc).is_some() && self.phase == Phase::Faults && !crate::faults::calm(self) {
                     self.crash(sid, why);
                     let t = self.now + self.rng.gen_range(300..1_500);
                     self.at(t, Ev::Restart { sid });
@@ -828,7 +828,7 @@ impl World {
         if wrote_current {
             crate::faults::on_current_epoch_written(self, sid);
         }
-        if self.faults.crash_after_write.remove(&sid) {
+        if self.faults.crash_after_write.remove(&sid) && !crate::faults::calm(self) {
             self.crash(sid, "fault: crash after a write, before its fsync");
             let t = self.now + self.rng.gen_range(200..2_000);
             self.at(t, Ev::Restart { sid });
