@@ -16,7 +16,7 @@ use zk::{Acls, CreateMode};
 use zookeeper_client as zk;
 
 mod common;
-use common::{free_port, spawn_warden};
+use common::{free_port, spawn_warden, stop, WorkDir};
 
 /// Bound on each wait for an election or a role.
 const ELECT: Duration = Duration::from_secs(30);
@@ -30,28 +30,21 @@ struct Member {
 }
 
 struct Ensemble {
-    dir: tempfile::TempDir,
+    dir: WorkDir,
     members: Vec<Member>,
 }
 
 impl Drop for Ensemble {
     fn drop(&mut self) {
         for m in &mut self.members {
-            if let Some(mut c) = m.child.take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-        if std::thread::panicking() {
-            let keep = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap()).keep();
-            eprintln!("server logs kept in {}", keep.display());
+            stop(m.child.take());
         }
     }
 }
 
 impl Ensemble {
     fn new(n: u64) -> Ensemble {
-        let dir = tempfile::Builder::new().prefix("warden-ensemble-").tempdir().expect("temp dir");
+        let dir = WorkDir::new("warden-ensemble-");
         let ports: Vec<(u16, u16, u16)> = (0..n).map(|_| (free_port(), free_port(), free_port())).collect();
         let mut servers = String::new();
         for (i, (_, q, e)) in ports.iter().enumerate() {
@@ -60,9 +53,7 @@ impl Ensemble {
         let mut members = Vec::new();
         for (i, (c, _, _)) in ports.iter().enumerate() {
             let id = i as u64 + 1;
-            let data = dir.path().join(format!("data{id}"));
-            std::fs::create_dir_all(&data).unwrap();
-            std::fs::write(data.join("myid"), format!("{id}\n")).unwrap();
+            let data = dir.member_data_dir(id);
             let cfg = dir.path().join(format!("zoo{id}.cfg"));
             std::fs::write(
                 &cfg,

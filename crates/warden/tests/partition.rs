@@ -25,7 +25,7 @@ use zk::{Acls, CreateMode};
 use zookeeper_client as zk;
 
 mod common;
-use common::spawn_warden;
+use common::{spawn_warden, stop, WorkDir};
 
 /// Set in the copy of the test binary that runs inside the namespace.
 const IN_NETNS: &str = "WARDEN_PARTITION_NETNS";
@@ -92,33 +92,26 @@ fn heal() {
 }
 
 struct Ensemble {
-    dir: tempfile::TempDir,
+    /// Holds the servers' data and logs for as long as they run.
+    _dir: WorkDir,
     children: Vec<Option<Child>>,
 }
 
 impl Drop for Ensemble {
     fn drop(&mut self) {
-        for c in self.children.iter_mut().filter_map(Option::take) {
-            let mut c = c;
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        if std::thread::panicking() {
-            let keep = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap()).keep();
-            eprintln!("server logs kept in {}", keep.display());
+        for c in &mut self.children {
+            stop(c.take());
         }
     }
 }
 
 impl Ensemble {
     fn start() -> Ensemble {
-        let dir = tempfile::Builder::new().prefix("warden-partition-").tempdir().expect("temp dir");
+        let dir = WorkDir::new("warden-partition-");
         let servers: String = (1..=3u8).map(|n| format!("server.{n}={}:2888:3888\n", ip(n))).collect();
         let mut children = Vec::new();
         for n in 1..=3u8 {
-            let data = dir.path().join(format!("data{n}"));
-            std::fs::create_dir_all(&data).unwrap();
-            std::fs::write(data.join("myid"), format!("{n}\n")).unwrap();
+            let data = dir.member_data_dir(u64::from(n));
             let cfg = dir.path().join(format!("zoo{n}.cfg"));
             std::fs::write(
                 &cfg,
@@ -134,7 +127,7 @@ impl Ensemble {
             let err = std::fs::File::create(dir.path().join(format!("server{n}.stderr"))).unwrap();
             children.push(Some(spawn_warden(&cfg, err)));
         }
-        Ensemble { dir, children }
+        Ensemble { _dir: dir, children }
     }
 }
 

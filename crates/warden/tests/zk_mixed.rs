@@ -21,7 +21,7 @@ use zk::{Acls, CreateMode};
 use zookeeper_client as zk;
 
 mod common;
-use common::{free_port, spawn_warden};
+use common::{free_port, spawn_warden, stop, WorkDir};
 
 const ELECT: Duration = Duration::from_secs(60);
 const OP: Duration = Duration::from_secs(20);
@@ -46,7 +46,8 @@ struct Member {
 }
 
 struct Mixed {
-    dir: tempfile::TempDir,
+    /// Holds the servers' data and logs for as long as they run.
+    _dir: WorkDir,
     classpath: String,
     members: Vec<Member>,
 }
@@ -54,14 +55,7 @@ struct Mixed {
 impl Drop for Mixed {
     fn drop(&mut self) {
         for m in &mut self.members {
-            if let Some(mut c) = m.child.take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-        if std::thread::panicking() {
-            let keep = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap()).keep();
-            eprintln!("server logs kept in {}", keep.display());
+            stop(m.child.take());
         }
     }
 }
@@ -80,7 +74,7 @@ fn zk_classpath() -> String {
 impl Mixed {
     /// `kinds[i]` is server.(i+1). Nothing is started.
     fn new(kinds: &[Kind]) -> Mixed {
-        let dir = tempfile::Builder::new().prefix("warden-mixed-").tempdir().expect("temp dir");
+        let dir = WorkDir::new("warden-mixed-");
         let ports: Vec<(u16, u16, u16)> = kinds.iter().map(|_| (free_port(), free_port(), free_port())).collect();
         let mut servers = String::new();
         for (i, (_, q, e)) in ports.iter().enumerate() {
@@ -89,9 +83,7 @@ impl Mixed {
         let mut members = Vec::new();
         for (i, (&kind, (c, _, _))) in kinds.iter().zip(&ports).enumerate() {
             let id = i as u64 + 1;
-            let data = dir.path().join(format!("data{id}"));
-            std::fs::create_dir_all(&data).unwrap();
-            std::fs::write(data.join("myid"), format!("{id}\n")).unwrap();
+            let data = dir.member_data_dir(id);
             let cfg = dir.path().join(format!("zoo{id}.cfg"));
             std::fs::write(
                 &cfg,
@@ -106,7 +98,7 @@ impl Mixed {
             let out = dir.path().join(format!("server{id}.out"));
             members.push(Member { id, kind, client: format!("127.0.0.1:{c}").parse().unwrap(), cfg, out, child: None });
         }
-        Mixed { dir, classpath: zk_classpath(), members }
+        Mixed { _dir: dir, classpath: zk_classpath(), members }
     }
 
     fn member(&self, id: u64) -> &Member {

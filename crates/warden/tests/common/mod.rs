@@ -38,3 +38,41 @@ pub fn spawn_warden(cfg: &std::path::Path, stderr: std::fs::File) -> std::proces
         .spawn()
         .expect("spawn warden")
 }
+
+/// A test's working directory (data directories, configs, server logs): removed when the test
+/// passes, kept and its path printed when it panics, so the server logs can be read.
+pub struct WorkDir(Option<tempfile::TempDir>);
+
+impl WorkDir {
+    pub fn new(prefix: &str) -> WorkDir {
+        WorkDir(Some(tempfile::Builder::new().prefix(prefix).tempdir().expect("temp dir")))
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.0.as_ref().expect("work dir").path()
+    }
+
+    /// `data<id>/` with its `myid` file, as an ensemble member needs.
+    pub fn member_data_dir(&self, id: u64) -> std::path::PathBuf {
+        let data = self.path().join(format!("data{id}"));
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::write(data.join("myid"), format!("{id}\n")).unwrap();
+        data
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if let (true, Some(dir)) = (std::thread::panicking(), self.0.take()) {
+            eprintln!("server logs kept in {}", dir.keep().display());
+        }
+    }
+}
+
+/// Kills a child process (SIGKILL by its PID) and reaps it.
+pub fn stop(child: Option<std::process::Child>) {
+    if let Some(mut c) = child {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
