@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use warden_proto::connect::{ConnectRequest, ConnectResponse};
 use warden_proto::header::{keeper_state, ReplyHeader, WatcherEvent};
@@ -111,8 +112,9 @@ pub enum Output {
     Send { conn: ConnId, frame: Vec<u8>, completes_request: bool },
     /// Close the connection once what was sent before is flushed.
     Close { conn: ConnId },
-    /// Make this txn durable, then answer with `Input::Durable`.
-    Persist { hdr: TxnHeader, txn: Txn },
+    /// Make this txn durable, then answer with `Input::Durable`. Shared with the node's own
+    /// in-flight copy (no per-write copy of the data).
+    Persist { hdr: TxnHeader, txn: Arc<Txn> },
 }
 
 /// Who is waiting for a txn. `fwd` marks a request this learner forwarded to the leader: its
@@ -134,12 +136,12 @@ pub struct Node {
     pub(crate) prep: Prep,
     pub(crate) watches: WatchManager,
     pub(crate) sessions: SessionTracker,
-    pub(crate) conns: HashMap<ConnId, Conn>,
-    pub(crate) session_conn: HashMap<i64, ConnId>,
+    pub(crate) conns: HashMap<ConnId, Conn, warden_tree::FastHash>,
+    pub(crate) session_conn: HashMap<i64, ConnId, warden_tree::FastHash>,
     /// The last zxid handed out.
     last_zxid: i64,
     /// Persisted but not yet applied, in zxid order.
-    in_flight: VecDeque<(TxnHeader, Txn, Origin)>,
+    in_flight: VecDeque<(TxnHeader, Arc<Txn>, Origin)>,
     pub(crate) now: Clock,
     last_reap_ms: u64,
     pub(crate) latency: Latency,
@@ -158,8 +160,8 @@ impl Node {
             prep: Prep::new(),
             watches: WatchManager::new(),
             sessions,
-            conns: HashMap::new(),
-            session_conn: HashMap::new(),
+            conns: HashMap::default(),
+            session_conn: HashMap::default(),
             last_zxid: 0,
             in_flight: VecDeque::new(),
             now,
@@ -357,7 +359,7 @@ impl Node {
             }
         }
         if let Some(ops) = crate::writes::write_ops(&req) {
-            self.on_write(conn, xid, session_id, &req, ops, out);
+            self.on_write(conn, xid, session_id, req, ops, out);
         } else {
             let arrived_ms = self.now.mono_ms;
             if let Some(c) = self.conns.get_mut(&conn) {
@@ -372,7 +374,7 @@ impl Node {
         conn: ConnId,
         xid: i32,
         session_id: i64,
-        req: &Request,
+        req: Request,
         ops: Vec<i32>,
         out: &mut Vec<Output>,
     ) {
@@ -381,15 +383,22 @@ impl Node {
             self.sessions.set_closing(session_id);
             self.prep.prep_close_session(&self.tree, session_id, zxid)
         } else {
-            let auth = self.prep_ids(conn);
+            // The connection's ids, borrowed (skipACL adds `super`, so it needs its own list).
+            let with_super;
+            let auth: &[warden_proto::Id] = if self.cfg.skip_acl {
+                with_super = self.prep_ids(conn);
+                &with_super
+            } else {
+                self.conns.get(&conn).map_or(&[], |c| c.auth.as_slice())
+            };
             let ctx = warden_tree::PrepContext {
                 session_id,
-                auth_ids: &auth,
+                auth_ids: auth,
                 ttl_enabled: self.cfg.ttl_enabled,
                 is_ephemeral_allowed: true,
             };
             match crate::writes::to_write_op(req) {
-                Ok(op) => match self.prep.prep(&self.tree, &ctx, zxid, &op) {
+                Ok(op) => match self.prep.prep_owned(&self.tree, &ctx, zxid, op) {
                     Ok(txn) => txn,
                     Err(e) => Txn::Error { err: e.code() },
                 },
@@ -449,6 +458,7 @@ impl Node {
         }
         self.last_zxid += 1;
         let hdr = TxnHeader { client_id: session_id, cxid, zxid: self.last_zxid, time_ms: self.now.wall_ms, txn_type };
+        let txn = Arc::new(txn);
         out.push(Output::Persist { hdr, txn: txn.clone() });
         self.in_flight.push_back((hdr, txn, origin));
         self.last_zxid
@@ -457,13 +467,13 @@ impl Node {
     fn on_durable(&mut self, zxid: i64, out: &mut Vec<Output>) {
         while self.in_flight.front().is_some_and(|(h, _, _)| h.zxid <= zxid) {
             let Some((hdr, txn, origin)) = self.in_flight.pop_front() else { break };
-            self.apply(hdr, txn, origin, out);
+            self.apply(hdr, &txn, origin, out);
         }
     }
 
     /// Applies one durable txn: tree, watches, sessions, then the waiting reply.
-    pub(crate) fn apply(&mut self, hdr: TxnHeader, txn: Txn, origin: Origin, out: &mut Vec<Output>) {
-        let outcome = self.tree.apply(&hdr, &txn);
+    pub(crate) fn apply(&mut self, hdr: TxnHeader, txn: &Txn, origin: Origin, out: &mut Vec<Output>) {
+        let outcome = self.tree.apply(&hdr, txn);
         self.prep.applied(hdr.zxid);
         for ev in &outcome.events {
             for fired in self.watches.trigger(ev) {
@@ -479,7 +489,7 @@ impl Node {
                 self.notify(fired.conn, hdr.zxid, ev, out);
             }
         }
-        match &txn {
+        match txn {
             Txn::CreateSession { timeout_ms } => self.sessions.add(hdr.client_id, *timeout_ms as u32, self.now.mono_ms),
             Txn::CloseSession { .. } => self.session_closed(hdr.client_id, &origin, out),
             _ => {}

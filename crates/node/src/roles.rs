@@ -152,9 +152,9 @@ pub(crate) struct Quorum {
     log_base: Zxid,
     durable: Zxid,
     /// Leader: this server's clients waiting for the txn with this zxid.
-    origins: HashMap<Zxid, Origin>,
+    origins: HashMap<Zxid, Origin, warden_tree::FastHash>,
     /// Learner: this server's clients waiting for the txn of (session id, cxid).
-    awaiting: HashMap<(i64, i32), Origin>,
+    awaiting: HashMap<(i64, i32), Origin, warden_tree::FastHash>,
     /// Learner: forwarded syncs, oldest first.
     syncs: VecDeque<(ConnId, i32, String)>,
     /// Learner: reconnects waiting for the leader's REVALIDATE answer, by session id (the
@@ -230,8 +230,8 @@ impl Node {
             log: VecDeque::new(),
             log_base: 0,
             durable: 0,
-            origins: HashMap::new(),
-            awaiting: HashMap::new(),
+            origins: HashMap::default(),
+            awaiting: HashMap::default(),
             syncs: VecDeque::new(),
             revalidating: HashMap::new(),
             touched: BTreeMap::new(),
@@ -409,7 +409,7 @@ impl Node {
         for e in pending {
             // The log is this server's history: a new role starts from all of it, as ZooKeeper
             // reloads its database (the new leader's sync confirms or truncates it).
-            self.apply(e.hdr, e.txn, Origin::Internal, out);
+            self.apply(e.hdr, &e.txn, Origin::Internal, out);
         }
     }
 
@@ -511,7 +511,7 @@ impl Node {
             }
             Action::Disconnect { sid, reason } => self.qout(QuorumOutput::PeerClose { sid, reason }),
             Action::Persist(entry) => {
-                out.push(Output::Persist { hdr: entry.hdr, txn: entry.txn.clone() });
+                out.push(Output::Persist { hdr: entry.hdr, txn: std::sync::Arc::new(entry.txn.clone()) });
                 if let Some(q) = self.quorum.as_mut() {
                     q.log.push_back(entry);
                 }
@@ -600,7 +600,7 @@ impl Node {
             Machine::Leader(_) => q.origins.remove(&entry.zxid()),
             _ => q.awaiting.remove(&(entry.hdr.client_id, entry.hdr.cxid)),
         });
-        self.apply(entry.hdr, entry.txn, origin.unwrap_or(Origin::Internal), out);
+        self.apply(entry.hdr, &entry.txn, origin.unwrap_or(Origin::Internal), out);
         self.trim_log();
     }
 
@@ -697,8 +697,8 @@ impl Node {
             ttl_enabled: self.cfg.ttl_enabled,
             is_ephemeral_allowed: true,
         };
-        match crate::writes::to_write_op(&req) {
-            Ok(op) => match self.prep.prep(&self.tree, &ctx, zxid, &op) {
+        match crate::writes::to_write_op(req) {
+            Ok(op) => match self.prep.prep_owned(&self.tree, &ctx, zxid, op) {
                 Ok(txn) => txn,
                 Err(e) => Txn::Error { err: e.code() },
             },

@@ -18,7 +18,7 @@ pub struct Session {
 /// Tracks sessions, hands out ids and expires idle ones bucket by bucket.
 #[derive(Debug)]
 pub struct SessionTracker {
-    sessions: HashMap<i64, Session>,
+    sessions: HashMap<i64, Session, warden_tree::FastHash>,
     buckets: BTreeMap<u64, BTreeSet<i64>>,
     tick_ms: u64,
     next_id: i64,
@@ -32,7 +32,12 @@ impl SessionTracker {
     /// ZooKeeper's `initializeNextSessionId` does.
     pub fn new(tick_ms: u32, server_id: u8, mono_ms: u64) -> Self {
         let initial = (((mono_ms as i64) << 24) as u64 >> 8) as i64 | ((server_id as i64) << 56);
-        Self { sessions: HashMap::new(), buckets: BTreeMap::new(), tick_ms: tick_ms.max(1) as u64, next_id: initial }
+        Self {
+            sessions: HashMap::default(),
+            buckets: BTreeMap::new(),
+            tick_ms: tick_ms.max(1) as u64,
+            next_id: initial,
+        }
     }
 
     fn round_up(&self, t: u64) -> u64 {

@@ -255,10 +255,12 @@ fn a_create2_request_is_logged_as_type_create2() {
     ] {
         h.node.step(h.now, Input::Request { conn: 1, xid, req }, &mut h.out);
         types.extend(h.out.iter().filter_map(|o| match o {
-            Output::Persist { hdr, txn: Txn::Multi(sub) } => {
-                Some(format!("{} {:?}", hdr.txn_type, sub.iter().map(|t| t.op().code()).collect::<Vec<_>>()))
-            }
-            Output::Persist { hdr, .. } => Some(hdr.txn_type.to_string()),
+            Output::Persist { hdr, txn } => match &**txn {
+                Txn::Multi(sub) => {
+                    Some(format!("{} {:?}", hdr.txn_type, sub.iter().map(|t| t.op().code()).collect::<Vec<_>>()))
+                }
+                _ => Some(hdr.txn_type.to_string()),
+            },
             _ => None,
         }));
         h.step(Input::Tick);

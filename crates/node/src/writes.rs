@@ -24,43 +24,37 @@ pub(crate) fn write_ops(req: &Request) -> Option<Vec<i32>> {
     }
 }
 
-fn create(r: &CreateRequest, kind: CreateKind) -> WriteOp {
-    WriteOp::Create { path: r.path.clone(), data: r.data.clone(), acl: r.acl.clone(), flags: r.flags, kind }
+fn create(r: CreateRequest, kind: CreateKind) -> WriteOp {
+    WriteOp::Create { path: r.path, data: r.data, acl: r.acl, flags: r.flags, kind }
 }
 
-fn create_ttl(r: &CreateTtlRequest) -> WriteOp {
-    WriteOp::Create {
-        path: r.path.clone(),
-        data: r.data.clone(),
-        acl: r.acl.clone(),
-        flags: r.flags,
-        kind: CreateKind::Ttl(r.ttl),
-    }
+fn create_ttl(r: CreateTtlRequest) -> WriteOp {
+    WriteOp::Create { path: r.path, data: r.data, acl: r.acl, flags: r.flags, kind: CreateKind::Ttl(r.ttl) }
 }
 
-/// The tree's view of a client write.
-pub(crate) fn to_write_op(req: &Request) -> Result<WriteOp, ErrorCode> {
+/// The tree's view of a client write (the request's path and data move into it, uncopied).
+pub(crate) fn to_write_op(req: Request) -> Result<WriteOp, ErrorCode> {
     Ok(match req {
         Request::Create(r) | Request::Create2(r) => create(r, CreateKind::Regular),
         Request::CreateContainer(r) => create(r, CreateKind::Container),
         Request::CreateTtl(r) => create_ttl(r),
-        Request::Delete(r) => WriteOp::Delete { path: r.path.clone(), version: r.version },
-        Request::DeleteContainer(r) => WriteOp::DeleteContainer { path: r.path.clone() },
-        Request::SetData(r) => WriteOp::SetData { path: r.path.clone(), data: r.data.clone(), version: r.version },
-        Request::SetAcl(r) => WriteOp::SetAcl { path: r.path.clone(), acl: r.acl.clone(), version: r.version },
-        Request::Multi(ops) => WriteOp::Multi(ops.iter().map(sub_op).collect::<Result<_, _>>()?),
+        Request::Delete(r) => WriteOp::Delete { path: r.path, version: r.version },
+        Request::DeleteContainer(r) => WriteOp::DeleteContainer { path: r.path },
+        Request::SetData(r) => WriteOp::SetData { path: r.path, data: r.data, version: r.version },
+        Request::SetAcl(r) => WriteOp::SetAcl { path: r.path, acl: r.acl, version: r.version },
+        Request::Multi(ops) => WriteOp::Multi(ops.into_iter().map(sub_op).collect::<Result<_, _>>()?),
         _ => return Err(ErrorCode::Unimplemented),
     })
 }
 
-fn sub_op(op: &MultiOp) -> Result<WriteOp, ErrorCode> {
+fn sub_op(op: MultiOp) -> Result<WriteOp, ErrorCode> {
     Ok(match op {
         MultiOp::Create(r) | MultiOp::Create2(r) => create(r, CreateKind::Regular),
         MultiOp::CreateContainer(r) => create(r, CreateKind::Container),
         MultiOp::CreateTtl(r) => create_ttl(r),
-        MultiOp::Delete(r) => WriteOp::Delete { path: r.path.clone(), version: r.version },
-        MultiOp::SetData(r) => WriteOp::SetData { path: r.path.clone(), data: r.data.clone(), version: r.version },
-        MultiOp::Check(r) => WriteOp::Check { path: r.path.clone(), version: r.version },
+        MultiOp::Delete(r) => WriteOp::Delete { path: r.path, version: r.version },
+        MultiOp::SetData(r) => WriteOp::SetData { path: r.path, data: r.data, version: r.version },
+        MultiOp::Check(r) => WriteOp::Check { path: r.path, version: r.version },
         MultiOp::GetChildren(_) | MultiOp::GetData(_) => return Err(ErrorCode::BadArguments),
     })
 }

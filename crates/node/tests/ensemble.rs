@@ -82,7 +82,7 @@ impl Cluster {
             match o {
                 Output::Persist { hdr, txn } => {
                     durable = Some(hdr.zxid);
-                    self.logs.entry(sid).or_default().push((hdr, txn));
+                    self.logs.entry(sid).or_default().push((hdr, std::sync::Arc::unwrap_or_clone(txn)));
                 }
                 other => self.client_out.entry(sid).or_default().push(other),
             }

@@ -67,7 +67,8 @@ pub fn encode_frame<R: Record>(record: &R) -> Vec<u8> {
 /// Builds a complete frame: reserves the length prefix, lets `f` write the payload, then patches
 /// the prefix with the payload length.
 pub fn frame_with(f: impl FnOnce(&mut Writer)) -> Vec<u8> {
-    let mut w = Writer::with_capacity(64);
+    // Room for a reply header and a Stat, the most common reply, without growing.
+    let mut w = Writer::with_capacity(128);
     w.write_i32(0);
     f(&mut w);
     let len = (w.len() - 4) as i32;

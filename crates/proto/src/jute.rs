@@ -168,6 +168,11 @@ impl Writer {
         Self { buf: Vec::with_capacity(n) }
     }
 
+    /// A writer appending to `buf` (its contents and allocation are kept).
+    pub fn from_vec(buf: Vec<u8>) -> Self {
+        Self { buf }
+    }
+
     pub fn into_inner(self) -> Vec<u8> {
         self.buf
     }

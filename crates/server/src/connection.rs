@@ -26,6 +26,9 @@ use crate::owner::{ConnMsg, Event, CONN_QUEUE};
 /// (`zookeeper.nio.sessionlessCnxnTimeout`).
 const SESSIONLESS_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Bytes a connection's reader asks the socket for at a time (at least a quarter of it).
+const READ_CHUNK: usize = 64 * 1024;
+
 type PerIp = Arc<Mutex<HashMap<IpAddr, u32>>>;
 
 /// Accepts clients until shutdown, then ends every connection task.
@@ -189,6 +192,10 @@ async fn read_loop(
                 tokio::time::sleep_until(deadline).await
             }
         };
+        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            // Room for many pipelined requests per read call.
+            buf.reserve(READ_CHUNK);
+        }
         tokio::select! {
             n = rd.read_buf(&mut buf) => match n {
                 Ok(0) => return Ok(()),

@@ -2,6 +2,7 @@
 //! (group commit: the batch is whatever queued up during the previous fsync), then reports the highest
 //! durable zxid to the owner. It is the only producer of `Input::Durable`.
 
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use tokio::sync::{mpsc, oneshot};
@@ -17,7 +18,7 @@ use crate::owner::Event;
 /// Batches of txns queued to the storage thread before the owner waits.
 pub(crate) const STORAGE_QUEUE: usize = 1024;
 
-pub(crate) type Batch = Vec<(TxnHeader, Txn)>;
+pub(crate) type Batch = Vec<(TxnHeader, Arc<Txn>)>;
 
 /// Work for the storage thread, in order.
 pub(crate) enum StorageMsg {

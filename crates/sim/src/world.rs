@@ -493,7 +493,7 @@ impl World {
                 Output::Persist { hdr, txn } => {
                     self.check.persisted(sid, hdr.zxid, fingerprint(&hdr, &txn))?;
                     if let Some(r) = self.running(sid, inc) {
-                        r.to_persist.push((hdr, txn));
+                        r.to_persist.push((hdr, std::sync::Arc::unwrap_or_clone(txn)));
                     }
                 }
             }

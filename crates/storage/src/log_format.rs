@@ -48,21 +48,27 @@ pub(crate) fn file_header() -> Vec<u8> {
 }
 
 pub(crate) fn adler32(bytes: &[u8]) -> u32 {
-    let mut a = adler2::Adler32::new();
-    a.write_slice(bytes);
-    a.checksum()
+    let mut a = simd_adler32::Adler32::new();
+    a.write(bytes);
+    a.finish()
 }
 
-/// Encodes one complete record, ready to append.
-pub(crate) fn encode_record(hdr: &TxnHeader, txn: &Txn) -> Vec<u8> {
-    let mut body = Writer::new();
-    hdr.encode(&mut body);
-    txn.encode_body(&mut body);
-    let mut w = Writer::new();
-    w.write_i64(i64::from(adler32(body.as_slice())));
-    w.write_buffer(Some(body.as_slice()));
-    w.write_u8(RECORD_END);
-    w.into_inner()
+/// Encodes one complete record into `out` (cleared first; its allocation is reused): the body is
+/// written once, after room for the checksum and length, which are patched in afterwards.
+pub(crate) fn encode_record_into(hdr: &TxnHeader, txn: &Txn, out: &mut Vec<u8>) {
+    const PREFIX: usize = 12;
+    out.clear();
+    out.resize(PREFIX, 0);
+    let mut w = Writer::from_vec(std::mem::take(out));
+    hdr.encode(&mut w);
+    txn.encode_body(&mut w);
+    let mut buf = w.into_inner();
+    let body_len = buf.len() - PREFIX;
+    let sum = i64::from(adler32(&buf[PREFIX..]));
+    buf[..8].copy_from_slice(&sum.to_be_bytes());
+    buf[8..PREFIX].copy_from_slice(&(body_len as i32).to_be_bytes());
+    buf.push(RECORD_END);
+    *out = buf;
 }
 
 /// What one log file holds, for tools: its records with their offsets, and the torn tail if any.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use warden_proto::{Txn, TxnHeader};
 
 use crate::fs::{Fs, FsFile, RealFs};
-use crate::log_format::{encode_record, file_header, parse_file, FileEnd, FILE_HEADER_LEN};
+use crate::log_format::{encode_record_into, file_header, parse_file, FileEnd, FILE_HEADER_LEN};
 use crate::StorageError;
 
 /// ZooKeeper's default `preAllocSize`: 64 MiB.
@@ -33,6 +33,8 @@ pub struct TxnLog {
     dir_needs_sync: bool,
     failed: bool,
     recovered_tail: Option<String>,
+    /// The record being encoded; its allocation is reused from one append to the next.
+    scratch: Vec<u8>,
 }
 
 #[derive(Debug)]
@@ -108,6 +110,7 @@ impl TxnLog {
             dir_needs_sync: false,
             failed: false,
             recovered_tail,
+            scratch: Vec::new(),
         };
         Ok((log, txns))
     }
@@ -118,8 +121,10 @@ impl TxnLog {
         if hdr.zxid <= self.last_zxid {
             return Err(StorageError::OutOfOrder { zxid: hdr.zxid, last: self.last_zxid });
         }
-        let record = encode_record(hdr, txn);
+        let mut record = std::mem::take(&mut self.scratch);
+        encode_record_into(hdr, txn, &mut record);
         let result = self.write_record(hdr.zxid, &record);
+        self.scratch = record;
         self.failed = result.is_err();
         result?;
         self.last_zxid = hdr.zxid;

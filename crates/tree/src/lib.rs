@@ -29,3 +29,9 @@ pub use watch::{SetWatchesLists, WatchManager, WatchTableKind};
 pub use watch_types::{AddWatchMode, FiredWatch, WatchEventType, WatchSummary, WatcherType};
 pub use write_op::{CreateKind, CreateMode, PrepContext, WriteOp};
 pub use znode::{empty_acl, open_acl, read_acl, Znode};
+
+/// The hasher of the maps on the per-request path (pending changes here; connections, sessions and
+/// proposals in the node): ahash with fixed keys, much cheaper than the standard SipHash for short
+/// keys and deterministic. The keys are server-assigned ids or paths of pending changes (a map
+/// bounded by the requests in flight), so hash flooding has little to aim at.
+pub type FastHash = std::hash::BuildHasherDefault<ahash::AHasher>;

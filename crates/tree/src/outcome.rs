@@ -1,5 +1,7 @@
 //! What applying a txn produces: a result for the reply and the events for the watch registry.
 
+use std::sync::Arc;
+
 use warden_proto::{Acl, ErrorCode, Stat};
 
 /// The result of applying one txn (ZooKeeper's `ProcessTxnResult`).
@@ -63,7 +65,7 @@ pub struct TreeEvent {
     pub zxid: i64,
     /// The ACL of the node the event is about (for a deleted node, the ACL it had), for the
     /// READ filter on delivery (ZOOKEEPER-4799).
-    pub acl: Vec<Acl>,
+    pub acl: Arc<[Acl]>,
 }
 
 /// Result plus events of one applied txn.

@@ -24,10 +24,16 @@ pub fn validate_path(path: &str) -> Result<(), ErrorCode> {
     if path.ends_with('/') {
         return Err(ErrorCode::BadArguments);
     }
-    if path[1..].split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..") {
+    if path.as_bytes()[1..].split(|&c| c == b'/').any(|seg| seg.is_empty() || seg == b"." || seg == b"..") {
         return Err(ErrorCode::BadArguments);
     }
-    if path.chars().any(is_forbidden_char) {
+    let forbidden = if path.is_ascii() {
+        // The common case, without decoding chars: the ASCII forbidden ones are controls and DEL.
+        path.bytes().any(|c| c <= 0x1F || c == 0x7F)
+    } else {
+        path.chars().any(is_forbidden_char)
+    };
+    if forbidden {
         return Err(ErrorCode::BadArguments);
     }
     Ok(())

@@ -5,6 +5,7 @@
 //! record carries the new ACL, and a pending closeSession lowers its parents' child counts.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
 use warden_proto::{perms, Acl, ErrorCode, StatPersisted, Txn};
 
 use crate::acl::{check_acl, fixup_acl};
@@ -18,7 +19,7 @@ use crate::write_op::{CreateKind, CreateMode, PrepContext, WriteOp};
 struct PendingNode {
     stat: StatPersisted,
     child_count: i64,
-    acl: Vec<Acl>,
+    acl: Arc<[Acl]>,
 }
 
 /// One pending change; `node` is `None` for a pending delete.
@@ -26,22 +27,25 @@ struct PendingNode {
 struct ChangeRecord {
     seq: u64,
     zxid: i64,
-    path: String,
+    path: Arc<str>,
     node: Option<PendingNode>,
 }
 
-/// Pending change records, oldest first, plus the latest record per path.
+/// Pending change records, oldest first, plus the latest record per path (as its `seq`).
+///
+/// The records in `outstanding` have consecutive `seq` numbers, so the record with sequence
+/// number `s` sits at index `s - front.seq`: the latest map holds only that number.
 #[derive(Debug, Clone, Default)]
 pub struct Prep {
     outstanding: VecDeque<ChangeRecord>,
-    latest: HashMap<String, ChangeRecord>,
+    latest: HashMap<Arc<str>, u64, crate::FastHash>,
     next_seq: u64,
 }
 
 /// A create request after flag and TTL decoding.
 struct CreateArgs<'a> {
     path: &'a str,
-    data: &'a Option<Vec<u8>>,
+    data: Option<Vec<u8>>,
     acl: &'a [Acl],
     mode: CreateMode,
     ttl: i64,
@@ -62,32 +66,47 @@ impl Prep {
     /// Single ops fail with the first failing check's code (nothing recorded); a multi always
     /// yields `Txn::Multi` (with error sub-txns on failure, and its records rolled back).
     pub fn prep(&mut self, tree: &DataTree, ctx: &PrepContext<'_>, zxid: i64, op: &WriteOp) -> Result<Txn, ErrorCode> {
-        match op {
+        self.prep_owned(tree, ctx, zxid, op.clone())
+    }
+
+    /// As `prep`, taking the op by value: its data moves into the txn instead of being copied.
+    pub fn prep_owned(
+        &mut self,
+        tree: &DataTree,
+        ctx: &PrepContext<'_>,
+        zxid: i64,
+        mut op: WriteOp,
+    ) -> Result<Txn, ErrorCode> {
+        match &mut op {
             WriteOp::Multi(ops) => Ok(self.prep_multi(tree, ctx, zxid, ops)),
-            _ => self.prep_single(tree, ctx, zxid, op),
+            _ => self.prep_single(tree, ctx, zxid, &mut op),
         }
     }
 
+    /// Preps one op; its data is moved out into the txn (the op is not used again).
     fn prep_single(
         &mut self,
         tree: &DataTree,
         ctx: &PrepContext<'_>,
         zxid: i64,
-        op: &WriteOp,
+        op: &mut WriteOp,
     ) -> Result<Txn, ErrorCode> {
         match op {
             WriteOp::Create { path, data, acl, flags, kind } => {
+                let data = std::mem::take(data);
                 let mode = CreateMode::from_flags(*flags).ok_or(ErrorCode::BadArguments)?;
                 let ttl = match kind {
                     CreateKind::Ttl(t) => *t,
                     _ => -1,
                 };
                 validate_create_mode(mode, ttl, ctx)?;
-                self.prep_create(tree, ctx, zxid, &CreateArgs { path, data, acl, mode, ttl })
+                self.prep_create(tree, ctx, zxid, CreateArgs { path, data, acl, mode, ttl })
             }
             WriteOp::Delete { path, version } => self.prep_delete(tree, ctx, zxid, path, *version),
             WriteOp::DeleteContainer { path } => self.prep_delete_container(tree, zxid, path),
-            WriteOp::SetData { path, data, version } => self.prep_set_data(tree, ctx, zxid, path, data, *version),
+            WriteOp::SetData { path, data, version } => {
+                self.prep_set_data(tree, ctx, zxid, path, std::mem::take(data), *version)
+            }
             WriteOp::SetAcl { path, acl, version } => self.prep_set_acl(tree, ctx, zxid, path, acl, *version),
             WriteOp::Check { path, version } => self.prep_check(tree, ctx, path, *version),
             WriteOp::Multi(_) => Err(ErrorCode::BadArguments),
@@ -96,7 +115,7 @@ impl Prep {
 
     /// Sub-ops are prepped in order against the pending state; on the first failure the multi's
     /// records are rolled back, that slot becomes `Error{code}` and later slots `Error{-2}`.
-    fn prep_multi(&mut self, tree: &DataTree, ctx: &PrepContext<'_>, zxid: i64, ops: &[WriteOp]) -> Txn {
+    fn prep_multi(&mut self, tree: &DataTree, ctx: &PrepContext<'_>, zxid: i64, ops: &mut [WriteOp]) -> Txn {
         let mut txns = Vec::with_capacity(ops.len());
         let mut failed = false;
         for op in ops {
@@ -118,17 +137,35 @@ impl Prep {
 
     /// `getRecordForPath`: the pending state of `path`, else the tree's; NoNode if neither has it.
     fn record(&self, tree: &DataTree, path: &str) -> Result<PendingNode, ErrorCode> {
-        if let Some(rec) = self.latest.get(path) {
+        if let Some(rec) = self.latest_record(path) {
             return rec.node.clone().ok_or(ErrorCode::NoNode);
         }
         let n = tree.node(path).ok_or(ErrorCode::NoNode)?;
-        Ok(PendingNode { stat: n.stat, child_count: i64::from(n.num_children), acl: n.acl.to_vec() })
+        Ok(PendingNode { stat: n.stat, child_count: i64::from(n.num_children), acl: n.acl.clone() })
+    }
+
+    /// Whether `path` exists once pending changes apply (`record(..).is_ok()` without the copy).
+    fn exists(&self, tree: &DataTree, path: &str) -> bool {
+        match self.latest_record(path) {
+            Some(rec) => rec.node.is_some(),
+            None => tree.node(path).is_some(),
+        }
+    }
+
+    fn latest_record(&self, path: &str) -> Option<&ChangeRecord> {
+        let seq = *self.latest.get(path)?;
+        let front = self.outstanding.front()?.seq;
+        self.outstanding.get((seq - front) as usize)
     }
 
     fn add(&mut self, zxid: i64, path: &str, node: Option<PendingNode>) {
-        let rec = ChangeRecord { seq: self.next_seq, zxid, path: path.to_string(), node };
+        let path: Arc<str> = match self.latest.get_key_value(path) {
+            Some((k, _)) => k.clone(),
+            None => path.into(),
+        };
+        let rec = ChangeRecord { seq: self.next_seq, zxid, path: path.clone(), node };
         self.next_seq += 1;
-        self.latest.insert(rec.path.clone(), rec.clone());
+        self.latest.insert(path, rec.seq);
         self.outstanding.push_back(rec);
     }
 
@@ -137,12 +174,14 @@ impl Prep {
         let mut touched = BTreeSet::new();
         while self.outstanding.back().is_some_and(|r| r.zxid == zxid) {
             if let Some(r) = self.outstanding.pop_back() {
+                // Keep the sequence numbers consecutive.
+                self.next_seq = r.seq;
                 touched.insert(r.path);
             }
         }
         for path in touched {
             match self.outstanding.iter().rev().find(|r| r.path == path) {
-                Some(r) => self.latest.insert(path, r.clone()),
+                Some(r) => self.latest.insert(path, r.seq),
                 None => self.latest.remove(&path),
             };
         }
@@ -153,7 +192,7 @@ impl Prep {
     pub fn applied(&mut self, zxid: i64) {
         while self.outstanding.front().is_some_and(|r| r.zxid <= zxid) {
             let Some(r) = self.outstanding.pop_front() else { break };
-            if self.latest.get(&r.path).is_some_and(|l| l.seq == r.seq) {
+            if self.latest.get(&r.path).is_some_and(|&l| l == r.seq) {
                 self.latest.remove(&r.path);
             }
         }
@@ -170,7 +209,7 @@ impl Prep {
         tree: &DataTree,
         ctx: &PrepContext<'_>,
         zxid: i64,
-        a: &CreateArgs<'_>,
+        a: CreateArgs<'_>,
     ) -> Result<Txn, ErrorCode> {
         let parent_path = parent_and_validate(a.path, false)?;
         let acl = fixup_acl(a.acl, ctx.auth_ids)?;
@@ -181,7 +220,7 @@ impl Prep {
         let cversion = parent.stat.cversion;
         let path = if a.mode.sequential { format!("{}{cversion:010}", a.path) } else { a.path.to_string() };
         validate_path(&path)?;
-        if self.record(tree, &path).is_ok() {
+        if self.exists(tree, &path) {
             return Err(ErrorCode::NodeExists);
         }
         if is_session_ephemeral(parent.stat.ephemeral_owner) {
@@ -195,7 +234,7 @@ impl Prep {
         self.add(zxid, parent_path, Some(parent));
         let stat =
             StatPersisted { czxid: zxid, mzxid: zxid, pzxid: zxid, ephemeral_owner: owner, ..StatPersisted::default() };
-        self.add(zxid, &path, Some(PendingNode { stat, child_count: 0, acl }));
+        self.add(zxid, &path, Some(PendingNode { stat, child_count: 0, acl: acl.into() }));
         Ok(txn)
     }
 
@@ -248,7 +287,7 @@ impl Prep {
         ctx: &PrepContext<'_>,
         zxid: i64,
         path: &str,
-        data: &Option<Vec<u8>>,
+        data: Option<Vec<u8>>,
         version: i32,
     ) -> Result<Txn, ErrorCode> {
         validate_path(path)?;
@@ -260,7 +299,7 @@ impl Prep {
         node.stat.version = new_version;
         node.stat.mzxid = zxid;
         self.add(zxid, path, Some(node));
-        Ok(Txn::SetData { path: path.to_string(), data: data.clone(), version: new_version })
+        Ok(Txn::SetData { path: path.to_string(), data, version: new_version })
     }
 
     fn prep_set_acl(
@@ -280,7 +319,7 @@ impl Prep {
         }
         let new_version = check_and_inc_version(node.stat.aversion, version)?;
         node.stat.aversion = new_version;
-        node.acl = acl.clone();
+        node.acl = acl.as_slice().into();
         self.add(zxid, path, Some(node));
         Ok(Txn::SetAcl { path: path.to_string(), acl, version: new_version })
     }
@@ -308,10 +347,10 @@ impl Prep {
         for r in &self.outstanding {
             match &r.node {
                 None => {
-                    es.remove(&r.path);
+                    es.remove(&*r.path);
                 }
                 Some(n) if n.stat.ephemeral_owner == session_id => {
-                    es.insert(r.path.clone());
+                    es.insert(r.path.to_string());
                 }
                 Some(_) => {}
             }
@@ -332,7 +371,12 @@ impl Prep {
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut last = i64::MIN;
         let mut newest: HashMap<&str, u64> = HashMap::new();
-        for r in &self.outstanding {
+        for (i, r) in self.outstanding.iter().enumerate() {
+            if let Some(front) = self.outstanding.front() {
+                if r.seq != front.seq + i as u64 {
+                    return Err(format!("record seq {} at index {i} after {}", r.seq, front.seq));
+                }
+            }
             if r.zxid < last {
                 return Err(format!("zxid {} after {last}", r.zxid));
             }
@@ -342,8 +386,8 @@ impl Prep {
         if newest.len() != self.latest.len() {
             return Err(format!("{} paths pending, {} in latest map", newest.len(), self.latest.len()));
         }
-        for (path, rec) in &self.latest {
-            if newest.get(path.as_str()) != Some(&rec.seq) {
+        for (path, seq) in &self.latest {
+            if newest.get(&**path) != Some(seq) {
                 return Err(format!("{path}: latest record is not the newest outstanding one"));
             }
         }
@@ -385,8 +429,8 @@ fn check_and_inc_version(current: i32, expected: i32) -> Result<i32, ErrorCode> 
 }
 
 /// The create txn for a mode, and the owner value the node will have.
-fn create_txn(a: &CreateArgs<'_>, session_id: i64, path: String, acl: Vec<Acl>, parent_cversion: i32) -> (Txn, i64) {
-    let data = a.data.clone();
+fn create_txn(a: CreateArgs<'_>, session_id: i64, path: String, acl: Vec<Acl>, parent_cversion: i32) -> (Txn, i64) {
+    let data = a.data;
     if a.mode.container {
         (Txn::CreateContainer { path, data, acl, parent_cversion }, CONTAINER_OWNER)
     } else if a.mode.ttl {

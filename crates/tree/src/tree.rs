@@ -346,11 +346,10 @@ impl DataTree {
         }
         validate_path(path)?;
         let parent_path = parent(path);
-        if !self.nodes.contains_key(parent_path) {
-            return Err(ErrorCode::NoNode);
-        }
+        // NoNode before NodeExists; a node whose parent is missing never exists (tree invariant),
+        // so one lookup of each suffices.
         if self.nodes.contains_key(path) {
-            return Err(ErrorCode::NodeExists);
+            return Err(if self.nodes.contains_key(parent_path) { ErrorCode::NodeExists } else { ErrorCode::NoNode });
         }
         let parent_node = self.node_mut(parent_path).ok_or(ErrorCode::NoNode)?;
         let pcv = if parent_cversion == -1 { parent_node.stat.cversion.wrapping_add(1) } else { parent_cversion };
@@ -359,7 +358,7 @@ impl DataTree {
             parent_node.stat.pzxid = zxid;
         }
         parent_node.num_children += 1;
-        let parent_acl = parent_node.acl.to_vec();
+        let parent_acl = parent_node.acl.clone();
         let stat = StatPersisted {
             czxid: zxid,
             mzxid: zxid,
@@ -371,13 +370,14 @@ impl DataTree {
             ephemeral_owner: owner,
             pzxid: zxid,
         };
-        let node = Znode::new(data.as_deref().map(Box::from), self.acls.intern(acl), stat);
+        let acl = self.acls.intern(acl);
+        let node = Znode::new(data.as_deref().map(Box::from), acl.clone(), stat);
         let client_stat = node.client_stat();
         self.data_size += node_size(path, data.as_deref());
         self.nodes.insert(path.into(), Arc::new(node));
         self.index_owner(path, owner);
         self.quota_on_create(path, data.as_ref().map_or(0, Vec::len));
-        ev.push(event(path, TreeEventKind::Created, zxid, acl.to_vec()));
+        ev.push(event(path, TreeEventKind::Created, zxid, acl));
         ev.push(event(parent_path, TreeEventKind::ChildrenChanged, zxid, parent_acl));
         Ok(client_stat)
     }
@@ -449,12 +449,12 @@ impl DataTree {
         if zxid > p.stat.pzxid {
             p.stat.pzxid = zxid;
         }
-        let parent_acl = p.acl.to_vec();
+        let parent_acl = p.acl.clone();
         let node = self.nodes.remove(path).ok_or(ErrorCode::NoNode)?;
         self.data_size -= node_size(path, node.data.as_deref());
         self.unindex_owner(path, node.stat.ephemeral_owner);
         self.quota_on_delete(path, node.data_len());
-        ev.push(event(path, TreeEventKind::Deleted, zxid, node.acl.to_vec()));
+        ev.push(event(path, TreeEventKind::Deleted, zxid, node.acl.clone()));
         ev.push(event(parent_path, TreeEventKind::ChildrenChanged, zxid, parent_acl));
         Ok(())
     }
@@ -475,7 +475,7 @@ impl DataTree {
         n.stat.mzxid = zxid;
         n.stat.version = version;
         let stat = n.client_stat();
-        let acl = n.acl.to_vec();
+        let acl = n.acl.clone();
         let new_len = n.data_len();
         self.data_size = self.data_size + new_len as u64 - old_len as u64;
         self.quota_on_set_data(path, new_len as i64 - old_len as i64);
@@ -613,7 +613,7 @@ fn created(path: &str, r: Result<Stat, ErrorCode>) -> TxnResult {
     }
 }
 
-fn event(path: &str, kind: TreeEventKind, zxid: i64, acl: Vec<Acl>) -> TreeEvent {
+fn event(path: &str, kind: TreeEventKind, zxid: i64, acl: Arc<[Acl]>) -> TreeEvent {
     TreeEvent { path: path.to_string(), kind, zxid, acl }
 }
 

@@ -101,7 +101,7 @@ fn events_of_each_txn() {
     let out = t.apply(&hdr(4, 0, 0), &Txn::Delete { path: "/a".into() });
     let kinds: Vec<_> = out.events.iter().map(|e| (e.path.as_str(), e.kind)).collect();
     assert_eq!(kinds, vec![("/a", TreeEventKind::Deleted), ("/", TreeEventKind::ChildrenChanged)]);
-    assert_eq!(out.events[0].acl, Acl::read_unsafe(), "deleted node's ACL travels with the event");
+    assert_eq!(*out.events[0].acl, *Acl::read_unsafe(), "deleted node's ACL travels with the event");
 }
 
 #[test]
