@@ -88,6 +88,13 @@ pub struct BenchArgs {
     /// Session timeout requested from the servers.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     session_timeout: Duration,
+    /// Open loop: offer this many requests per second in total, on a fixed schedule, instead of
+    /// sending the next request as soon as one completes. Each of the sessions x depth request
+    /// loops starts one request every sessions*depth/rate seconds; latency is measured from the
+    /// scheduled start, so a server that falls behind shows its queueing in the figures. The
+    /// depth bounds the requests in flight per session: give enough for rate x latency.
+    #[arg(long)]
+    rate: Option<f64>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -254,6 +261,8 @@ struct Ctx {
     run_id: u32,
     measure_start: Instant,
     end: Instant,
+    /// Open loop (`--rate`): the schedule's step for each request loop.
+    interval: Option<Duration>,
     stop: AtomicBool,
     /// Completed requests, warm-up included (progress line).
     completed: AtomicU64,
@@ -296,9 +305,23 @@ struct Loop {
     dir: String,
     counter: u64,
     created: Vec<String>,
+    /// Open loop: when this loop's next request is due.
+    next_due: Instant,
 }
 
 impl Loop {
+    /// When the next request starts: now (closed loop), or its scheduled time (open loop), after
+    /// waiting for it if it is still ahead.
+    async fn next_start(&mut self) -> Instant {
+        let Some(step) = self.ctx.interval else { return Instant::now() };
+        let due = self.next_due;
+        self.next_due += step;
+        if due > Instant::now() {
+            tokio::time::sleep_until(due.into()).await;
+        }
+        due
+    }
+
     async fn run(mut self) -> Stats {
         let mut stats = Stats::new();
         if let Err(e) = self.client.create(&self.dir, b"", &persistent()).await {
@@ -327,7 +350,10 @@ impl Loop {
                     break;
                 }
             }
-            let start = Instant::now();
+            let start = self.next_start().await;
+            if start >= self.ctx.end {
+                break;
+            }
             let res = self.one(op).await;
             let done = Instant::now();
             self.ctx.completed.fetch_add(1, Ordering::Relaxed);
@@ -613,6 +639,8 @@ struct ConfigReport {
     keys: usize,
     watches: bool,
     prefix: String,
+    /// Offered requests per second (open loop), or null for a closed loop.
+    rate: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -675,6 +703,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.duration.is_zero() {
         bail!("--duration must be positive");
     }
+    if args.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+        bail!("--rate must be a positive number of requests per second");
+    }
     let prefix = args.prefix.trim_end_matches('/').to_string();
     if !prefix.starts_with('/') || prefix.len() < 2 {
         bail!("--prefix must be an absolute path other than / (got {:?})", args.prefix);
@@ -727,6 +758,7 @@ async fn run_async(args: BenchArgs, workload: Vec<(Op, u32)>, prefix: String) ->
         run_id: rand::thread_rng().gen(),
         measure_start,
         end: measure_start + args.duration,
+        interval: args.rate.map(|r| Duration::from_secs_f64((args.sessions * args.depth) as f64 / r)),
         stop: AtomicBool::new(false),
         completed: AtomicU64::new(0),
         failed: AtomicU64::new(0),
@@ -762,7 +794,12 @@ async fn run_async(args: BenchArgs, workload: Vec<(Op, u32)>, prefix: String) ->
     for (s, c) in clients.iter().enumerate() {
         let watched: Watched = Arc::new(Mutex::new(HashSet::new()));
         for l in 0..args.depth {
+            // Open loop: spread the loops' schedules evenly over one step.
+            let offset = ctx.interval.map_or(Duration::ZERO, |iv| {
+                iv.mul_f64((s * args.depth + l) as f64 / (args.sessions * args.depth) as f64)
+            });
             let lp = Loop {
+                next_due: Instant::now() + offset,
                 client: c.clone(),
                 ctx: ctx.clone(),
                 watched: watched.clone(),
@@ -865,6 +902,7 @@ async fn run_async(args: BenchArgs, workload: Vec<(Op, u32)>, prefix: String) ->
             keys: args.keys,
             watches: args.watches,
             prefix: prefix.clone(),
+            rate: args.rate,
         },
         elapsed_s: elapsed,
         ops: reports,
