@@ -72,8 +72,10 @@ impl Store {
         write_epoch_with_fs(&*self.fs, &self.data_dir, which, epoch)
     }
 
-    /// The leader's snapshot replaced the tree: writes it durably, then drops every log record
-    /// above its zxid.
+    /// The leader's snapshot replaced the tree: writes it durably, removes every local snapshot
+    /// above its zxid (such a snapshot holds txns the leader did not keep, such as this server's
+    /// own uncommitted ones in its start-up snapshot, and recovery would load it as the newest),
+    /// then drops every log record above its zxid. Found by warden-sim seed 0x8af8a8.
     pub fn install_snapshot(
         &mut self,
         tree: &DataTree,
@@ -81,6 +83,7 @@ impl Store {
         zxid: i64,
     ) -> Result<(), StorageError> {
         write_snapshot_with_fs(&*self.fs, &self.data_dir, tree, sessions, zxid, Compression::None)?;
+        self.remove_snapshots_after(zxid)?;
         self.log.truncate_after(zxid)
     }
 
@@ -124,4 +127,50 @@ pub fn read_epochs_with_fs(fs: &dyn Fs, data_dir: &Path, last_zxid: i64) -> Resu
     let current = read_epoch_with_fs(fs, data_dir, EpochFile::Current)?.unwrap_or(last_zxid >> 32);
     let accepted = read_epoch_with_fs(fs, data_dir, EpochFile::Accepted)?.unwrap_or(current).max(current);
     Ok((accepted, current))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::FaultFs;
+    use crate::recover::recover_with_fs;
+    use crate::snapshot::write_snapshot_with_fs;
+    use warden_proto::{Txn, TxnHeader};
+
+    fn txn(zxid: i64, path: &str) -> (TxnHeader, Txn) {
+        let txn = Txn::Create {
+            path: path.into(),
+            data: Some(Vec::new()),
+            acl: warden_proto::Acl::open_unsafe(),
+            ephemeral: false,
+            parent_cversion: 1,
+        };
+        (TxnHeader { client_id: 1, cxid: 1, zxid, time_ms: 0, txn_type: txn.op().code() }, txn)
+    }
+
+    /// A local snapshot above the leader's (here the start-up snapshot holding this server's own
+    /// uncommitted txn) must not survive a SNAP install: recovery would load it as the newest.
+    #[test]
+    fn install_snapshot_removes_local_snapshots_above_it() {
+        let fs = FaultFs::new();
+        let dir = Path::new("/d");
+        let r = recover_with_fs(Arc::new(fs.clone()), dir, dir, 4096).unwrap();
+        let mut store = Store::new(Arc::new(fs.clone()), dir, dir, 4096, r.log);
+        let mut mine = DataTree::new();
+        for z in [1, 2] {
+            let (h, t) = txn(z, &format!("/n{z}"));
+            store.append(&h, &t).unwrap();
+            mine.apply(&h, &t);
+        }
+        store.sync().unwrap();
+        write_snapshot_with_fs(&fs, dir, &mine, &[], 2, Compression::None).unwrap();
+        // The leader kept only zxid 1.
+        let mut leaders = DataTree::new();
+        let (h, t) = txn(1, "/n1");
+        leaders.apply(&h, &t);
+        store.install_snapshot(&leaders, &[], 1).unwrap();
+        let r = recover_with_fs(Arc::new(fs.crash(7)), dir, dir, 4096).unwrap();
+        assert_eq!(r.tree.last_processed_zxid(), 1);
+        assert!(r.tree.node("/n2").is_none(), "the cut txn came back from the old snapshot");
+    }
 }
