@@ -97,7 +97,7 @@ impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "warden-sim: seed {:#x} failed at step {} (t={} ms): {}; replay: WARDEN_SIM_SEED={:#x} cargo test -p warden-sim --test seeds replay -- --nocapture (WARDEN_SIM_TRACE=1 prints every event)",
+            "warden-sim: seed {:#x} failed at step {} (t={} ms): {}; replay: WARDEN_SIM_SEED={:#x} cargo test -p warden-sim --test seeds replay -- --ignored --nocapture (WARDEN_SIM_TRACE=1 prints every event)",
             self.seed, self.step, self.time_ms, self.message, self.seed
         )
     }

@@ -1,6 +1,6 @@
 //! The simulator's seeds: random ones every run, the fixed regression list, the directed
 //! scenarios, and a replay entry point:
-//! `WARDEN_SIM_SEED=0x.. cargo test -p warden-sim --test seeds replay -- --nocapture`
+//! `WARDEN_SIM_SEED=0x.. cargo test -p warden-sim --test seeds replay -- --ignored --nocapture`
 //! (`WARDEN_SIM_TRACE=1` prints every event).
 //!
 //! `WARDEN_SIM_SEEDS` sets how many random seeds each of the four random tests runs (default
@@ -130,10 +130,11 @@ fn scenarios() {
     }
 }
 
-/// `WARDEN_SIM_SEED=0x.. [WARDEN_SIM_TRACE=1] cargo test -p warden-sim --test seeds replay -- --nocapture`
+/// `WARDEN_SIM_SEED=0x.. [WARDEN_SIM_TRACE=1] cargo test -p warden-sim --test seeds replay -- --ignored --nocapture`
 #[test]
+#[ignore = "replay entry point: set WARDEN_SIM_SEED and pass --ignored"]
 fn replay() {
-    let Some(seed) = env_u64("WARDEN_SIM_SEED") else { return };
+    let seed = env_u64("WARDEN_SIM_SEED").expect("WARDEN_SIM_SEED=<seed> names the seed to replay");
     let mut o = Options::random(seed);
     o.trace = std::env::var_os("WARDEN_SIM_TRACE").is_some();
     let s = check(o);
@@ -143,8 +144,9 @@ fn replay() {
 /// Exploration: `WARDEN_SIM_EXPLORE=N` runs N seeds from `WARDEN_SIM_BASE` and lists every
 /// failure instead of stopping at the first (used to find bugs; `scripts/sim-soak` runs it).
 #[test]
+#[ignore = "soak entry point: scripts/sim-soak"]
 fn explore() {
-    let Some(n) = env_u64("WARDEN_SIM_EXPLORE") else { return };
+    let n = env_u64("WARDEN_SIM_EXPLORE").expect("WARDEN_SIM_EXPLORE=<number of seeds>");
     let base = env_u64("WARDEN_SIM_BASE").unwrap_or(0);
     let mut failed = 0;
     let start = std::time::Instant::now();

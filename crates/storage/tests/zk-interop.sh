@@ -5,7 +5,7 @@
 #   2. Optionally (second arg = a log file written by Warden) prints it with ZooKeeper's
 #      TxnLogToolkit.
 # Usage: crates/storage/tests/zk-interop.sh OUT_DIR [WARDEN_LOG_FILE]
-# Then: WARDEN_ZK_LOG=OUT_DIR/zk-log cargo test -p warden-storage --test interop -- --nocapture
+# Then: WARDEN_ZK_LOG=OUT_DIR/zk-log cargo test -p warden-storage --test interop -- --ignored --nocapture
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 OUT=${1:?usage: zk-interop.sh OUT_DIR [WARDEN_LOG_FILE]}
