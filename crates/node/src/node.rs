@@ -391,25 +391,37 @@ impl Node {
             } else {
                 self.conns.get(&conn).map_or(&[], |c| c.auth.as_slice())
             };
-            let ctx = warden_tree::PrepContext {
-                session_id,
-                auth_ids: auth,
-                ttl_enabled: self.cfg.ttl_enabled,
-                is_ephemeral_allowed: true,
-            };
-            match crate::writes::to_write_op(req) {
-                Ok(op) => match self.prep.prep_owned(&self.tree, &ctx, zxid, op) {
-                    Ok(txn) => txn,
-                    Err(e) => Txn::Error { err: e.code() },
-                },
-                Err(e) => Txn::Error { err: e.code() },
-            }
+            Self::prep_write(&mut self.prep, &self.tree, &self.cfg, session_id, auth, zxid, req)
         };
         let txn_type = txn.header_type(ops.first().copied().unwrap_or_default());
         let zxid =
             self.propose_typed(session_id, xid, txn_type, txn, Origin::Client { conn, xid, ops, fwd: false }, out);
         if let Some(c) = self.conns.get_mut(&conn) {
             c.queue.push_back(Pending::Write { zxid, arrived_ms: self.now.mono_ms });
+        }
+    }
+
+    /// Turns a client write into its txn under `zxid` (a failed check becomes an error txn), as
+    /// the session with these auth ids. Takes the fields it needs so callers can lend `auth` from
+    /// the node.
+    pub(crate) fn prep_write(
+        prep: &mut warden_tree::Prep,
+        tree: &warden_tree::DataTree,
+        cfg: &NodeConfig,
+        session_id: i64,
+        auth: &[warden_proto::Id],
+        zxid: i64,
+        req: Request,
+    ) -> Txn {
+        let ctx = warden_tree::PrepContext {
+            session_id,
+            auth_ids: auth,
+            ttl_enabled: cfg.ttl_enabled,
+            is_ephemeral_allowed: true,
+        };
+        match crate::writes::to_write_op(req) {
+            Ok(op) => prep.prep_owned(tree, &ctx, zxid, op).unwrap_or_else(|e| Txn::Error { err: e.code() }),
+            Err(e) => Txn::Error { err: e.code() },
         }
     }
 

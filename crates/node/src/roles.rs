@@ -691,19 +691,7 @@ impl Node {
         if self.cfg.skip_acl {
             auth.push(warden_proto::Id::new("super", ""));
         }
-        let ctx = warden_tree::PrepContext {
-            session_id,
-            auth_ids: &auth,
-            ttl_enabled: self.cfg.ttl_enabled,
-            is_ephemeral_allowed: true,
-        };
-        match crate::writes::to_write_op(req) {
-            Ok(op) => match self.prep.prep_owned(&self.tree, &ctx, zxid, op) {
-                Ok(txn) => txn,
-                Err(e) => Txn::Error { err: e.code() },
-            },
-            Err(e) => Txn::Error { err: e.code() },
-        }
+        Self::prep_write(&mut self.prep, &self.tree, &self.cfg, session_id, &auth, zxid, req)
     }
 
     // ----- learner -----
