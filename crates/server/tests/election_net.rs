@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream as StdTcpStream};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,12 +18,9 @@ use warden_server::election::{ElectionNet, ElectionStatus};
 
 /// How long an election may take.
 const ELECT: Duration = Duration::from_secs(30);
-const MISSING_ZK: &str =
-    "Apache ZooKeeper 3.8 (Debian package `zookeeper`) or java not found: run scripts/install-deps";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind ephemeral port").local_addr().unwrap().port()
-}
+mod oracle;
+use oracle::{free_port, zk_classpath, MISSING as MISSING_ZK};
 
 /// `server.N=127.0.0.1:<quorum>:<election>` lines for `ids`, on fresh ports.
 fn ensemble(ids: &[u64]) -> BTreeMap<u64, PeerSpec> {
@@ -266,16 +262,6 @@ impl Drop for ZkPeer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Debian's ZooKeeper server classpath via `scripts/zk-classpath`; fails (never skips) without it.
-fn zk_classpath() -> String {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/zk-classpath");
-    let out = Command::new("bash").arg(&script).output().unwrap_or_else(|e| panic!("{MISSING_ZK}: {e}"));
-    assert!(out.status.success(), "{MISSING_ZK}\nscripts/zk-classpath: {}", String::from_utf8_lossy(&out.stderr));
-    let java = Command::new("java").arg("-version").output();
-    assert!(java.map(|o| o.status.success()).unwrap_or(false), "{MISSING_ZK} (no java)");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// Polls the ZooKeeper peers' `srvr` until one leads and the other follows; returns the leader's sid.

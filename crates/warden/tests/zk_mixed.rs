@@ -13,7 +13,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,12 +21,13 @@ use zk::{Acls, CreateMode};
 use zookeeper_client as zk;
 
 mod common;
+#[path = "../../server/tests/oracle/mod.rs"]
+mod oracle;
 use common::{free_port, spawn_warden, stop, WorkDir};
+use oracle::MISSING as MISSING_ZK;
 
 const ELECT: Duration = Duration::from_secs(60);
 const OP: Duration = Duration::from_secs(20);
-const MISSING_ZK: &str =
-    "Apache ZooKeeper 3.8 (Debian package `zookeeper`) or java not found: run scripts/install-deps";
 /// More txns than either side keeps in memory for DIFF (500), so a server that missed them gets SNAP.
 const MISSED: usize = 700;
 
@@ -60,15 +61,10 @@ impl Drop for Mixed {
     }
 }
 
-/// Debian's ZooKeeper server classpath via `scripts/zk-classpath`; fails (never skips) without it.
+/// Debian's ZooKeeper server classpath (fails, never skips, without ZooKeeper or java), with
+/// slf4j-simple instead of slf4j-nop: ZooKeeper's INFO log lands in the server's output file.
 fn zk_classpath() -> String {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/zk-classpath");
-    let out = Command::new("bash").arg(&script).output().unwrap_or_else(|e| panic!("{MISSING_ZK}: {e}"));
-    assert!(out.status.success(), "{MISSING_ZK}\nscripts/zk-classpath: {}", String::from_utf8_lossy(&out.stderr));
-    let java = Command::new("java").arg("-version").output();
-    assert!(java.map(|o| o.status.success()).unwrap_or(false), "{MISSING_ZK} (no java)");
-    // slf4j-simple instead of slf4j-nop: ZooKeeper's INFO log lands in the server's output file.
-    String::from_utf8_lossy(&out.stdout).trim().replace("slf4j-nop.jar", "slf4j-simple.jar")
+    oracle::zk_classpath().replace("slf4j-nop.jar", "slf4j-simple.jar")
 }
 
 impl Mixed {

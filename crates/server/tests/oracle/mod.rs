@@ -32,8 +32,10 @@ pub const MISSING: &str =
     "Apache ZooKeeper 3.8 (Debian package `zookeeper`) or java not found: run scripts/install-deps";
 
 /// Apache ZooKeeper's server classpath: `scripts/zk-classpath` if present, else built from the jar list.
-/// Panics (never skips) when ZooKeeper is not installed.
+/// Panics (never skips) when ZooKeeper or java is not installed.
 pub fn zk_classpath() -> String {
+    let java = Command::new("java").arg("-version").output();
+    assert!(java.is_ok_and(|o| o.status.success()), "{MISSING} (no java)");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/zk-classpath");
     if script.exists() {
         let out = Command::new("bash")
