@@ -111,15 +111,9 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Builds the tree (`DataTree::from_snapshot`) with `last_processed_zxid` = `zxid`.
-    pub fn to_tree(&self, file: &Path) -> Result<DataTree, StorageError> {
-        DataTree::from_snapshot(self.nodes.clone(), self.zxid)
-            .map_err(|reason| StorageError::CorruptSnapshot { file: file.to_path_buf(), reason })
-    }
-
-    /// As `to_tree`, consuming the snapshot: its nodes move into the tree without a copy (a copy
-    /// of every node at start-up doubles the peak and leaves the heap fragmented). Returns the tree
-    /// and the sessions.
+    /// Builds the tree (`DataTree::from_snapshot`, `last_processed_zxid` = `zxid`), consuming the
+    /// snapshot: its nodes move into the tree without a copy (a copy of every node at start-up
+    /// doubles the peak and leaves the heap fragmented). Returns the tree and the sessions.
     pub fn into_tree(self, file: &Path) -> Result<(DataTree, Vec<(i64, i32)>), StorageError> {
         let tree = DataTree::from_snapshot(self.nodes, self.zxid)
             .map_err(|reason| StorageError::CorruptSnapshot { file: file.to_path_buf(), reason })?;

@@ -26,7 +26,7 @@ fn round_trip_every_node_kind() {
     assert_eq!(s.sessions, SESSIONS);
     assert_eq!(s.digest, Some(SnapshotDigest { zxid: 0, version: 2, digest: 0 }));
     assert_eq!(s.last_processed_zxid, None);
-    let back = s.to_tree(&path).unwrap();
+    let (back, _) = s.into_tree(&path).unwrap();
     back.check_invariants().unwrap();
     assert_eq!(dump(&back), dump(&t));
     assert_eq!(back.ephemerals(EPH_SESSION), vec!["/app/eph"]);
@@ -76,7 +76,7 @@ fn gzip_and_snappy_round_trip() {
         let path = write_snapshot_with(dir.path(), &t, SESSIONS, 0x20, c).unwrap();
         assert!(path.to_str().unwrap().ends_with(&snapshot_file_name(0x20, c)));
         assert_eq!(find_valid_snapshots(dir.path()), vec![path.clone()]);
-        let back = read_snapshot(&path).unwrap().to_tree(&path).unwrap();
+        let back = read_snapshot(&path).unwrap().into_tree(&path).unwrap().0;
         assert_eq!(dump(&back), dump(&t), "{c:?}");
     }
 }
@@ -101,7 +101,7 @@ fn large_tree_round_trip_across_buffers() {
     let dir = tempfile::tempdir().unwrap();
     for c in [Compression::None, Compression::Snappy] {
         let path = write_snapshot_with(dir.path(), &t, &[], 3000, c).unwrap();
-        let back = read_snapshot(&path).unwrap().to_tree(&path).unwrap();
+        let back = read_snapshot(&path).unwrap().into_tree(&path).unwrap().0;
         assert_eq!(dump(&back), dump(&t));
     }
 }
@@ -266,7 +266,7 @@ fn reads_snapshot_written_by_zookeeper() {
         .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("snapshot."))
         .expect("fixture snapshot");
     let s = read_snapshot(&path).unwrap();
-    let t = s.to_tree(&path).unwrap();
+    let t = s.clone().into_tree(&path).unwrap().0;
     t.check_invariants().unwrap();
     let node = |p: &str| t.node(p).unwrap_or_else(|| panic!("{p} missing"));
     assert_eq!(node("/app").data.as_deref(), Some(&b"updated twice"[..]));
