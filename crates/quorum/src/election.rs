@@ -39,13 +39,14 @@
 //! adopts, and proposals only improve within a round.
 //!
 //! Early finalize (a Warden rule; ZooKeeper always waits `finalizeWait`). The shell reports which
-//! voters it cannot reach ([`FastLeaderElection::peer_reachable`]: an election connection ended
-//! or a dial failed; reachable again once a connection is up). While LOOKING, as soon as a quorum
+//! voters it cannot reach ([`FastLeaderElection::peer_reachable`]: a dial to it failed;
+//! reachable again once a connection is up). While LOOKING, as soon as a quorum
 //! holds our proposal *and* every voter not known unreachable (ourselves included) has sent us a
 //! notification of this round agreeing with it, we decide without waiting. With no reports every
 //! voter counts as reachable, so the rule becomes "all voters agree". (Warden's shell reports a
 //! voter unreachable only after it had a connection to it, so a server that has not started yet
-//! still gets finalizeWait, as in ZooKeeper.) Why this is safe:
+//! still gets finalizeWait, as in ZooKeeper; and only when a dial fails, not when a connection
+//! ends, since peers close connections on purpose in the dial-back handshake.) Why this is safe:
 //! `finalizeWait` only gives a better vote time to arrive so that the best-placed server leads; it
 //! plays no part in safety. What makes an elected leader safe is the quorum itself: each supporter
 //! adopted the vote only because it is not worse (epoch, zxid) than its own history, so the leader's
@@ -196,8 +197,8 @@ impl FastLeaderElection {
         out
     }
 
-    /// The shell's view of peer `sid`: `false` when its election connection ended or a dial
-    /// failed, `true` once a connection is up. Only early finalize uses it; a report that makes
+    /// The shell's view of peer `sid`: `false` when a dial to it failed, `true` once a
+    /// connection is up. Only early finalize uses it; a report that makes
     /// every reachable voter agree with our quorum-held proposal decides at once.
     pub fn peer_reachable(&mut self, sid: Sid, reachable: bool, _now_ms: u64) -> Vec<ElectionAction> {
         let mut out = Vec::new();

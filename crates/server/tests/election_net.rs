@@ -172,6 +172,45 @@ async fn malformed_input_closes_only_that_connection() {
     stop_all(vec![one, two]).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_peer_closing_a_fresh_connection_is_not_taken_for_unreachable() {
+    // Server 3 is played by this test: it listens on its election port (accepting and ignoring
+    // dials), connects to shell 1 with a valid introduction, then closes that connection at once,
+    // as a larger sid does when it replaces a connection in the dial-back handshake. It never votes.
+    let servers = ensemble(&[1, 2, 3]);
+    let three = &servers[&3];
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", three.election_port)).await.expect("bind sid 3");
+    let accept = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s);
+        }
+    });
+    let one = ElectionNet::start(1, &servers, 0, 0).await.expect("start shell 1");
+    let mut fresh = tokio::net::TcpStream::connect(one.local_addr()).await.unwrap();
+    let hello = InitialMessage::Versioned { protocol_version: PROTOCOL_VERSION_V1, sid: 3, addr: "127.0.0.1:1".into() };
+    fresh.write_all(&hello.encode()).await.unwrap();
+    // Shell 1 sends its vote on the adopted connection: it is up on both sides.
+    let first = read_notification(&mut fresh).await;
+    assert_eq!((first.state, first.leader), (ServerState::Looking, 1), "{first:?}");
+    drop(fresh);
+
+    // Shells 1 and 2 agree on 2, but sid 3 was reached and has not voted: shell 1 must not treat
+    // the closed connection as a dead voter and finalize early; it waits finalizeWait (200 ms).
+    let t0 = Instant::now();
+    let two = ElectionNet::start(2, &servers, 0, 0).await.expect("start shell 2");
+    let e = decided(&one).await;
+    let waited = t0.elapsed();
+    assert_eq!((e.leader, e.state), (2, ServerState::Following), "{e:?}");
+    assert_leader(&[&one, &two], 2).await;
+    assert!(
+        waited >= Duration::from_millis(200),
+        "shell 1 decided {waited:?} after shell 2 started, without finalizeWait"
+    );
+    accept.abort();
+    stop_all(vec![one, two]).await;
+}
+
 async fn assert_closed(s: &mut tokio::net::TcpStream) {
     let mut buf = [0u8; 256];
     loop {
@@ -295,10 +334,23 @@ async fn warden_and_apache_zookeeper_elect_the_same_leader() {
 
     let deadline = Instant::now() + Duration::from_secs(90);
     let leader = zk_leader(&mut zks, deadline).await;
-    let e = match warden.wait_decided(deadline.saturating_duration_since(Instant::now())).await {
+    let mut e = match warden.wait_decided(deadline.saturating_duration_since(Instant::now())).await {
         Some(e) => e,
         None => panic!("Warden did not decide; status {:?}", warden.status()),
     };
+    if e.leader as u64 != leader {
+        // A race FLE allows when the JVMs start far apart (a loaded machine): Warden and
+        // server.2 hold a quorum for 2 and Warden decides after finalizeWait, while server.2
+        // sees server.3's better vote within its own window. A full Warden server then fails
+        // to sync with 2 and looks again (the shell has no ZAB, so the test restarts it); the
+        // ZooKeeper peers answer with the leader they settled on.
+        eprintln!("Warden decided {e:?} but ZooKeeper's leader is {leader}: looking again, as ZAB would");
+        warden.restart_election(0, 0).await.expect("restart Warden's election");
+        e = match warden.wait_decided(ELECT).await {
+            Some(e) => e,
+            None => panic!("Warden did not rejoin; status {:?}", warden.status()),
+        };
+    }
     assert_eq!(e.leader as u64, leader, "Warden follows {} but ZooKeeper's leader is {leader} ({e:?})", e.leader);
     assert_eq!(e.state, ServerState::Following);
     // Equal (empty) histories: the highest sid leads when both JVMs are up within finalizeWait;

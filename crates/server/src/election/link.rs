@@ -32,6 +32,10 @@ pub(crate) const REDIAL_MIN: Duration = Duration::from_millis(100);
 pub(crate) const REDIAL_MAX: Duration = Duration::from_millis(5000);
 /// Events queued for one link before further ones are dropped (they are all retried).
 pub(crate) const LINK_EVENT_QUEUE: usize = 16;
+/// When the connection from a larger peer ends, how long we wait for the peer's replacement
+/// connection (the dial-back handshake closes a connection on purpose and dials again at once)
+/// before we dial it ourselves to learn whether it is still there.
+pub(crate) const DIAL_BACK_GRACE: Duration = Duration::from_millis(20);
 
 /// What the listener and the driver tell a link.
 #[derive(Debug)]
@@ -84,6 +88,9 @@ pub(crate) struct Link {
     shutdown: watch::Receiver<bool>,
     conn: Option<ConnTask>,
     redial_at: Option<Instant>,
+    /// The next redial checks the peer is still there even with nothing to send (set when a
+    /// connection ended).
+    probe: bool,
     backoff: Duration,
     /// The reachability last reported to the driver.
     reported: Option<bool>,
@@ -105,6 +112,7 @@ impl Link {
             shutdown,
             conn: None,
             redial_at: None,
+            probe: false,
             backoff: REDIAL_MIN,
             reported: None,
         }
@@ -123,7 +131,11 @@ impl Link {
                 end = wait_conn(&mut self.conn) => self.on_conn_end(end).await,
                 _ = sleep_until(redial_at) => {
                     self.redial_at = None;
-                    self.dial_if_needed().await;
+                    if std::mem::take(&mut self.probe) {
+                        self.dial().await;
+                    } else {
+                        self.dial_if_needed().await;
+                    }
                 }
             }
             if *self.shutdown.borrow() {
@@ -156,10 +168,16 @@ impl Link {
         }
     }
 
-    /// Tells the driver when the peer becomes reachable or unreachable (changes only). A peer is
-    /// reported unreachable only after a connection to it was up: one never reached may just not
-    /// have started yet (ensemble start-up), and the election should give it finalizeWait, as
-    /// ZooKeeper peers in the same ensemble do.
+    /// Tells the driver when the peer becomes reachable or unreachable (changes only).
+    /// - Reachable: a connection to it came up, or it accepted our dial.
+    /// - Unreachable: a dial failed (refused, unresolvable, timed out). A connection that merely
+    ///   ended is no evidence: the peer closes connections on purpose in the dial-back handshake,
+    ///   and an unreachable report there would let early finalize decide without a live voter's
+    ///   vote. A connection that ends is re-dialed instead: at once by the larger sid (the
+    ///   smaller never closes it on purpose), after [`DIAL_BACK_GRACE`] by the smaller if no
+    ///   replacement arrived. So a dead peer is known unreachable within milliseconds.
+    /// - Never reported unreachable before it was first reached: a peer that has not started yet
+    ///   (ensemble start-up) gets finalizeWait, as ZooKeeper peers in the same ensemble do.
     async fn report(&mut self, reachable: bool) {
         if self.reported.is_none() && !reachable {
             return;
@@ -172,13 +190,16 @@ impl Link {
 
     async fn on_conn_end(&mut self, end: ConnEnd) {
         self.conn = None;
-        self.report(false).await;
         match &end {
             ConnEnd::Malformed(_) => tracing::warn!(sid = self.spec.sid, %end, "closing election connection"),
             _ => tracing::info!(sid = self.spec.sid, %end, "election connection ended"),
         }
-        if self.queue.is_pending() {
-            self.schedule_redial();
+        if self.spec.my_id > self.spec.sid {
+            self.redial_at = None;
+            self.dial().await;
+        } else {
+            self.redial_at = Some(Instant::now() + DIAL_BACK_GRACE);
+            self.probe = true;
         }
     }
 
@@ -188,6 +209,7 @@ impl Link {
         let task = conn::run(self.spec.sid, stream, leftover, self.queue.clone(), self.received.clone());
         self.conn = Some(ConnTask(tokio::spawn(task)));
         self.redial_at = None;
+        self.probe = false;
         self.backoff = REDIAL_MIN;
     }
 
@@ -217,6 +239,7 @@ impl Link {
                     "smaller sid: dropping our connection, the peer dials back"
                 );
                 drop(stream);
+                self.report(true).await;
                 self.schedule_redial();
             }
             Ok(Err(e)) => {
