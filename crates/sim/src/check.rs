@@ -115,6 +115,11 @@ impl Checker {
         self.reloaded(sid, last_zxid);
     }
 
+    /// Whether `sid`'s persisted history holds every txn a client could have seen.
+    pub(crate) fn holds_visible(&self, sid: Sid) -> bool {
+        self.tracks.get(&sid).is_some_and(|t| self.visible.iter().all(|z| t.log.contains_key(z)))
+    }
+
     pub(crate) fn wiped(&mut self, sid: Sid) {
         self.track(sid).log.clear();
     }

@@ -15,9 +15,10 @@
 //! - disk corruption of a stopped server: a flipped bit or a cut in its newest log file. The
 //!   server must refuse to start or drop only a torn tail; if it refuses, the operator wipes
 //!   the disk and it rejoins empty. Either way it may have lost data it acknowledged, which ZAB
-//!   does not tolerate in general, so this fault is injected only while every other server runs,
-//!   and the network stays healed until the damaged server has resynced ("replace the disk in a
-//!   calm period").
+//!   does not tolerate in general, so this fault is injected only while every other server runs
+//!   and already holds every txn a client could have seen (the damaged server may form the next
+//!   quorum with any one of them), and the network stays healed until the damaged server has
+//!   resynced ("replace the disk in a calm period").
 //!
 //! Quorum connections are TCP: FIFO per connection, a cut direction holds packets until it heals
 //! (retransmission) unless a timeout closes the connection first. Duplication or reordering
@@ -213,7 +214,16 @@ pub(crate) fn inject(w: &mut World) -> Result<(), String> {
             if w.rng.gen_bool(0.3) && down(w).is_empty() && w.faults.cuts.is_empty() {
                 let ups = up(w);
                 if let Some(sid) = pick(w, &ups) {
-                    corrupt(w, sid)?;
+                    // Losing a disk is survivable only if every other voter already holds what
+                    // clients have seen: the damaged server may form the next quorum with any
+                    // one of them.
+                    if ups.iter().all(|&o| o == sid || w.check.holds_visible(o)) {
+                        corrupt(w, sid)?;
+                    } else {
+                        w.trace(|| {
+                            format!("no disk corruption on server {sid}: another voter lags behind what clients saw")
+                        });
+                    }
                 }
             }
         }
