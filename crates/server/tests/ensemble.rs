@@ -3,6 +3,8 @@
 //! is stopped and the other two elect a new leader that keeps every acknowledged write.
 
 mod common;
+mod oracle;
+use oracle::free_port;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -16,10 +18,6 @@ use zookeeper_client as zk;
 
 /// Bound on each wait for an election or a role.
 const ELECT: Duration = Duration::from_secs(30);
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind ephemeral port").local_addr().unwrap().port()
-}
 
 struct Member {
     id: u64,

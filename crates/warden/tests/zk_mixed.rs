@@ -21,9 +21,7 @@ use zk::{Acls, CreateMode};
 use zookeeper_client as zk;
 
 mod common;
-#[path = "../../server/tests/oracle/mod.rs"]
-mod oracle;
-use common::{free_port, spawn_warden, stop, WorkDir};
+use common::{free_port, oracle, spawn_warden, stop, WorkDir};
 use oracle::MISSING as MISSING_ZK;
 
 const ELECT: Duration = Duration::from_secs(60);
@@ -151,7 +149,14 @@ impl Mixed {
                 if let Some(c) = m.child.as_mut() {
                     if let Ok(Some(status)) = c.try_wait() {
                         m.child = None;
-                        panic!("server.{} ({:?}) exited: {status}", m.id, m.kind);
+                        let log = std::fs::read_to_string(&m.out).unwrap_or_default();
+                        let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                        panic!(
+                            "server.{} ({:?}) exited: {status}; the end of its output:\n{}",
+                            m.id,
+                            m.kind,
+                            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                        );
                     }
                 }
             }

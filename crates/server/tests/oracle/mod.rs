@@ -59,8 +59,25 @@ pub fn zk_classpath() -> String {
     parts.join(":")
 }
 
+/// A loopback port that is free now and that nothing else takes before the caller's server binds
+/// it: ports come from 20000-31999, below the kernel's ephemeral range (32768+), so no outgoing
+/// connection can be given one meanwhile (a port from `bind(0)` can be, and a ZooKeeper server then
+/// exits on its client port). Each port is handed out once per process, from a start that differs
+/// between processes, and checked free by binding it.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind ephemeral port").local_addr().unwrap().port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let _ = NEXT.compare_exchange(u32::MAX, (std::process::id() ^ nanos) % SPAN, Ordering::SeqCst, Ordering::SeqCst);
+    for _ in 0..SPAN {
+        let port = (LOW + NEXT.fetch_add(1, Ordering::SeqCst) % SPAN) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {LOW}..{}", LOW + SPAN)
 }
 
 /// Sends a four-letter word and returns the whole answer.

@@ -5,11 +5,10 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-/// A loopback port that was free a moment ago.
-pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    l.local_addr().unwrap().port()
-}
+#[path = "../../../server/tests/oracle/mod.rs"]
+pub mod oracle;
+#[allow(unused_imports)]
+pub use oracle::free_port;
 
 /// `ruok` -> `imok`, with short timeouts; any failure is "not yet".
 pub fn ruok(addr: SocketAddr) -> bool {
