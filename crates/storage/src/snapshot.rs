@@ -6,7 +6,7 @@
 //! FileHeader      int magic "ZKSN", int version 2, long dbid -1
 //! sessions        int count, then (long id, int timeout) per session
 //! ACL cache       int count, then (long key, vector<ACL>) per entry
-//! nodes           (ustring path, buffer data, long acl key, StatPersisted) in pre-order, the root
+//! nodes           (ustring path, buffer data, long acl key, StatPersisted), parents before children, the root
 //!                 with path "", ended by the path "/"
 //! seal            long Adler32 of every byte before it, ustring "/"
 //! digest          (optional, 3.6+) long zxid, int digestVersion, long digest; then a seal
@@ -218,7 +218,7 @@ fn write_body<W: Write>(out: &mut Checked<W>, tree: &DataTree, sessions: &[(i64,
 }
 
 /// ZooKeeper's `SerializeUtils.serializeSnapshot`: the session count and (id, timeout) pairs, then
-/// `DataTree.serialize` (the ACL cache, the nodes in pre-order, the "/" terminator). The part of a
+/// `DataTree.serialize` (the ACL cache, the nodes with each parent before its children, the "/" terminator). The part of a
 /// snapshot file between its header and its first seal, and what a leader writes after SNAP.
 fn write_sessions_and_tree(
     out: &mut dyn FnMut(&[u8]) -> io::Result<()>,

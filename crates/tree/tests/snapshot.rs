@@ -75,7 +75,7 @@ fn owned(t: &DataTree) -> Vec<(String, Znode)> {
 }
 
 #[test]
-fn pre_order_root_first_sorted_children() {
+fn root_first_then_sorted_paths() {
     let t = sample();
     let paths: Vec<String> = t.snapshot_nodes().map(|(p, _)| p).collect();
     assert_eq!(
@@ -219,17 +219,17 @@ fn names_sorting_before_slash() {
         vec![
             "",
             "/a",
-            "/a/x",
-            "/a/x/z",
-            "/a/x/z/w",
-            "/a/x-1",
-            "/a/x.",
             "/a b",
             "/a!",
             "/a-",
             "/a-b",
             "/a-b/y",
             "/a.c",
+            "/a/x",
+            "/a/x-1",
+            "/a/x.",
+            "/a/x/z",
+            "/a/x/z/w",
             "/a0",
             "/ab",
             "/zookeeper",

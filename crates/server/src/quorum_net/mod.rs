@@ -25,7 +25,7 @@
 //!
 //! Snapshot stream: after a SNAP packet the leader writes, raw and with no length in front, what
 //! ZooKeeper 3.8's `LearnerHandler.run` writes: `ZKDatabase.serializeSnapshot` (session count and
-//! (id, timeout) pairs, the ACL cache, the nodes in pre-order, the "/" terminator; no file header,
+//! (id, timeout) pairs, the ACL cache, the nodes parents first, the "/" terminator; no file header,
 //! checksum or digest) and the ustring "BenWasHere" (`LeaderNet::send_snapshot`, encoded by
 //! `warden_storage::encode_snap_sync` on the writer's side). The learner decodes it item by item
 //! as bytes arrive (`warden_storage::SnapshotBodyDecoder`, each string and buffer within
