@@ -383,14 +383,7 @@ impl Node {
             self.sessions.set_closing(session_id);
             self.prep.prep_close_session(&self.tree, session_id, zxid)
         } else {
-            // The connection's ids, borrowed (skipACL adds `super`, so it needs its own list).
-            let with_super;
-            let auth: &[warden_proto::Id] = if self.cfg.skip_acl {
-                with_super = self.prep_ids(conn);
-                &with_super
-            } else {
-                self.conns.get(&conn).map_or(&[], |c| c.auth.as_slice())
-            };
+            let auth = self.conns.get(&conn).map_or(&[][..], |c| c.auth.as_slice());
             Self::prep_write(&mut self.prep, &self.tree, &self.cfg, session_id, auth, zxid, req)
         };
         let txn_type = txn.header_type(ops.first().copied().unwrap_or_default());
@@ -402,8 +395,8 @@ impl Node {
     }
 
     /// Turns a client write into its txn under `zxid` (a failed check becomes an error txn), as
-    /// the session with these auth ids. Takes the fields it needs so callers can lend `auth` from
-    /// the node.
+    /// the session with these auth ids; with skipACL every caller also counts as `super`. Takes
+    /// the fields it needs so callers can lend `auth` from the node.
     pub(crate) fn prep_write(
         prep: &mut warden_tree::Prep,
         tree: &warden_tree::DataTree,
@@ -413,6 +406,13 @@ impl Node {
         zxid: i64,
         req: Request,
     ) -> Txn {
+        let with_super;
+        let auth = if cfg.skip_acl {
+            with_super = [auth, &[warden_proto::Id::new("super", "")]].concat();
+            &with_super[..]
+        } else {
+            auth
+        };
         let ctx = warden_tree::PrepContext {
             session_id,
             auth_ids: auth,
@@ -423,15 +423,6 @@ impl Node {
             Ok(op) => prep.prep_owned(tree, &ctx, zxid, op).unwrap_or_else(|e| Txn::Error { err: e.code() }),
             Err(e) => Txn::Error { err: e.code() },
         }
-    }
-
-    /// The ids prep checks ACLs against; with skipACL every caller counts as `super`.
-    pub(crate) fn prep_ids(&self, conn: ConnId) -> Vec<warden_proto::Id> {
-        let mut ids = self.conns.get(&conn).map(|c| c.auth.clone()).unwrap_or_default();
-        if self.cfg.skip_acl {
-            ids.push(warden_proto::Id::new("super", ""));
-        }
-        ids
     }
 
     /// The zxid the next proposal gets (prep records pending changes under it).

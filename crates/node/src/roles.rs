@@ -681,16 +681,13 @@ impl Node {
         session_id: i64,
         op_type: i32,
         request: &[u8],
-        mut auth: Vec<warden_proto::Id>,
+        auth: Vec<warden_proto::Id>,
         zxid: Zxid,
     ) -> Txn {
         let req = match Request::decode(op_type, request) {
             Ok(r) if crate::writes::write_ops(&r).is_some() => r,
             _ => return Txn::Error { err: ErrorCode::MarshallingError.code() },
         };
-        if self.cfg.skip_acl {
-            auth.push(warden_proto::Id::new("super", ""));
-        }
         Self::prep_write(&mut self.prep, &self.tree, &self.cfg, session_id, &auth, zxid, req)
     }
 

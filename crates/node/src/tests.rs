@@ -267,3 +267,30 @@ fn a_create2_request_is_logged_as_type_create2() {
     }
     assert_eq!(types, ["1", "15", "14 [1, 1]"]);
 }
+
+/// skipACL: every client counts as `super`, so a write the node's ACL forbids succeeds.
+#[test]
+fn skip_acl_lets_a_write_past_the_acl() {
+    let locked = |path: &str| {
+        Request::Create(CreateRequest {
+            path: path.into(),
+            data: Some(b"x".to_vec()),
+            acl: vec![Acl { perms: warden_proto::perms::READ, id: warden_proto::Id::new("world", "anyone") }],
+            flags: 0,
+        })
+    };
+    let set = |path: &str| {
+        Request::SetData(warden_proto::request::SetDataRequest {
+            path: path.into(),
+            data: Some(b"y".to_vec()),
+            version: -1,
+        })
+    };
+    for (skip, want) in [(false, ErrorCode::NoAuth), (true, ErrorCode::Ok)] {
+        let mut h = Harness::new();
+        h.node.cfg.skip_acl = skip;
+        h.connect(1, 0, vec![0; 16]);
+        assert_eq!(h.request(1, 1, locked("/r")).0.err, 0);
+        assert_eq!(h.request(1, 2, set("/r")).0.err, want.code(), "skipACL {skip}");
+    }
+}
