@@ -249,7 +249,7 @@ fn write_sessions_and_tree(
     out(w.as_slice())?;
     w = Writer::with_capacity(64 * 1024);
     for (path, node) in tree.snapshot_nodes() {
-        w.write_ustring(&path);
+        w.write_ustring(path);
         w.write_buffer(node.data.as_deref());
         w.write_i64(keys[&*node.acl]);
         node.stat.encode(&mut w);

@@ -257,7 +257,7 @@ impl Model {
 }
 
 fn nodes(tree: &DataTree) -> Vec<(String, Option<Vec<u8>>, warden_proto::StatPersisted)> {
-    tree.snapshot_nodes().map(|(p, n)| (p, n.data.as_deref().map(<[u8]>::to_vec), n.stat)).collect()
+    tree.snapshot_nodes().map(|(p, n)| (p.to_string(), n.data.as_deref().map(<[u8]>::to_vec), n.stat)).collect()
 }
 
 /// One random step: append 1-4 txns, then sync (acknowledging them), flush, roll or nothing.

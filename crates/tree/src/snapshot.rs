@@ -21,11 +21,8 @@ impl DataTree {
     /// node, so a snapshot of a large tree costs little more than copying it out. Pair it with a
     /// `clone()` of the tree taken on the owner task to serialise a consistent (non-fuzzy)
     /// snapshot on another thread.
-    pub fn snapshot_nodes(&self) -> impl Iterator<Item = (String, &Znode)> + '_ {
-        self.nodes.iter().map(|(path, node)| {
-            let path = if &**path == "/" { String::new() } else { path.to_string() };
-            (path, &**node)
-        })
+    pub fn snapshot_nodes(&self) -> impl Iterator<Item = (&str, &Znode)> + '_ {
+        self.nodes.iter().map(|(path, node)| (if &**path == "/" { "" } else { &**path }, &**node))
     }
 
     /// Rebuilds a tree from snapshot nodes (ZooKeeper's `DataTree.deserialize`). Paths are as

@@ -71,13 +71,13 @@ fn sample() -> DataTree {
 }
 
 fn owned(t: &DataTree) -> Vec<(String, Znode)> {
-    t.snapshot_nodes().map(|(p, n)| (p, n.clone())).collect()
+    t.snapshot_nodes().map(|(p, n)| (p.to_string(), n.clone())).collect()
 }
 
 #[test]
 fn root_first_then_sorted_paths() {
     let t = sample();
-    let paths: Vec<String> = t.snapshot_nodes().map(|(p, _)| p).collect();
+    let paths: Vec<String> = t.snapshot_nodes().map(|(p, _)| p.to_string()).collect();
     assert_eq!(
         paths,
         [
@@ -213,7 +213,7 @@ fn names_sorting_before_slash() {
     assert_eq!(t.stat("/a").unwrap().num_children, 3);
     assert_eq!(t.all_children_number("/a"), Some(5));
     assert_eq!(t.all_children_number("/a-b"), Some(1));
-    let order: Vec<String> = t.snapshot_nodes().map(|(p, _)| p).collect();
+    let order: Vec<String> = t.snapshot_nodes().map(|(p, _)| p.to_string()).collect();
     assert_eq!(
         order,
         vec![
