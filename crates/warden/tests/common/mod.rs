@@ -1,26 +1,16 @@
 //! Helpers shared by the tests that run the `warden` binary as a child process.
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::net::SocketAddr;
 
 #[path = "../../../server/tests/oracle/mod.rs"]
 pub mod oracle;
 #[allow(unused_imports)]
 pub use oracle::free_port;
 
-/// `ruok` -> `imok`, with short timeouts; any failure is "not yet".
+/// `ruok` -> `imok` (the oracle's four-letter-word helper, short timeouts); any failure is "not yet".
 pub fn ruok(addr: SocketAddr) -> bool {
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else { return false };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(b"ruok").is_err() {
-        return false;
-    }
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out == "imok"
+    oracle::four_letter(addr, "ruok").is_ok_and(|out| out == "imok")
 }
 
 /// Starts `warden serve <cfg>` with its stderr in `stderr` and no stdin or stdout.
