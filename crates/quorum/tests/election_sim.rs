@@ -11,8 +11,10 @@
 //! below finalizeWait, no partitions, simultaneous start) also: every decision of an election epoch names the same
 //! leader (all servers start together there: with a late starter, FLE itself lets an early quorum
 //! decide on a leader that the late, better server then displaces). After healing: everyone agrees on one leader within `AGREE_BOUND_MS`.
-//! Machines are told when a peer becomes reachable or unreachable (crash, partition), as the
-//! shell's links report it, so early finalize is exercised under faults.
+//! Machines are told when a peer becomes reachable or unreachable (crash, partition), so early
+//! finalize is exercised under faults. The shell reports a peer unreachable once a dial to it
+//! fails (at once after a crash, after the dial timeout across a partition); the simulation
+//! reports it as soon as the link is cut, the harsher case for early finalize.
 //! A failing seed is replayed with `SIM_SEED=<seed> cargo test -p warden-quorum --test election_sim`.
 
 use std::cmp::Reverse;
