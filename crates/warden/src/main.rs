@@ -8,6 +8,7 @@ use warden_server::{Config, Server};
 
 mod bench;
 mod data_tools;
+mod floor;
 
 #[derive(Parser)]
 #[command(name = "warden", version, about = "A ZooKeeper-compatible coordination service")]
@@ -25,6 +26,9 @@ enum Command {
     Data(DataCommand),
     /// Load-test a ZooKeeper-compatible ensemble (Warden or Apache ZooKeeper) over the client protocol.
     Bench(bench::BenchArgs),
+    /// Measure the floor of a synchronous standalone write on this machine (loopback round trip
+    /// plus append and fdatasync), to compare servers' synchronous write latency with.
+    Floor(floor::FloorArgs),
 }
 
 #[derive(Subcommand)]
@@ -74,6 +78,7 @@ fn main() -> anyhow::Result<()> {
     match cli.cmd {
         Command::Serve(args) => serve(args),
         Command::Bench(args) => bench::run(args),
+        Command::Floor(args) => floor::run(args),
         Command::Data(cmd) => {
             let text = match cmd {
                 DataCommand::Log { file } => data_tools::print_log(&file)?,
