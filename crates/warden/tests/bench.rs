@@ -1,7 +1,7 @@
 //! `warden bench` works end to end (issue 5: CI runs it briefly only to check that it works):
 //! start `warden serve` on a temporary data directory and a free loopback port, run a short mixed
 //! workload with `--json`, and check that every operation of the mix completed and that the
-//! percentiles are ordered.
+//! percentiles are ordered; `warden floor` likewise.
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -105,4 +105,34 @@ fn bench_reports_unreachable_server() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&format!("127.0.0.1:{port}")), "unclear error:\n{stderr}");
+}
+
+/// `warden floor` runs its three probes, removes its probe file, and writes the medians as JSON.
+#[test]
+fn floor_measures_and_cleans_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("floor.json");
+    let out = Command::new(BIN)
+        .args(["floor", "--rounds", "50", "--dir"])
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run warden floor");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "warden floor failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("write floor"), "no figures on stdout:\n{stdout}");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for key in ["round_trip_ms", "write_ms", "fdatasync_back_to_back_ms"] {
+        let v = f(&report, key);
+        assert!(v > 0.0 && v < 10_000.0, "{key} = {v}");
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("floor.json")], "probe file left behind");
 }
