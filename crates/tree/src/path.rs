@@ -15,25 +15,32 @@ pub fn is_special_path(path: &str) -> bool {
 /// Code points above U+FFFF are rejected too: Java sees them as surrogate pairs, which fall in
 /// the forbidden U+D800..U+F8FF range.
 pub fn validate_path(path: &str) -> Result<(), ErrorCode> {
-    if !path.starts_with('/') {
+    let bytes = path.as_bytes();
+    if bytes.first() != Some(&b'/') {
         return Err(ErrorCode::BadArguments);
     }
-    if path == "/" {
+    if bytes.len() == 1 {
         return Ok(());
     }
-    if path.ends_with('/') {
-        return Err(ErrorCode::BadArguments);
+    // One pass over the bytes: segment rules at each `/` and at the end, ASCII controls and DEL
+    // as they come; non-ASCII characters (rare) are decoded and checked afterwards.
+    let bad_segment = |seg: &[u8]| seg.is_empty() || seg == b"." || seg == b"..";
+    let mut start = 1;
+    let mut ascii = true;
+    for (i, &b) in bytes.iter().enumerate().skip(1) {
+        if b == b'/' {
+            if bad_segment(&bytes[start..i]) {
+                return Err(ErrorCode::BadArguments);
+            }
+            start = i + 1;
+        } else if b <= 0x1F || b == 0x7F {
+            return Err(ErrorCode::BadArguments);
+        } else if b >= 0x80 {
+            ascii = false;
+        }
     }
-    if path.as_bytes()[1..].split(|&c| c == b'/').any(|seg| seg.is_empty() || seg == b"." || seg == b"..") {
-        return Err(ErrorCode::BadArguments);
-    }
-    let forbidden = if path.is_ascii() {
-        // The common case, without decoding chars: the ASCII forbidden ones are controls and DEL.
-        path.bytes().any(|c| c <= 0x1F || c == 0x7F)
-    } else {
-        path.chars().any(is_forbidden_char)
-    };
-    if forbidden {
+    // A trailing `/` leaves an empty last segment.
+    if bad_segment(&bytes[start..]) || (!ascii && path.chars().any(is_forbidden_char)) {
         return Err(ErrorCode::BadArguments);
     }
     Ok(())
@@ -120,6 +127,30 @@ mod tests {
         }
         assert_eq!(validate_path("/\u{d7ff}"), Ok(()));
         assert_eq!(validate_path("/\u{f900}"), Ok(()));
+    }
+
+    /// The rules as first written (several passes), kept to check the one-pass version against.
+    fn reference(path: &str) -> Result<(), ErrorCode> {
+        if !path.starts_with('/') {
+            return Err(ErrorCode::BadArguments);
+        }
+        if path == "/" {
+            return Ok(());
+        }
+        if path.ends_with('/')
+            || path.as_bytes()[1..].split(|&c| c == b'/').any(|seg| seg.is_empty() || seg == b"." || seg == b"..")
+            || path.chars().any(is_forbidden_char)
+        {
+            return Err(ErrorCode::BadArguments);
+        }
+        Ok(())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn one_pass_matches_the_rules(path in "/?[/a.\\x00\\x1f\\x7f\\u{9f}é\\u{d7ff}\\u{e000}\\u{fff0}\\u{1F600}]{0,12}") {
+            proptest::prop_assert_eq!(validate_path(&path), reference(&path), "{:?}", path);
+        }
     }
 
     #[test]

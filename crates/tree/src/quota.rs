@@ -22,6 +22,10 @@ pub struct QuotaIndex {
 impl QuotaIndex {
     /// The deepest quota path that is `path` or one of its ancestors; never `/`.
     pub fn max_prefix(&self, path: &str) -> Option<&str> {
+        // Most trees have no quota: skip the walk up the path.
+        if self.paths.is_empty() {
+            return None;
+        }
         let mut p = path;
         loop {
             if p == "/" || p.is_empty() {
