@@ -9,7 +9,7 @@ use warden_proto::header::{keeper_state, ReplyHeader, WatcherEvent};
 use warden_proto::request::Request;
 use warden_proto::response::{encode_notification, encode_reply, Response};
 use warden_proto::{perms, xid, ErrorCode, Txn, TxnHeader};
-use warden_tree::{check_acl, DataTree, Prep, WatchManager};
+use warden_tree::{check_acl, ApplyOutcome, DataTree, Prep, WatchManager};
 
 use warden_proto::quorum::QuorumPacket;
 use warden_quorum::zab::EpochKind;
@@ -470,13 +470,26 @@ impl Node {
     fn on_durable(&mut self, zxid: i64, out: &mut Vec<Output>) {
         while self.in_flight.front().is_some_and(|(h, _, _)| h.zxid <= zxid) {
             let Some((hdr, txn, origin)) = self.in_flight.pop_front() else { break };
-            self.apply(hdr, &txn, origin, out);
+            // Written and let go by the storage side: its data can move into the tree.
+            match Arc::try_unwrap(txn) {
+                Ok(mut txn) => {
+                    let outcome = self.tree.apply_taking_data(&hdr, &mut txn);
+                    self.applied(hdr, &txn, outcome, origin, out);
+                }
+                Err(txn) => self.apply(hdr, &txn, origin, out),
+            }
         }
     }
 
     /// Applies one durable txn: tree, watches, sessions, then the waiting reply.
     pub(crate) fn apply(&mut self, hdr: TxnHeader, txn: &Txn, origin: Origin, out: &mut Vec<Output>) {
         let outcome = self.tree.apply(&hdr, txn);
+        self.applied(hdr, txn, outcome, origin, out);
+    }
+
+    /// What follows applying a txn to the tree: watches, sessions, then the waiting reply. `txn`
+    /// may have lost its data to the tree.
+    fn applied(&mut self, hdr: TxnHeader, txn: &Txn, outcome: ApplyOutcome, origin: Origin, out: &mut Vec<Output>) {
         self.prep.applied(hdr.zxid);
         for ev in &outcome.events {
             for fired in self.watches.trigger(ev) {

@@ -30,6 +30,11 @@ impl AclCache {
         list
     }
 
+    /// The shared list equal to `acl` if one is cached (or well known); never adds one.
+    pub(crate) fn shared(&self, acl: &[Acl]) -> Option<Arc<[Acl]>> {
+        well_known(acl).or_else(|| self.lists.get_key_value(acl).map(|(k, ())| k.clone()))
+    }
+
     /// Adopts `list` (e.g. from a snapshot): returns the cached equal list if any, else caches it.
     pub(crate) fn adopt(&mut self, list: Arc<[Acl]>) -> Arc<[Acl]> {
         if let Some(shared) = well_known(&list) {
@@ -90,6 +95,10 @@ mod tests {
         assert!(!Arc::ptr_eq(&a, &c.intern(&digest(2))));
         let adopted = c.adopt(digest(1).into());
         assert!(Arc::ptr_eq(&a, &adopted));
+        assert!(Arc::ptr_eq(&a, &c.shared(&digest(1)).unwrap()));
+        assert!(Arc::ptr_eq(&open_acl(), &c.shared(&Acl::open_unsafe()).unwrap()));
+        assert!(c.shared(&digest(3)).is_none(), "shared() does not add");
+        assert!(c.shared(&digest(3)).is_none());
     }
 
     #[test]

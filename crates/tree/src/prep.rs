@@ -227,14 +227,17 @@ impl Prep {
             return Err(ErrorCode::NoChildrenForEphemerals);
         }
         let new_cversion = cversion.wrapping_add(1);
-        let (txn, owner) = create_txn(a, ctx.session_id, path.clone(), acl.clone(), new_cversion);
+        // The pending record shares the tree's copy of the list when there is one (the usual case),
+        // so the txn can take the list itself.
+        let pending_acl = tree.acls.shared(&acl).unwrap_or_else(|| acl.as_slice().into());
+        let (txn, owner) = create_txn(a, ctx.session_id, path.clone(), acl, new_cversion);
         parent.child_count += 1;
         parent.stat.cversion = new_cversion;
         parent.stat.pzxid = zxid;
         self.add(zxid, parent_path, Some(parent));
         let stat =
             StatPersisted { czxid: zxid, mzxid: zxid, pzxid: zxid, ephemeral_owner: owner, ..StatPersisted::default() };
-        self.add(zxid, &path, Some(PendingNode { stat, child_count: 0, acl: acl.into() }));
+        self.add(zxid, &path, Some(PendingNode { stat, child_count: 0, acl: pending_acl }));
         Ok(txn)
     }
 

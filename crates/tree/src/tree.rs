@@ -255,19 +255,44 @@ impl DataTree {
 
     /// Applies a committed txn. Updates `last_processed_zxid` to the header's zxid if higher.
     pub fn apply(&mut self, hdr: &TxnHeader, txn: &Txn) -> ApplyOutcome {
+        self.apply_with(hdr, txn, &mut None)
+    }
+
+    /// As `apply`, moving the data of a create or setData into the node instead of copying it
+    /// (the txn is left with no data; a multi's data is copied).
+    pub fn apply_taking_data(&mut self, hdr: &TxnHeader, txn: &mut Txn) -> ApplyOutcome {
+        let mut taken = match txn {
+            Txn::Create { data, .. }
+            | Txn::CreateContainer { data, .. }
+            | Txn::CreateTtl { data, .. }
+            | Txn::SetData { data, .. } => Some(data.take()),
+            _ => None,
+        };
+        self.apply_with(hdr, txn, &mut taken)
+    }
+
+    /// `taken`: the top-level txn's data, already moved out of it.
+    fn apply_with(&mut self, hdr: &TxnHeader, txn: &Txn, taken: &mut Option<Option<Vec<u8>>>) -> ApplyOutcome {
         let mut events = Vec::new();
-        let result = self.apply_one(hdr, txn, &mut events);
+        let result = self.apply_one(hdr, txn, taken, &mut events);
         if hdr.zxid > self.last_processed_zxid {
             self.last_processed_zxid = hdr.zxid;
         }
         ApplyOutcome { result, events }
     }
 
-    fn apply_one(&mut self, hdr: &TxnHeader, txn: &Txn, ev: &mut Vec<TreeEvent>) -> TxnResult {
+    fn apply_one(
+        &mut self,
+        hdr: &TxnHeader,
+        txn: &Txn,
+        taken: &mut Option<Option<Vec<u8>>>,
+        ev: &mut Vec<TreeEvent>,
+    ) -> TxnResult {
         let (zxid, time) = (hdr.zxid, hdr.time_ms);
         match txn {
             Txn::Create { path, data, acl, ephemeral, parent_cversion } => {
                 let owner = if *ephemeral { hdr.client_id } else { 0 };
+                let data = node_data(taken, data);
                 let r = self.create_node(path, data, acl, owner, *parent_cversion, zxid, time, ev);
                 if r == Err(ErrorCode::NodeExists) {
                     self.adjust_parent_cversion(path, *parent_cversion, zxid);
@@ -275,20 +300,24 @@ impl DataTree {
                 created(path, r)
             }
             Txn::CreateContainer { path, data, acl, parent_cversion } => {
+                let data = node_data(taken, data);
                 created(path, self.create_node(path, data, acl, CONTAINER_OWNER, *parent_cversion, zxid, time, ev))
             }
             Txn::CreateTtl { path, data, acl, parent_cversion, ttl_ms } => {
                 let owner = ttl_owner(*ttl_ms);
+                let data = node_data(taken, data);
                 created(path, self.create_node(path, data, acl, owner, *parent_cversion, zxid, time, ev))
             }
             Txn::Delete { path } | Txn::DeleteContainer { path } => match self.delete_node(path, zxid, ev) {
                 Ok(()) => TxnResult::Deleted,
                 Err(e) => TxnResult::Error(e),
             },
-            Txn::SetData { path, data, version } => match self.set_data(path, data, *version, zxid, time, ev) {
-                Ok(stat) => TxnResult::SetData { stat },
-                Err(e) => TxnResult::Error(e),
-            },
+            Txn::SetData { path, data, version } => {
+                match self.set_data(path, node_data(taken, data), *version, zxid, time, ev) {
+                    Ok(stat) => TxnResult::SetData { stat },
+                    Err(e) => TxnResult::Error(e),
+                }
+            }
             Txn::SetAcl { path, acl, version } => match self.set_acl(path, acl, *version) {
                 Ok(stat) => TxnResult::SetAcl { stat },
                 Err(e) => TxnResult::Error(e),
@@ -321,7 +350,7 @@ impl DataTree {
                 Txn::Multi(_) | Txn::CreateSession { .. } | Txn::CloseSession { .. } => {
                     TxnResult::Error(ErrorCode::BadArguments)
                 }
-                _ => self.apply_one(hdr, t, ev),
+                _ => self.apply_one(hdr, t, &mut None, ev),
             };
             results.push(r);
         }
@@ -333,7 +362,7 @@ impl DataTree {
     fn create_node(
         &mut self,
         path: &str,
-        data: &Option<Vec<u8>>,
+        data: Option<Box<[u8]>>,
         acl: &[Acl],
         owner: i64,
         parent_cversion: i32,
@@ -371,12 +400,13 @@ impl DataTree {
             pzxid: zxid,
         };
         let acl = self.acls.intern(acl);
-        let node = Znode::new(data.as_deref().map(Box::from), acl.clone(), stat);
-        let client_stat = node.client_stat();
+        let data_len = data.as_ref().map_or(0, |d| d.len());
         self.data_size += node_size(path, data.as_deref());
+        let node = Znode::new(data, acl.clone(), stat);
+        let client_stat = node.client_stat();
         self.nodes.insert(path.into(), Arc::new(node));
         self.index_owner(path, owner);
-        self.quota_on_create(path, data.as_ref().map_or(0, Vec::len));
+        self.quota_on_create(path, data_len);
         ev.push(event(path, TreeEventKind::Created, zxid, acl));
         ev.push(event(parent_path, TreeEventKind::ChildrenChanged, zxid, parent_acl));
         Ok(client_stat)
@@ -462,7 +492,7 @@ impl DataTree {
     fn set_data(
         &mut self,
         path: &str,
-        data: &Option<Vec<u8>>,
+        data: Option<Box<[u8]>>,
         version: i32,
         zxid: i64,
         time: i64,
@@ -470,7 +500,7 @@ impl DataTree {
     ) -> Result<Stat, ErrorCode> {
         let n = self.node_mut(path).ok_or(ErrorCode::NoNode)?;
         let old_len = n.data_len();
-        n.data = data.as_deref().map(Box::from);
+        n.data = data;
         n.stat.mtime = time;
         n.stat.mzxid = zxid;
         n.stat.version = version;
@@ -603,6 +633,14 @@ impl DataTree {
             }
         }
         Ok(())
+    }
+}
+
+/// A node's data: the data already moved out of the txn if there is one, else a copy of `data`.
+fn node_data(taken: &mut Option<Option<Vec<u8>>>, data: &Option<Vec<u8>>) -> Option<Box<[u8]>> {
+    match taken.take() {
+        Some(moved) => moved.map(Vec::into_boxed_slice),
+        None => data.as_deref().map(Box::from),
     }
 }
 

@@ -348,3 +348,56 @@ fn digest_is_equal_for_equal_histories_and_sees_data_stat_and_acl() {
     n.write(7, WriteOp::SetAcl { path: "/z".into(), acl, version: -1 }).unwrap();
     assert_ne!(n.tree.digest(), e.tree.digest());
 }
+
+/// `apply_taking_data` moves a create's and a setData's data into the node (the txn keeps none)
+/// and otherwise applies exactly as `apply` does; a multi's data is copied.
+#[test]
+fn taking_data_applies_as_copying_does() {
+    let txns = vec![
+        Txn::Create {
+            path: "/a".into(),
+            data: Some(b"one".to_vec()),
+            acl: Acl::open_unsafe(),
+            ephemeral: false,
+            parent_cversion: -1,
+        },
+        Txn::Create { path: "/n".into(), data: None, acl: Acl::open_unsafe(), ephemeral: false, parent_cversion: -1 },
+        Txn::SetData { path: "/a".into(), data: Some(b"two".to_vec()), version: 1 },
+        Txn::Create {
+            path: "/a".into(),
+            data: Some(b"dup".to_vec()),
+            acl: Acl::open_unsafe(),
+            ephemeral: false,
+            parent_cversion: -1,
+        },
+        Txn::Multi(vec![
+            Txn::Create {
+                path: "/m".into(),
+                data: Some(b"multi".to_vec()),
+                acl: Acl::open_unsafe(),
+                ephemeral: false,
+                parent_cversion: -1,
+            },
+            Txn::SetData { path: "/n".into(), data: Some(b"set".to_vec()), version: 1 },
+        ]),
+    ];
+    let (mut copying, mut taking) = (DataTree::new(), DataTree::new());
+    for (i, txn) in txns.into_iter().enumerate() {
+        let h = hdr(i as i64 + 1, 1000, 5);
+        let want = copying.apply(&h, &txn);
+        let mut moved = txn.clone();
+        let got = taking.apply_taking_data(&h, &mut moved);
+        assert_eq!(got.result, want.result, "{txn:?}");
+        assert_eq!(got.events.len(), want.events.len());
+        match moved {
+            Txn::Create { data, .. } | Txn::SetData { data, .. } => assert_eq!(data, None, "data moved out of {txn:?}"),
+            other => assert_eq!(other, txn, "a multi keeps its data"),
+        }
+    }
+    assert_eq!(taking.digest(), copying.digest());
+    assert_eq!(taking.node("/a").unwrap().data.as_deref(), Some(&b"two"[..]));
+    assert_eq!(taking.node("/n").unwrap().data.as_deref(), Some(&b"set"[..]));
+    assert_eq!(taking.node("/m").unwrap().data.as_deref(), Some(&b"multi"[..]));
+    assert_eq!(taking.approximate_data_size(), copying.approximate_data_size());
+    taking.check_invariants().unwrap();
+}
