@@ -22,25 +22,21 @@ pub fn validate_path(path: &str) -> Result<(), ErrorCode> {
     if bytes.len() == 1 {
         return Ok(());
     }
-    // One pass over the bytes: segment rules at each `/` and at the end, ASCII controls and DEL
-    // as they come; non-ASCII characters (rare) are decoded and checked afterwards.
+    // Printable ASCII needs no decoding (a check the compiler vectorises); anything else is
+    // decoded and checked char by char (controls and DEL included).
+    if !bytes.iter().all(|b| (0x20..0x7F).contains(b)) && path.chars().any(is_forbidden_char) {
+        return Err(ErrorCode::BadArguments);
+    }
+    // Segment rules, one `/` to the next; a trailing `/` leaves an empty last segment.
     let bad_segment = |seg: &[u8]| seg.is_empty() || seg == b"." || seg == b"..";
     let mut start = 1;
-    let mut ascii = true;
-    for (i, &b) in bytes.iter().enumerate().skip(1) {
-        if b == b'/' {
-            if bad_segment(&bytes[start..i]) {
-                return Err(ErrorCode::BadArguments);
-            }
-            start = i + 1;
-        } else if b <= 0x1F || b == 0x7F {
+    while let Some(len) = bytes[start..].iter().position(|&b| b == b'/') {
+        if bad_segment(&bytes[start..start + len]) {
             return Err(ErrorCode::BadArguments);
-        } else if b >= 0x80 {
-            ascii = false;
         }
+        start += len + 1;
     }
-    // A trailing `/` leaves an empty last segment.
-    if bad_segment(&bytes[start..]) || (!ascii && path.chars().any(is_forbidden_char)) {
+    if bad_segment(&bytes[start..]) {
         return Err(ErrorCode::BadArguments);
     }
     Ok(())
