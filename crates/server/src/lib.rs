@@ -73,7 +73,6 @@ impl Server {
         let cfg = Arc::new(cfg);
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (events_tx, events_rx) = mpsc::channel(owner::EVENT_QUEUE);
-        let (batch_tx, batch_rx) = mpsc::channel(storage::STORAGE_QUEUE);
         let quorum = match ensemble {
             true => {
                 let last_zxid = recovered.tree.last_processed_zxid();
@@ -93,7 +92,7 @@ impl Server {
             cfg.pre_alloc_bytes,
             recovered.log,
         );
-        let storage_thread = storage::spawn(store, cfg.force_sync, batch_rx, events_tx.clone())?;
+        let (storage, storage_thread) = storage::spawn(store, cfg.force_sync, events_tx.clone())?;
         let (snap_tx, snap_rx) = mpsc::channel(1);
         let dirs = snapshot::SnapshotDirs {
             data_dir: cfg.data_dir.clone(),
@@ -101,7 +100,7 @@ impl Server {
             retain: cfg.purge_enabled.then_some(cfg.snap_retain_count),
         };
         let snapshot_thread = snapshot::spawn(dirs, snap_rx)?;
-        let mut owner = owner::Owner::new(cfg.clone(), events_rx, shutdown_rx.clone(), batch_tx, snap_tx, quorum);
+        let mut owner = owner::Owner::new(cfg.clone(), events_rx, shutdown_rx.clone(), storage, snap_tx, quorum);
         let had_snapshot = recovered.snapshot.is_some();
         owner.restore(
             recovered.tree,

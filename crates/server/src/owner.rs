@@ -2,7 +2,9 @@
 //! out the outputs: frames to connection writers, closes, and persistence.
 //!
 //! Persisted txns are collected while a batch of events is stepped, then handed to the storage thread
-//! in one message; the storage thread answers with `Input::Durable`.
+//! in one message; the storage thread answers with `Input::Durable`. A standalone owner writes a
+//! small batch itself when the storage thread is idle (`Storage::append_inline`) and steps
+//! `Input::Durable` at once.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -19,7 +21,7 @@ use crate::config::{Config, PeerRole};
 use crate::ensemble::{become_input, EnsEvent, Ensemble};
 use crate::fourlw;
 use crate::snapshot::SnapshotJob;
-use crate::storage::{Batch, StorageMsg};
+use crate::storage::{lone_writer, Batch, Storage, StorageMsg};
 
 /// Bound of the queue from connection tasks to the owner.
 pub(crate) const EVENT_QUEUE: usize = 4096;
@@ -59,7 +61,7 @@ pub(crate) struct Owner {
     out: Vec<Output>,
     /// Txns persisted while stepping the current batch of events, for the storage thread.
     to_persist: Batch,
-    storage: mpsc::Sender<StorageMsg>,
+    storage: Storage,
     snapshots: mpsc::Sender<SnapshotJob>,
     /// zxid of the last snapshot taken (or recovered from).
     last_snapshot_zxid: i64,
@@ -75,6 +77,8 @@ pub(crate) struct Owner {
     /// Highest zxid handed to the storage thread, and highest reported durable.
     persisted: i64,
     durable: i64,
+    /// The session that wrote every txn of the previous batch, if one did.
+    last_writer: Option<i64>,
 }
 
 impl Owner {
@@ -82,7 +86,7 @@ impl Owner {
         cfg: Arc<Config>,
         events: mpsc::Receiver<Event>,
         shutdown: watch::Receiver<bool>,
-        storage: mpsc::Sender<StorageMsg>,
+        storage: Storage,
         snapshots: mpsc::Sender<SnapshotJob>,
         quorum: Option<(Ensemble, QuorumSetup)>,
     ) -> Self {
@@ -128,6 +132,7 @@ impl Owner {
             decision: None,
             persisted: 0,
             durable: 0,
+            last_writer: None,
         }
     }
 
@@ -229,14 +234,36 @@ impl Owner {
     }
 
     async fn flush_persist(&mut self) {
-        if !self.to_persist.is_empty() {
+        while !self.to_persist.is_empty() {
             let batch = std::mem::take(&mut self.to_persist);
             if let Some((hdr, _)) = batch.last() {
                 self.persisted = self.persisted.max(hdr.zxid);
             }
+            // Standalone only (in quorum mode durability also orders ACKs and epoch files), and only
+            // for a lone writer with nothing else waiting: an fsync here holds the owner up.
+            let lone = lone_writer(&batch, &mut self.last_writer);
+            if self.ens.is_none() && lone && self.events.is_empty() {
+                match self.storage.append_inline(&batch) {
+                    Some(Ok(zxid)) => {
+                        // Let go of the txns first, so applying can move their data into the tree.
+                        drop(batch);
+                        self.durable = self.durable.max(zxid);
+                        // Applying may persist more (it does not today): the loop writes that too.
+                        self.step(Input::Durable { zxid });
+                        continue;
+                    }
+                    Some(Err(why)) => {
+                        tracing::error!(%why, "transaction log write failed; stopping");
+                        self.fatal.get_or_insert_with(|| format!("transaction log write failed: {why}"));
+                        return;
+                    }
+                    None => {}
+                }
+            }
             if self.storage.send(StorageMsg::Append(batch)).await.is_err() {
                 self.fatal.get_or_insert_with(|| "storage thread ended".into());
             }
+            return;
         }
     }
 
