@@ -2,8 +2,8 @@
 //! out the outputs: frames to connection writers, closes, and persistence.
 //!
 //! Persisted txns are collected while a batch of events is stepped, then handed to the storage thread
-//! in one message; the storage thread answers with `Input::Durable`. A standalone owner writes a
-//! small batch itself when the storage thread is idle (`Storage::append_inline`) and steps
+//! in one message; the storage thread answers with `Input::Durable`. A standalone owner writes a lone
+//! writer's small batch itself when the storage thread is idle (`Storage::append_inline`) and steps
 //! `Input::Durable` at once.
 
 use std::collections::{HashMap, VecDeque};
