@@ -247,9 +247,9 @@ impl Owner {
                     Some(Ok(zxid)) => {
                         // Let go of the txns first, so applying can move their data into the tree.
                         drop(batch);
-                        self.durable = self.durable.max(zxid);
-                        // Applying may persist more (it does not today): the loop writes that too.
-                        self.step(Input::Durable { zxid });
+                        // As if the storage thread had reported it. Applying may persist more (it
+                        // does not today): the loop writes that too.
+                        self.handle(Event::Node(Input::Durable { zxid }));
                         continue;
                     }
                     Some(Err(why)) => {

@@ -24,7 +24,7 @@ use warden_tree::DataTree;
 use crate::owner::Event;
 
 /// Batches of txns queued to the storage thread before the owner waits.
-pub(crate) const STORAGE_QUEUE: usize = 1024;
+const STORAGE_QUEUE: usize = 1024;
 
 pub(crate) type Batch = Vec<(TxnHeader, Arc<Txn>)>;
 
@@ -51,7 +51,7 @@ pub(crate) enum StorageMsg {
 pub(crate) type Reloaded = warden_storage::Reloaded;
 
 /// Batches of at most this many txns may be written by the owner itself (`append_inline`).
-pub(crate) const INLINE_BATCH: usize = 4;
+const INLINE_BATCH: usize = 4;
 
 /// The log and its work queue, as the owner holds them.
 pub(crate) struct Storage {

@@ -23,7 +23,9 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use serde::Serialize;
 use warden_proto::request::{CreateRequest, PathVersion, SetDataRequest};
-use warden_proto::{frame_with, Acl, ConnectRequest, OpCode, Reader, Record, ReplyHeader, RequestHeader, Writer};
+use warden_proto::{
+    frame_with, Acl, ConnectRequest, OpCode, Reader, Record, ReplyHeader, RequestHeader, Writer, DEFAULT_MAX_BUFFER,
+};
 
 const REQUEST: usize = 1024;
 const REPLY: usize = 100;
@@ -194,8 +196,8 @@ fn read_frame(conn: &mut TcpStream) -> anyhow::Result<Vec<u8>> {
     let mut len = [0u8; 4];
     conn.read_exact(&mut len)?;
     let len = usize::try_from(i32::from_be_bytes(len)).context("negative frame length")?;
-    if len > 1 << 20 {
-        bail!("frame of {len} bytes");
+    if len > DEFAULT_MAX_BUFFER {
+        bail!("frame of {len} bytes, above jute.maxbuffer");
     }
     let mut frame = vec![0; len];
     conn.read_exact(&mut frame)?;
