@@ -6,6 +6,7 @@
 
 pub mod acl;
 pub(crate) mod acl_cache;
+pub(crate) mod node_key;
 pub mod outcome;
 pub mod owner;
 pub mod path;

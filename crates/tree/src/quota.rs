@@ -99,7 +99,7 @@ impl DataTree {
         let Some(prefix) = self.quotas.max_prefix(path).map(str::to_string) else { return };
         let sp = stat_path(&prefix);
         let Some(text) =
-            self.nodes.get(sp.as_str()).map(|n| String::from_utf8_lossy(n.data.as_deref().unwrap_or(&[])).into_owned())
+            self.get(&sp).map(|n| String::from_utf8_lossy(n.data.as_deref().unwrap_or(&[])).into_owned())
         else {
             return;
         };
@@ -120,7 +120,7 @@ impl DataTree {
     }
 
     fn subtree_counts(&self, root: &str) -> (i64, i64) {
-        let Some(n) = self.nodes.get(root) else { return (0, 0) };
+        let Some(n) = self.get(root) else { return (0, 0) };
         let (mut count, mut bytes) = (1i64, n.data_len() as i64);
         for (_, n) in self.descendants(root) {
             count += 1;
@@ -131,7 +131,7 @@ impl DataTree {
 
     /// Replaces a stats node's data without touching its Stat, as ZooKeeper does.
     fn write_stats_raw(&mut self, path: &str, data: Vec<u8>) {
-        if let Some(n) = self.nodes.get_mut(path).map(std::sync::Arc::make_mut) {
+        if let Some(n) = crate::tree::stored_mut(&mut self.nodes, path) {
             let old = node_size(path, n.data.as_deref());
             n.data = Some(data.into_boxed_slice());
             self.data_size = self.data_size + node_size(path, n.data.as_deref()) - old;
@@ -148,8 +148,7 @@ impl DataTree {
     pub fn quota_exceeded(&self, path: &str) -> bool {
         let Some(prefix) = self.quotas.max_prefix(path) else { return false };
         let read = |p: String| {
-            self.nodes
-                .get(p.as_str())
+            self.get(&p)
                 .map(|n| StatsTrack::parse(&String::from_utf8_lossy(n.data.as_deref().unwrap_or(&[]))))
         };
         let (Some(stats), Some(limits)) = (read(stat_path(prefix)), read(limit_path(prefix))) else { return false };

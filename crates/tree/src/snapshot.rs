@@ -10,19 +10,27 @@ use imbl::{OrdMap, OrdSet};
 use crate::acl_cache::AclCache;
 use crate::path::{basename, parent};
 use crate::quota::{quota_target, QuotaIndex, LIMIT_NODE};
-use crate::tree::{node_size, DataTree, CONFIG_NODE, QUOTA_ROOT};
+use crate::node_key::{NodeKey, Probe};
+use crate::tree::{node_size, DataTree, NodeMap, CONFIG_NODE, QUOTA_ROOT};
 use crate::znode::{open_acl, read_acl, Znode};
 
 impl DataTree {
     /// The nodes in snapshot order: the root first with path `""` (as ZooKeeper's
-    /// `serializeNode` writes it), then every other node in sorted path order, which puts each
-    /// parent before its children, all that ZooKeeper's `DataTree.deserialize` (and
-    /// [`DataTree::from_snapshot`]) require. A plain in-order walk of the node map: no lookups per
-    /// node, so a snapshot of a large tree costs little more than copying it out. Pair it with a
+    /// `serializeNode` writes it), then the rest in pre-order, each parent before its children,
+    /// all that ZooKeeper's `DataTree.deserialize` (and [`DataTree::from_snapshot`]) require.
+    /// Siblings come in the node map's order, which is the same in every process. A walk through
+    /// the children runs: one seek per node that has children, none per leaf. Pair it with a
     /// `clone()` of the tree taken on the owner task to serialise a consistent (non-fuzzy)
     /// snapshot on another thread.
     pub fn snapshot_nodes(&self) -> impl Iterator<Item = (&str, &Znode)> + '_ {
-        self.nodes.iter().map(|(path, node)| (if &**path == "/" { "" } else { &**path }, &**node))
+        self.walk("/").map(|(path, node)| (if path == "/" { "" } else { path }, node))
+    }
+
+    /// Every node in the node map's order, which starts with the root and is the same in every
+    /// process: a plain scan, cheaper than [`DataTree::snapshot_nodes`] for passes that need no
+    /// parent-first order (such as collecting the ACL lists a snapshot writes).
+    pub fn nodes_in_map_order(&self) -> impl Iterator<Item = &Znode> + '_ {
+        self.nodes.values().map(|n| &**n)
     }
 
     /// Rebuilds a tree from snapshot nodes (ZooKeeper's `DataTree.deserialize`). Paths are as
@@ -32,7 +40,7 @@ impl DataTree {
     /// missing root, a duplicate path and a node whose parent is missing. `/zookeeper`,
     /// `/zookeeper/quota` and `/zookeeper/config` are added (zero Stat) when absent.
     pub fn from_snapshot(nodes: Vec<(String, Znode)>, last_zxid: i64) -> Result<DataTree, String> {
-        let mut map: OrdMap<Box<str>, Arc<Znode>> = OrdMap::new();
+        let mut map = NodeMap::new();
         let mut acls = AclCache::default();
         let mut last_acl: Option<Arc<[warden_proto::Acl]>> = None;
         let mut limits = Vec::new();
@@ -54,14 +62,14 @@ impl DataTree {
                 }
             }
             // The decoder's String becomes the key without a copy when it has no spare capacity.
-            match map.entry(path.into_boxed_str()) {
-                Entry::Occupied(e) => return Err(format!("duplicate path {} in snapshot", e.key())),
+            match map.entry(NodeKey::new(path.into_boxed_str())) {
+                Entry::Occupied(e) => return Err(format!("duplicate path {} in snapshot", e.key().path())),
                 Entry::Vacant(e) => {
                     e.insert(Arc::new(node));
                 }
             }
         }
-        if !map.contains_key("/") {
+        if !map.contains_key(Probe::new("/").view()) {
             return Err("snapshot has no root node".into());
         }
         let mut tree = DataTree {
@@ -74,17 +82,17 @@ impl DataTree {
             last_processed_zxid: last_zxid,
             data_size: 0,
         };
-        // Count children and collect the owned nodes in one pass over the (sorted) keys, holding
-        // copies of parent paths and non-persistent paths only; a parent sorts before its
-        // children, so a missing one is reported for its first child.
+        // Count children and collect the owned nodes in one pass over the keys, holding copies
+        // of parent paths and non-persistent paths only.
         let mut counts: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
         let mut owned = Vec::new();
-        for (path, n) in &tree.nodes {
-            if &**path == "/" {
+        for (key, n) in &tree.nodes {
+            let path = key.path();
+            if path == "/" {
                 continue;
             }
             let p = parent(path);
-            if !tree.nodes.contains_key(p) {
+            if !tree.has(p) {
                 return Err(format!("invalid data tree: parent {p} of {path} is missing"));
             }
             match counts.get_mut(p) {
@@ -106,13 +114,13 @@ impl DataTree {
             tree.index_owner(&path, owner);
         }
         for (path, acl) in [("/zookeeper", open_acl()), (QUOTA_ROOT, open_acl()), (CONFIG_NODE, read_acl())] {
-            if !tree.nodes.contains_key(path) {
+            if !tree.has(path) {
                 tree.insert_raw(path, acl);
             }
         }
         let mut size = 0;
-        for (path, n) in &tree.nodes {
-            size += node_size(path, n.data.as_deref());
+        for (key, n) in &tree.nodes {
+            size += node_size(key.path(), n.data.as_deref());
         }
         tree.data_size = size;
         for target in limits {

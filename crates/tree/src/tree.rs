@@ -13,7 +13,8 @@ use warden_proto::{Acl, ErrorCode, Stat, StatPersisted, Txn, TxnHeader};
 use crate::acl_cache::AclCache;
 use crate::outcome::{ApplyOutcome, TreeEvent, TreeEventKind, TxnResult};
 use crate::owner::{ttl_owner, OwnerKind, CONTAINER_OWNER};
-use crate::path::{join, parent, validate_path};
+use crate::node_key::{high_half, is_child_of, parent_half, KeyView, NodeKey, Probe};
+use crate::path::{basename, join, parent, validate_path};
 use crate::quota::QuotaIndex;
 use crate::znode::{open_acl, read_acl, Znode};
 
@@ -28,12 +29,13 @@ pub const QUOTA_ROOT: &str = "/zookeeper/quota";
 /// is O(1) and the clone is `Send + 'static`: take it on the owner task, serialise it elsewhere.
 /// A write after a clone copies only the map chunks on its path and the nodes it touches.
 ///
-/// Nodes are keyed by full path in byte order. Child names are not stored separately: the
-/// children of `P` are the keys `P/<name>` without a further `/`, found by range scans that jump
-/// over each child's subtree (`child_names`); a node keeps only its child count.
+/// Nodes are keyed by path behind a hashed order word (`NodeKey`): a lookup compares integers
+/// and reads one path. Child names are not stored separately: the children of `P` are one
+/// contiguous run of keys (`child_names`); a node keeps only its child count. Walks that need
+/// parents first (snapshots, subtree counts) descend through those runs (`walk`).
 #[derive(Debug, Clone)]
 pub struct DataTree {
-    pub(crate) nodes: OrdMap<Box<str>, Arc<Znode>>,
+    pub(crate) nodes: NodeMap,
     pub(crate) acls: AclCache,
     pub(crate) ephemerals: OrdMap<i64, OrdSet<String>>,
     pub(crate) containers: OrdSet<String>,
@@ -54,14 +56,8 @@ pub(crate) fn node_size(path: &str, data: Option<&[u8]>) -> u64 {
     (path.len() + data.map_or(0, <[u8]>::len)) as u64
 }
 
-/// The key prefix shared by the strict descendants of `path`.
-pub(crate) fn descendant_prefix(path: &str) -> String {
-    if path == "/" {
-        "/".to_string()
-    } else {
-        format!("{path}/")
-    }
-}
+/// The node map: see `NodeKey` for its order.
+pub(crate) type NodeMap = OrdMap<NodeKey, Arc<Znode>>;
 
 impl DataTree {
     /// A fresh tree: `/`, `/zookeeper`, `/zookeeper/quota` (open ACL) and `/zookeeper/config`
@@ -93,19 +89,19 @@ impl DataTree {
         }
         self.data_size += node_size(path, Some(&[]));
         let node = Znode::new(Some(Box::default()), acl, StatPersisted::default());
-        self.nodes.insert(path.into(), Arc::new(node));
+        self.nodes.insert(NodeKey::new(path.into()), Arc::new(node));
     }
 
     /// The node at `path`. The empty path names the root too, as in ZooKeeper, whose node map holds
     /// the root under both "" and "/" (reads of "" succeed; writes never get here, path validation
     /// rejects "").
     pub fn node(&self, path: &str) -> Option<&Znode> {
-        self.nodes.get(if path.is_empty() { "/" } else { path }).map(|n| &**n)
+        self.get(if path.is_empty() { "/" } else { path }).map(|n| &**n)
     }
 
     /// The node at `path` for writing; copies it first if a clone of the tree still shares it.
     pub(crate) fn node_mut(&mut self, path: &str) -> Option<&mut Znode> {
-        self.nodes.get_mut(path).map(Arc::make_mut)
+        stored_mut(&mut self.nodes, path)
     }
 
     /// The client-visible Stat of `path`.
@@ -117,43 +113,84 @@ impl DataTree {
     pub fn children(&self, path: &str) -> Option<Vec<String>> {
         let path = if path.is_empty() { "/" } else { path };
         self.node(path)?;
-        Some(self.child_names(path).into_iter().map(str::to_string).collect())
+        let mut names: Vec<String> = self.child_names(path).into_iter().map(str::to_string).collect();
+        names.sort_unstable();
+        Some(names)
     }
 
-    /// Names of the children of `path` in byte order (empty if it has none or does not exist).
-    ///
-    /// The keys under `P/` are contiguous; a child's own subtree `P/c/...` is contiguous too, so
-    /// the scan emits each `P/c` and jumps past `P/c0` (`'0'` follows `'/'`) when it meets a
-    /// deeper key: O(children + subtrees jumped * log n).
+    /// Names of the children of `path`, in the map's order (empty if it has none or does not
+    /// exist): one seek, then the run of keys whose order word has `path`'s hash in its high
+    /// half, less those of another parent with the same hash.
     pub(crate) fn child_names(&self, path: &str) -> Vec<&str> {
         let mut out = Vec::new();
-        if self.nodes.get(path).is_some_and(|n| n.num_children == 0) {
-            return out;
+        match self.get(path) {
+            Some(n) if n.num_children > 0 => out.reserve(n.num_children as usize),
+            _ => return out,
         }
-        let prefix = descendant_prefix(path);
-        let mut start = prefix.clone();
-        'seek: loop {
-            for (key, _) in self.nodes.range::<_, str>((Bound::Included(start.as_str()), Bound::Unbounded)) {
-                let Some(rest) = key.strip_prefix(prefix.as_str()) else { break 'seek };
-                match rest.find('/') {
-                    None if rest.is_empty() => {}
-                    None => out.push(rest),
-                    Some(i) => {
-                        start = format!("{prefix}{}0", &rest[..i]);
-                        continue 'seek;
-                    }
-                }
+        for (key, _) in self.children_run(path) {
+            if is_child_of(key.path(), path) {
+                out.push(basename(key.path()));
             }
-            break;
         }
         out
     }
 
-    /// The keys of `path`'s strict descendants, in byte order.
-    pub(crate) fn descendants(&self, path: &str) -> impl Iterator<Item = (&Box<str>, &Arc<Znode>)> + '_ {
-        let prefix = descendant_prefix(path);
-        let range = self.nodes.range::<_, str>((Bound::Included(prefix.as_str()), Bound::Unbounded));
-        range.take_while(move |(k, _)| k.starts_with(prefix.as_str())).filter(|(k, _)| &***k != "/")
+    /// The keys whose order word's high half is `path`'s hash: its children and, rarely, those of
+    /// another parent whose hash is the same.
+    fn children_run<'a>(&'a self, path: &str) -> impl Iterator<Item = (&'a NodeKey, &'a Arc<Znode>)> + 'a {
+        let half = parent_half(path);
+        let start = Probe::first_child_of(path);
+        self.nodes
+            .range::<_, dyn KeyView>((Bound::Included(start.view()), Bound::Unbounded))
+            .take_while(move |(k, _)| high_half(k) == half)
+    }
+
+    /// `path` and its descendants, each parent before its children (pre-order); empty if `path`
+    /// does not exist. Holds one scan per level of the subtree; leaves cost no seek.
+    pub(crate) fn walk<'a>(&'a self, path: &str) -> impl Iterator<Item = (&'a str, &'a Znode)> + 'a {
+        type Run<'a> = Box<dyn Iterator<Item = (&'a NodeKey, &'a Arc<Znode>)> + 'a>;
+        let root = self.nodes.get_key_value(Probe::new(path).view());
+        let mut pending: Option<(&'a str, &'a Znode)> = root.map(|(k, n)| (k.path(), &**n));
+        let mut stack: Vec<(&'a str, Run<'a>)> = Vec::new();
+        std::iter::from_fn(move || {
+            if let Some((p, n)) = pending.take() {
+                if n.num_children > 0 {
+                    stack.push((p, Box::new(self.children_run(p))));
+                }
+                return Some((p, n));
+            }
+            loop {
+                let (parent_path, run) = stack.last_mut()?;
+                match run.next() {
+                    Some((k, n)) if is_child_of(k.path(), parent_path) => {
+                        let (p, n) = (k.path(), &**n);
+                        if n.num_children > 0 {
+                            stack.push((p, Box::new(self.children_run(p))));
+                        }
+                        return Some((p, n));
+                    }
+                    Some(_) => {}
+                    None => {
+                        stack.pop();
+                    }
+                }
+            }
+        })
+    }
+
+    /// `path`'s strict descendants, parents first.
+    pub(crate) fn descendants<'a>(&'a self, path: &str) -> impl Iterator<Item = (&'a str, &'a Znode)> + 'a {
+        self.walk(path).skip(1)
+    }
+
+    /// The stored node at `path`.
+    pub(crate) fn get(&self, path: &str) -> Option<&Arc<Znode>> {
+        self.nodes.get(Probe::new(path).view())
+    }
+
+    /// True if a node is stored at `path`.
+    pub(crate) fn has(&self, path: &str) -> bool {
+        self.get(path).is_some()
     }
 
     /// getAllChildrenNumber: all descendants of `path`; for `/`, ZooKeeper's `nodes.size() - 2`
@@ -207,10 +244,11 @@ impl DataTree {
         self.last_processed_zxid = zxid;
     }
 
-    /// All paths, sorted (for dumps and snapshots).
+    /// All paths, sorted (for dumps and tests).
     pub fn paths(&self) -> Vec<String> {
-        // The map is in byte order already.
-        self.nodes.keys().map(|k| k.to_string()).collect()
+        let mut out: Vec<String> = self.nodes.keys().map(|k| k.path().to_string()).collect();
+        out.sort_unstable();
+        out
     }
 
     /// Containers and TTL nodes the container manager should delete now (sections 9.2, 9.3),
@@ -224,7 +262,7 @@ impl DataTree {
     pub fn containers_and_ttls_to_reap_with(&self, now_ms: i64, max_never_used_ms: i64) -> Vec<(String, bool)> {
         let mut out = Vec::new();
         for path in &self.containers {
-            let Some(n) = self.nodes.get(path.as_str()) else { continue };
+            let Some(n) = self.get(path) else { continue };
             let elapsed = now_ms.saturating_sub(n.stat.mtime);
             let never_used_expired = max_never_used_ms != 0 && elapsed > max_never_used_ms;
             if n.num_children == 0 && (n.stat.cversion > 0 || never_used_expired) {
@@ -232,7 +270,7 @@ impl DataTree {
             }
         }
         for path in &self.ttls {
-            let Some(n) = self.nodes.get(path.as_str()) else { continue };
+            let Some(n) = self.get(path) else { continue };
             if let OwnerKind::Ttl(ttl) = OwnerKind::of(n.stat.ephemeral_owner) {
                 if n.num_children == 0 && ttl != 0 && now_ms.saturating_sub(n.stat.mtime) > ttl {
                     out.push((path.clone(), false));
@@ -245,7 +283,7 @@ impl DataTree {
     /// Writes the ensemble configuration into `/zookeeper/config` as ZooKeeper's internal write
     /// does: data replaced, mzxid = config version, version = -1; no event.
     pub fn set_config_data(&mut self, data: Vec<u8>, config_version: i64) {
-        if let Some(n) = self.nodes.get_mut(CONFIG_NODE).map(Arc::make_mut) {
+        if let Some(n) = stored_mut(&mut self.nodes, CONFIG_NODE) {
             self.data_size = self.data_size + data.len() as u64 - n.data_len() as u64;
             n.data = Some(data.into_boxed_slice());
             n.stat.mzxid = config_version;
@@ -377,8 +415,8 @@ impl DataTree {
         let parent_path = parent(path);
         // NoNode before NodeExists; a node whose parent is missing never exists (tree invariant),
         // so one lookup of each suffices.
-        if self.nodes.contains_key(path) {
-            return Err(if self.nodes.contains_key(parent_path) { ErrorCode::NodeExists } else { ErrorCode::NoNode });
+        if self.has(path) {
+            return Err(if self.has(parent_path) { ErrorCode::NodeExists } else { ErrorCode::NoNode });
         }
         let parent_node = self.node_mut(parent_path).ok_or(ErrorCode::NoNode)?;
         let pcv = if parent_cversion == -1 { parent_node.stat.cversion.wrapping_add(1) } else { parent_cversion };
@@ -404,7 +442,7 @@ impl DataTree {
         self.data_size += node_size(path, data.as_deref());
         let node = Znode::new(data, acl.clone(), stat);
         let client_stat = node.client_stat();
-        self.nodes.insert(path.into(), Arc::new(node));
+        self.nodes.insert(NodeKey::new(path.into()), Arc::new(node));
         self.index_owner(path, owner);
         self.quota_on_create(path, data_len);
         ev.push(event(path, TreeEventKind::Created, zxid, acl));
@@ -467,11 +505,11 @@ impl DataTree {
         if path == "/" || !path.starts_with('/') {
             return Err(ErrorCode::BadArguments);
         }
-        if self.nodes.get(path).is_some_and(|n| n.num_children != 0) {
+        if self.get(path).is_some_and(|n| n.num_children != 0) {
             return Err(ErrorCode::NotEmpty);
         }
         let parent_path = parent(path);
-        let exists = self.nodes.contains_key(path);
+        let exists = self.has(path);
         let p = self.node_mut(parent_path).ok_or(ErrorCode::NoNode)?;
         if exists {
             p.num_children -= 1;
@@ -480,7 +518,7 @@ impl DataTree {
             p.stat.pzxid = zxid;
         }
         let parent_acl = p.acl.clone();
-        let node = self.nodes.remove(path).ok_or(ErrorCode::NoNode)?;
+        let node = self.nodes.remove(Probe::new(path).view()).ok_or(ErrorCode::NoNode)?;
         self.data_size -= node_size(path, node.data.as_deref());
         self.unindex_owner(path, node.stat.ephemeral_owner);
         self.quota_on_delete(path, node.data_len());
@@ -534,13 +572,13 @@ impl DataTree {
     }
 
     /// A 64-bit digest of the tree's content: the path, data (null distinct from empty), persisted
-    /// Stat, child count and ACL of every node, in path order (FNV-1a over their serial form).
+    /// Stat, child count and ACL of every node, in the node map's order, the same in every process (FNV-1a over their serial form).
     /// Two trees that applied the same txns have the same digest; it is not ZooKeeper's
     /// incremental digest and is not written anywhere. O(nodes): for tests and the simulator.
     pub fn digest(&self) -> u64 {
         let mut h = Fnv64::new();
-        for (path, n) in &self.nodes {
-            h.bytes(path.as_bytes());
+        for (key, n) in &self.nodes {
+            h.bytes(key.path().as_bytes());
             match &n.data {
                 None => h.bytes(&[0xff]),
                 Some(d) => {
@@ -562,11 +600,12 @@ impl DataTree {
     /// Checks the structural invariants: parent/child links, the ephemeral, container and TTL
     /// indexes, ephemeral nodes without children, and the data size counter.
     pub fn check_invariants(&self) -> Result<(), String> {
-        if !self.nodes.contains_key("/") {
+        if !self.has("/") {
             return Err("root missing".into());
         }
         let mut size = 0u64;
-        for (path, n) in &self.nodes {
+        for (key, n) in &self.nodes {
+            let path = key.path();
             size += node_size(path, n.data.as_deref());
             self.check_links(path, n)?;
             self.check_owner_index(path, n.stat.ephemeral_owner)?;
@@ -578,14 +617,14 @@ impl DataTree {
     }
 
     fn check_links(&self, path: &str, n: &Znode) -> Result<(), String> {
-        if path != "/" && !self.nodes.contains_key(parent(path)) {
+        if path != "/" && !self.has(parent(path)) {
             return Err(format!("{path}: parent missing"));
         }
         let children = self.child_names(path);
         if children.len() != n.num_children as usize {
             return Err(format!("{path}: num_children {} but {} children", n.num_children, children.len()));
         }
-        if let Some(c) = children.iter().find(|c| !self.nodes.contains_key(join(path, c).as_str())) {
+        if let Some(c) = children.iter().find(|c| !self.has(&join(path, c))) {
             return Err(format!("{path}: child {c} missing"));
         }
         if crate::owner::is_session_ephemeral(n.stat.ephemeral_owner) && n.num_children != 0 {
@@ -614,7 +653,7 @@ impl DataTree {
                 return Err(format!("session {s:#x}: empty ephemeral set kept"));
             }
             for p in set {
-                let owner = self.nodes.get(p.as_str()).map(|n| n.stat.ephemeral_owner);
+                let owner = self.get(p).map(|n| n.stat.ephemeral_owner);
                 if owner != Some(*s) {
                     return Err(format!("{p}: indexed for session {s:#x}, owner {owner:?}"));
                 }
@@ -622,7 +661,7 @@ impl DataTree {
         }
         let kinds = self.containers.iter().map(|p| (p, true)).chain(self.ttls.iter().map(|p| (p, false)));
         for (p, is_container) in kinds {
-            let kind = self.nodes.get(p.as_str()).map(|n| OwnerKind::of(n.stat.ephemeral_owner));
+            let kind = self.get(p).map(|n| OwnerKind::of(n.stat.ephemeral_owner));
             let ok = match kind {
                 Some(OwnerKind::Container) => is_container,
                 Some(OwnerKind::Ttl(_)) => !is_container,
@@ -634,6 +673,11 @@ impl DataTree {
         }
         Ok(())
     }
+}
+
+/// The node at `path` in `nodes` for writing, copied first if a clone of the tree still shares it.
+pub(crate) fn stored_mut<'a>(nodes: &'a mut NodeMap, path: &str) -> Option<&'a mut Znode> {
+    nodes.get_mut(Probe::new(path).view()).map(Arc::make_mut)
 }
 
 /// A node's data: the data already moved out of the txn if there is one, else a copy of `data`.

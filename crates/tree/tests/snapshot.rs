@@ -74,13 +74,27 @@ fn owned(t: &DataTree) -> Vec<(String, Znode)> {
     t.snapshot_nodes().map(|(p, n)| (p.to_string(), n.clone())).collect()
 }
 
+/// Asserts that `order` starts with the root (as `""`), names every path in `expected` (sorted)
+/// once, and puts each parent before its children.
+fn assert_parents_first(order: &[String], expected: &[&str]) {
+    assert_eq!(order.first().map(String::as_str), Some(""), "root first");
+    let mut sorted = order.to_vec();
+    sorted.sort();
+    assert_eq!(sorted, expected, "every node once");
+    let mut seen = std::collections::HashSet::from(["/"]);
+    for p in &order[1..] {
+        assert!(seen.contains(warden_tree::parent(p)), "{p} before its parent in {order:?}");
+        seen.insert(p.as_str());
+    }
+}
+
 #[test]
-fn root_first_then_sorted_paths() {
+fn root_first_then_parents_before_children() {
     let t = sample();
     let paths: Vec<String> = t.snapshot_nodes().map(|(p, _)| p.to_string()).collect();
-    assert_eq!(
-        paths,
-        [
+    assert_parents_first(
+        &paths,
+        &[
             "",
             "/a",
             "/a/eph",
@@ -97,7 +111,7 @@ fn root_first_then_sorted_paths() {
             "/zookeeper/quota/a",
             "/zookeeper/quota/a/zookeeper_limits",
             "/zookeeper/quota/a/zookeeper_stats",
-        ]
+        ],
     );
     assert_eq!(t.snapshot_nodes().count(), t.znode_count());
 }
@@ -214,9 +228,9 @@ fn names_sorting_before_slash() {
     assert_eq!(t.all_children_number("/a"), Some(5));
     assert_eq!(t.all_children_number("/a-b"), Some(1));
     let order: Vec<String> = t.snapshot_nodes().map(|(p, _)| p.to_string()).collect();
-    assert_eq!(
-        order,
-        vec![
+    assert_parents_first(
+        &order,
+        &[
             "",
             "/a",
             "/a b",
@@ -235,7 +249,7 @@ fn names_sorting_before_slash() {
             "/zookeeper",
             "/zookeeper/config",
             "/zookeeper/quota"
-        ]
+        ],
     );
     // Equal ACLs share one list, in the live tree and after a rebuild.
     let same =

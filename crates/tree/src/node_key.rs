@@ -1,0 +1,225 @@
+//! Keys of the node map: a path behind a 64-bit order word, so a lookup compares integers held in
+//! the map's own nodes and reads a key's path (a separate heap allocation) only when the words tie.
+//!
+//! The word is `hash(parent) << 32 | hash(path)` (32 bits each, ahash with fixed keys), and keys
+//! sort by (word, path). A node's children therefore sit together: they are the keys whose word's
+//! high half is the parent's hash and whose parent is the node (another parent with the same
+//! 32-bit hash interleaves, so a scan checks the parent). Ties fall back to the path, so hash
+//! collisions cost time, never correctness. The order says nothing about paths otherwise: walks
+//! that need parents before children (snapshots) descend through the children ranges.
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+
+use crate::path::parent;
+
+/// A stored key.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeKey {
+    order: u64,
+    path: Box<str>,
+}
+
+impl NodeKey {
+    pub(crate) fn new(path: Box<str>) -> Self {
+        NodeKey { order: order_of(&path), path }
+    }
+
+    pub(crate) fn path(&self) -> &str {
+        &self.path
+    }
+}
+
+/// What both a stored key and a lookup probe show the map's comparisons.
+pub(crate) trait KeyView {
+    fn order(&self) -> u64;
+    fn path(&self) -> &str;
+}
+
+impl KeyView for NodeKey {
+    fn order(&self) -> u64 {
+        self.order
+    }
+    fn path(&self) -> &str {
+        &self.path
+    }
+}
+
+/// A lookup key borrowing its path: built per lookup without allocating.
+pub(crate) struct Probe<'a> {
+    order: u64,
+    path: &'a str,
+}
+
+impl<'a> Probe<'a> {
+    pub(crate) fn new(path: &'a str) -> Self {
+        Probe { order: order_of(path), path }
+    }
+
+    /// The first key a scan of `parent_path`'s children can meet.
+    pub(crate) fn first_child_of(parent_path: &'a str) -> Self {
+        Probe { order: hash32(parent_path) << 32, path: "" }
+    }
+
+    pub(crate) fn view(&self) -> &(dyn KeyView + 'a) {
+        self
+    }
+}
+
+impl KeyView for Probe<'_> {
+    fn order(&self) -> u64 {
+        self.order
+    }
+    fn path(&self) -> &str {
+        self.path
+    }
+}
+
+impl PartialEq for dyn KeyView + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.order() == other.order() && self.path() == other.path()
+    }
+}
+
+impl Eq for dyn KeyView + '_ {}
+
+impl PartialOrd for dyn KeyView + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for dyn KeyView + '_ {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.order().cmp(&other.order()).then_with(|| self.path().cmp(other.path()))
+    }
+}
+
+impl<'a> Borrow<dyn KeyView + 'a> for NodeKey {
+    fn borrow(&self) -> &(dyn KeyView + 'a) {
+        self
+    }
+}
+
+// The stored key orders exactly as its view does (`Borrow`'s contract).
+impl PartialEq for NodeKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.order == other.order && self.path == other.path
+    }
+}
+
+impl Eq for NodeKey {}
+
+impl PartialOrd for NodeKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for NodeKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.order.cmp(&other.order).then_with(|| self.path.cmp(&other.path))
+    }
+}
+
+/// True if `key` names a child of `parent_path` (the root is nobody's child).
+pub(crate) fn is_child_of(key: &str, parent_path: &str) -> bool {
+    key != "/" && parent(key) == parent_path
+}
+
+/// The high half of the order words of `parent_path`'s children.
+pub(crate) fn parent_half(parent_path: &str) -> u64 {
+    hash32(parent_path)
+}
+
+pub(crate) fn high_half(key: &NodeKey) -> u64 {
+    key.order >> 32
+}
+
+fn order_of(path: &str) -> u64 {
+    if path == "/" {
+        return 0;
+    }
+    (hash32(parent(path)) << 32) | hash32(path)
+}
+
+fn hash32(s: &str) -> u64 {
+    // Fixed keys: the order (and so every walk of the map) is the same in every process.
+    static STATE: ahash::RandomState = ahash::RandomState::with_seeds(
+        0x243f_6a88_85a3_08d3,
+        0x1319_8a2e_0370_7344,
+        0xa409_3822_299f_31d0,
+        0x082e_fa98_ec4e_6c89,
+    );
+    STATE.hash_one(s) >> 32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_and_key_agree() {
+        let paths = ["/", "/a", "/a/b", "/a/c", "/b", "/a b", "/zookeeper/quota"];
+        for a in paths {
+            for b in paths {
+                let (ka, kb) = (NodeKey::new(a.into()), NodeKey::new(b.into()));
+                let (pa, pb) = (Probe::new(a), Probe::new(b));
+                let via_view = <NodeKey as Borrow<dyn KeyView>>::borrow(&ka).cmp(pb.view());
+                assert_eq!(ka.cmp(&kb), via_view, "{a} vs {b}");
+                assert_eq!(pa.view().cmp(pb.view()), via_view, "{a} vs {b}");
+                assert_eq!(ka == kb, a == b);
+            }
+        }
+    }
+
+    #[test]
+    fn siblings_share_the_high_half() {
+        let (x, y) = (NodeKey::new("/p/x".into()), NodeKey::new("/p/y".into()));
+        assert_eq!(high_half(&x), parent_half("/p"));
+        assert_eq!(high_half(&y), parent_half("/p"));
+        assert!(Probe::first_child_of("/p").view() <= <NodeKey as Borrow<dyn KeyView>>::borrow(&x));
+        assert_eq!(high_half(&NodeKey::new("/q".into())), parent_half("/"));
+        assert!(is_child_of("/p/x", "/p") && !is_child_of("/p/x/y", "/p") && !is_child_of("/", "/"));
+    }
+
+    /// Two parents whose hashes collide share one run of keys: children, subtree walks and
+    /// deletes still see only their own.
+    #[test]
+    fn colliding_parents_keep_their_children_apart() {
+        use std::collections::HashMap;
+        use warden_proto::{Acl, Txn, TxnHeader};
+        let mut seen: HashMap<u64, String> = HashMap::new();
+        let (a, b) = (0u32..)
+            .find_map(|i| {
+                let p = format!("/c{i}");
+                seen.insert(hash32(&p), p.clone()).map(|q| (q, p))
+            })
+            .unwrap();
+        assert_eq!(parent_half(&a), parent_half(&b));
+        let mut t = crate::DataTree::new();
+        let mut zxid = 0;
+        let mut create = |t: &mut crate::DataTree, path: String| {
+            zxid += 1;
+            let hdr = TxnHeader { client_id: 1, cxid: 0, zxid, time_ms: zxid, txn_type: 1 };
+            let txn =
+                Txn::Create { path, data: None, acl: Acl::open_unsafe(), ephemeral: false, parent_cversion: -1 };
+            assert!(matches!(t.apply(&hdr, &txn).result, crate::TxnResult::Created { .. }));
+        };
+        for p in [a.clone(), b.clone()] {
+            create(&mut t, p.clone());
+            for c in ["x", "y", "z"] {
+                create(&mut t, format!("{p}/{c}"));
+            }
+            create(&mut t, format!("{p}/x/deep"));
+        }
+        t.check_invariants().unwrap();
+        assert_eq!(t.children(&a).unwrap(), ["x", "y", "z"]);
+        assert_eq!(t.children(&b).unwrap(), ["x", "y", "z"]);
+        assert_eq!(t.all_children_number(&a), Some(4));
+        let walked: Vec<&str> = t.walk(&b).map(|(p, _)| p).collect();
+        assert_eq!(walked.len(), 5);
+        assert!(walked.iter().all(|p| p.starts_with(b.as_str())), "{walked:?}");
+        assert_eq!(t.snapshot_nodes().count(), t.znode_count());
+    }
+}
