@@ -181,13 +181,14 @@ fn write_synced(
     sessions: &[(i64, i32)],
     compression: Compression,
 ) -> Result<(), StorageError> {
-    let out = BufWriter::with_capacity(256 * 1024, file);
+    // Smaller than the node writer's chunks, so those go to the file without a copy here.
+    let out = BufWriter::with_capacity(64 * 1024, file);
     let sink = match compression {
         Compression::None => Sink::Plain(out),
         Compression::Gzip => Sink::Gzip(flate2::write::GzEncoder::new(out, flate2::Compression::default())),
         Compression::Snappy => Sink::Snappy(SnappyJavaWriter::new(out)),
     };
-    let mut w = Checked { inner: sink, adler: adler2::Adler32::new() };
+    let mut w = Checked { inner: sink, adler: simd_adler32::Adler32::new() };
     write_body(&mut w, tree, sessions).map_err(StorageError::io("write", tmp))?;
     let mut file = w.inner.finish().map_err(StorageError::io("write", tmp))?;
     file.sync_all().map_err(StorageError::io("fsync", tmp))
@@ -195,7 +196,7 @@ fn write_synced(
 
 /// The uncompressed snapshot stream for `tree` (what a plain `snapshot.<zxid>` file holds).
 pub fn encode_snapshot(tree: &DataTree, sessions: &[(i64, i32)]) -> Vec<u8> {
-    let mut w = Checked { inner: Vec::new(), adler: adler2::Adler32::new() };
+    let mut w = Checked { inner: Vec::new(), adler: simd_adler32::Adler32::new() };
     write_body(&mut w, tree, sessions).expect("writing to a Vec cannot fail");
     w.inner
 }
@@ -231,11 +232,11 @@ fn write_sessions_and_tree(
         w.write_i64(id);
         w.write_i32(timeout);
     }
-    // ACL cache: keys 1, 2, ... in order of first use in the node walk (ReferenceCountedACLCache
-    // hands out keys from 1 as it meets new lists).
+    // ACL cache: keys 1, 2, ... in order of first use in a scan of the node map, which starts at
+    // the root (ReferenceCountedACLCache hands out keys from 1 as it meets new lists).
     let mut keys: HashMap<&[Acl], i64> = HashMap::new();
     let mut entries: Vec<&[Acl]> = Vec::new();
-    for (_, node) in tree.snapshot_nodes() {
+    for node in tree.nodes_in_map_order() {
         keys.entry(&*node.acl).or_insert_with(|| {
             entries.push(&*node.acl);
             entries.len() as i64
@@ -247,15 +248,30 @@ fn write_sessions_and_tree(
         w.write_vec(acl);
     }
     out(w.as_slice())?;
-    w = Writer::with_capacity(64 * 1024);
+    // Nodes go out in chunks of about CHUNK bytes, one buffer reused.
+    const CHUNK: usize = 256 * 1024;
+    let mut buf = w.into_inner();
+    buf.clear();
+    buf.reserve(CHUNK + 4096);
+    w = Writer::from_vec(buf);
+    // Equal lists are usually one shared allocation, and neighbours usually share theirs: the
+    // previous node's key is reused without hashing the list when the pointer is the same.
+    let mut last: Option<(&Arc<[Acl]>, i64)> = None;
     for (path, node) in tree.snapshot_nodes() {
         w.write_ustring(path);
         w.write_buffer(node.data.as_deref());
-        w.write_i64(keys[&*node.acl]);
+        let key = match last {
+            Some((acl, key)) if Arc::ptr_eq(acl, &node.acl) => key,
+            _ => keys[&*node.acl],
+        };
+        last = Some((&node.acl, key));
+        w.write_i64(key);
         node.stat.encode(&mut w);
-        if w.len() >= 60 * 1024 {
+        if w.len() >= CHUNK {
             out(w.as_slice())?;
-            w = Writer::with_capacity(64 * 1024);
+            let mut buf = w.into_inner();
+            buf.clear();
+            w = Writer::from_vec(buf);
         }
     }
     w.write_ustring("/");
@@ -427,19 +443,19 @@ fn len_i32(n: usize) -> i32 {
 /// A stream that keeps the running Adler32 of what passed through (`CheckedOutputStream`).
 struct Checked<W: Write> {
     inner: W,
-    adler: adler2::Adler32,
+    adler: simd_adler32::Adler32,
 }
 
 impl<W: Write> Checked<W> {
     fn put(&mut self, b: &[u8]) -> io::Result<()> {
-        self.adler.write_slice(b);
+        self.adler.write(b);
         self.inner.write_all(b)
     }
 
     /// `SnapStream.sealStream`: long checksum of everything so far, then ustring "/".
     fn seal(&mut self) -> io::Result<()> {
         let mut w = Writer::new();
-        w.write_i64(i64::from(self.adler.checksum()));
+        w.write_i64(i64::from(self.adler.finish()));
         w.write_ustring("/");
         self.put(w.as_slice())
     }
@@ -635,7 +651,7 @@ pub fn decode_snapshot(bytes: &[u8], zxid: i64) -> Result<Snapshot, String> {
 /// `r` reads `bytes` from offset `base`.
 fn check_seal(bytes: &[u8], base: usize, r: &mut Reader<'_>) -> Result<(), String> {
     let pos = base + r.position();
-    let expected = i64::from(adler2::adler32_slice(&bytes[..pos]));
+    let expected = i64::from(crate::log_format::adler32(&bytes[..pos]));
     let val = r.read_i64().map_err(|e| format!("at offset {pos}: checksum missing: {e}"))?;
     let slash = r.read_ustring().map_err(|e| format!("at offset {}: seal path missing: {e}", pos + 8))?;
     if val != expected {
