@@ -413,19 +413,10 @@ impl DataTree {
         }
         validate_path(path)?;
         let parent_path = parent(path);
-        // NoNode before NodeExists; a node whose parent is missing never exists (tree invariant),
-        // so one lookup of each suffices.
-        if self.has(path) {
-            return Err(if self.has(parent_path) { ErrorCode::NodeExists } else { ErrorCode::NoNode });
-        }
-        let parent_node = self.node_mut(parent_path).ok_or(ErrorCode::NoNode)?;
-        let pcv = if parent_cversion == -1 { parent_node.stat.cversion.wrapping_add(1) } else { parent_cversion };
-        if pcv > parent_node.stat.cversion {
-            parent_node.stat.cversion = pcv;
-            parent_node.stat.pzxid = zxid;
-        }
-        parent_node.num_children += 1;
-        let parent_acl = parent_node.acl.clone();
+        // NoNode before NodeExists: a node whose parent is missing never exists (tree invariant).
+        // Whether the node exists is learnt from the insert itself, which puts back a node it
+        // displaced (log replay over a fuzzy snapshot): one descent to the new key, not two.
+        let parent_acl = self.get(parent_path).ok_or(ErrorCode::NoNode)?.acl.clone();
         let stat = StatPersisted {
             czxid: zxid,
             mzxid: zxid,
@@ -439,10 +430,21 @@ impl DataTree {
         };
         let acl = self.acls.intern(acl);
         let data_len = data.as_ref().map_or(0, |d| d.len());
-        self.data_size += node_size(path, data.as_deref());
+        let size = node_size(path, data.as_deref());
         let node = Znode::new(data, acl.clone(), stat);
         let client_stat = node.client_stat();
-        self.nodes.insert(NodeKey::new(path.into()), Arc::new(node));
+        if let Some(present) = self.nodes.insert(NodeKey::new(path.into()), Arc::new(node)) {
+            self.nodes.insert(NodeKey::new(path.into()), present);
+            return Err(ErrorCode::NodeExists);
+        }
+        self.data_size += size;
+        let parent_node = stored_mut(&mut self.nodes, parent_path).expect("parent looked up above");
+        let pcv = if parent_cversion == -1 { parent_node.stat.cversion.wrapping_add(1) } else { parent_cversion };
+        if pcv > parent_node.stat.cversion {
+            parent_node.stat.cversion = pcv;
+            parent_node.stat.pzxid = zxid;
+        }
+        parent_node.num_children += 1;
         self.index_owner(path, owner);
         self.quota_on_create(path, data_len);
         ev.push(event(path, TreeEventKind::Created, zxid, acl));

@@ -110,6 +110,9 @@ fn txns_that_do_not_fit_yield_errors() {
     let mk = |p: &str| Txn::Create { path: p.into(), data: None, acl: vec![], ephemeral: false, parent_cversion: -1 };
     assert_eq!(t.apply(&hdr(1, 0, 0), &mk("/x/y")).result, TxnResult::Error(ErrorCode::NoNode));
     assert_eq!(t.apply(&hdr(2, 0, 0), &mk("/zookeeper")).result, TxnResult::Error(ErrorCode::NodeExists));
+    // The node that was there stays as it was.
+    let kept = t.node("/zookeeper").unwrap();
+    assert_eq!((kept.stat.czxid, kept.num_children), (0, 2));
     assert_eq!(t.apply(&hdr(3, 0, 0), &Txn::Delete { path: "/x".into() }).result, TxnResult::Error(ErrorCode::NoNode));
     assert_eq!(
         t.apply(&hdr(4, 0, 0), &Txn::Delete { path: "/zookeeper".into() }).result,
