@@ -202,8 +202,7 @@ mod tests {
         let mut create = |t: &mut crate::DataTree, path: String| {
             zxid += 1;
             let hdr = TxnHeader { client_id: 1, cxid: 0, zxid, time_ms: zxid, txn_type: 1 };
-            let txn =
-                Txn::Create { path, data: None, acl: Acl::open_unsafe(), ephemeral: false, parent_cversion: -1 };
+            let txn = Txn::Create { path, data: None, acl: Acl::open_unsafe(), ephemeral: false, parent_cversion: -1 };
             assert!(matches!(t.apply(&hdr, &txn).result, crate::TxnResult::Created { .. }));
         };
         for p in [a.clone(), b.clone()] {

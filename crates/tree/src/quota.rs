@@ -98,8 +98,7 @@ impl DataTree {
     fn update_count_bytes(&mut self, path: &str, bytes_diff: i64, count_diff: i64) {
         let Some(prefix) = self.quotas.max_prefix(path).map(str::to_string) else { return };
         let sp = stat_path(&prefix);
-        let Some(text) =
-            self.get(&sp).map(|n| String::from_utf8_lossy(n.data.as_deref().unwrap_or(&[])).into_owned())
+        let Some(text) = self.get(&sp).map(|n| String::from_utf8_lossy(n.data.as_deref().unwrap_or(&[])).into_owned())
         else {
             return;
         };
@@ -148,8 +147,7 @@ impl DataTree {
     pub fn quota_exceeded(&self, path: &str) -> bool {
         let Some(prefix) = self.quotas.max_prefix(path) else { return false };
         let read = |p: String| {
-            self.get(&p)
-                .map(|n| StatsTrack::parse(&String::from_utf8_lossy(n.data.as_deref().unwrap_or(&[]))))
+            self.get(&p).map(|n| StatsTrack::parse(&String::from_utf8_lossy(n.data.as_deref().unwrap_or(&[]))))
         };
         let (Some(stats), Some(limits)) = (read(stat_path(prefix)), read(limit_path(prefix))) else { return false };
         let over = |limit: i64, used: i64| limit > -1 && used > limit;

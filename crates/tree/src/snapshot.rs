@@ -8,9 +8,9 @@ use imbl::ordmap::Entry;
 use imbl::{OrdMap, OrdSet};
 
 use crate::acl_cache::AclCache;
+use crate::node_key::{NodeKey, Probe};
 use crate::path::{basename, parent};
 use crate::quota::{quota_target, QuotaIndex, LIMIT_NODE};
-use crate::node_key::{NodeKey, Probe};
 use crate::tree::{node_size, DataTree, NodeMap, CONFIG_NODE, QUOTA_ROOT};
 use crate::znode::{open_acl, read_acl, Znode};
 

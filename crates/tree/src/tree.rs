@@ -11,9 +11,9 @@ use imbl::{OrdMap, OrdSet};
 use warden_proto::{Acl, ErrorCode, Stat, StatPersisted, Txn, TxnHeader};
 
 use crate::acl_cache::AclCache;
+use crate::node_key::{high_half, is_child_of, parent_half, KeyView, NodeKey, Probe};
 use crate::outcome::{ApplyOutcome, TreeEvent, TreeEventKind, TxnResult};
 use crate::owner::{ttl_owner, OwnerKind, CONTAINER_OWNER};
-use crate::node_key::{high_half, is_child_of, parent_half, KeyView, NodeKey, Probe};
 use crate::path::{basename, join, parent, validate_path};
 use crate::quota::QuotaIndex;
 use crate::znode::{open_acl, read_acl, Znode};

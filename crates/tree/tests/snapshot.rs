@@ -248,7 +248,7 @@ fn names_sorting_before_slash() {
             "/ab",
             "/zookeeper",
             "/zookeeper/config",
-            "/zookeeper/quota"
+            "/zookeeper/quota",
         ],
     );
     // Equal ACLs share one list, in the live tree and after a rebuild.
