@@ -19,7 +19,7 @@
 //! Operation errors are counted, not fatal. Losing every session is fatal: the run stops with a
 //! message once all sessions are expired/closed, or none has been connected for 5 seconds.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -27,6 +27,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use async_io::Timer;
+use futures_lite::future;
 use hdrhistogram::Histogram;
 use rand::distributions::{Distribution, WeightedIndex};
 use rand::rngs::StdRng;
@@ -283,13 +285,14 @@ fn is_terminal(e: &zk::Error) -> bool {
 fn track_watch(ctx: &Arc<Ctx>, watched: &Watched, key: (usize, usize), w: zk::OneshotWatcher) {
     let ctx = ctx.clone();
     let watched = watched.clone();
-    tokio::spawn(async move {
+    spawn(async move {
         let ev = w.changed().await;
         if ev.event_type != zk::EventType::Session {
             ctx.watch_events.fetch_add(1, Ordering::Relaxed);
         }
         watched.lock().unwrap().remove(&key);
-    });
+    })
+    .detach();
 }
 
 /// Arms a watch for `key` unless the session already has one.
@@ -317,7 +320,7 @@ impl Loop {
         let due = self.next_due;
         self.next_due += step;
         if due > Instant::now() {
-            tokio::time::sleep_until(due.into()).await;
+            Timer::at(due).await;
         }
         due
     }
@@ -342,7 +345,7 @@ impl Loop {
                         break;
                     }
                     if matches!(e, zk::Error::ConnectionLoss) {
-                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        Timer::after(Duration::from_millis(5)).await;
                     }
                     continue;
                 }
@@ -375,7 +378,7 @@ impl Loop {
                         *stats.error_kinds.entry(format!("{}: {e}", op.name())).or_default() += 1;
                     }
                     if matches!(e, zk::Error::ConnectionLoss) {
-                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        Timer::after(Duration::from_millis(5)).await;
                     }
                     if is_terminal(&e) {
                         break;
@@ -512,20 +515,20 @@ where
     for (i, it) in items.into_iter().enumerate() {
         parts[i % width].push(it);
     }
-    let mut set = tokio::task::JoinSet::new();
+    let mut tasks = Vec::new();
     for (t, part) in parts.into_iter().enumerate().filter(|(_, p)| !p.is_empty()) {
         let client = clients[t % clients.len()].clone();
         let f = f.clone();
-        set.spawn(async move {
+        tasks.push(spawn(async move {
             for it in part {
                 f(client.clone(), it).await?;
             }
             anyhow::Ok(())
-        });
+        }));
     }
     let mut first = Ok(());
-    while let Some(r) = set.join_next().await {
-        let r = r.context("setup task panicked").and_then(|r| r);
+    for task in tasks {
+        let r = task.await;
         if first.is_ok() {
             first = r;
         }
@@ -710,10 +713,37 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if !prefix.starts_with('/') || prefix.len() < 2 {
         bail!("--prefix must be an absolute path other than / (got {:?})", args.prefix);
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let result = rt.block_on(run_async(args, workload, prefix));
-    rt.shutdown_timeout(Duration::from_secs(1));
-    result
+    let _scope = spawns_core::enter(&ExecutorSpawn);
+    async_io::block_on(EXECUTOR.run(run_async(args, workload, prefix)))
+}
+
+/// The bench's executor. The `zookeeper-client` crate's sockets and timers run on `async-io`'s
+/// reactor; a task on another runtime (tokio) hears of every reply through the reactor's own thread
+/// and a wake-up of its worker, two thread hand-offs per request that a synchronous client pays in
+/// full (docs/benchmarks.md, "Where the client's time goes"). So the bench runs every task, the
+/// sessions' own included, on one thread that drives the reactor itself (`async_io::block_on`).
+static EXECUTOR: async_executor::Executor<'static> = async_executor::Executor::new();
+
+/// Sends the tasks `zookeeper-client` spawns (through `spawns`) to [`EXECUTOR`].
+struct ExecutorSpawn;
+
+impl spawns_core::Spawn for ExecutorSpawn {
+    fn spawn(&self, task: spawns_core::Task) {
+        EXECUTOR.spawn(Box::into_pin(task.future)).detach();
+    }
+}
+
+fn spawn<T: Send + 'static>(f: impl Future<Output = T> + Send + 'static) -> async_executor::Task<T> {
+    EXECUTOR.spawn(f)
+}
+
+/// `f`'s output, or `None` if it takes longer than `limit`.
+async fn timeout<T>(limit: Duration, f: impl Future<Output = T>) -> Option<T> {
+    future::or(async { Some(f.await) }, async {
+        Timer::after(limit).await;
+        None
+    })
+    .await
 }
 
 async fn run_async(args: BenchArgs, workload: Vec<(Op, u32)>, prefix: String) -> anyhow::Result<()> {
@@ -724,9 +754,9 @@ async fn run_async(args: BenchArgs, workload: Vec<(Op, u32)>, prefix: String) ->
         let server = &servers[i % servers.len()];
         let connect =
             zk::Client::connector().with_session_timeout(args.session_timeout).with_fail_eagerly().connect(server);
-        let client = tokio::time::timeout(Duration::from_secs(15), connect)
+        let client = timeout(Duration::from_secs(15), connect)
             .await
-            .map_err(|_| anyhow::anyhow!("timed out"))
+            .ok_or_else(|| anyhow::anyhow!("timed out"))
             .and_then(|r| r.map_err(anyhow::Error::from))
             .with_context(|| format!("session {i}: connecting to {server}"))?;
         clients.push(client);
@@ -770,7 +800,7 @@ async fn run_async(args: BenchArgs, workload: Vec<(Op, u32)>, prefix: String) ->
     for (i, c) in clients.iter().enumerate() {
         let mut w = c.state_watcher();
         let ctx = ctx.clone();
-        tokio::spawn(async move {
+        spawn(async move {
             loop {
                 let st = w.changed().await;
                 let v = if st.is_terminated() {
@@ -785,11 +815,12 @@ async fn run_async(args: BenchArgs, workload: Vec<(Op, u32)>, prefix: String) ->
                     break;
                 }
             }
-        });
+        })
+        .detach();
     }
 
     // Request loops.
-    let mut set = tokio::task::JoinSet::new();
+    let mut set = VecDeque::new();
     let mut seeder = StdRng::from_entropy();
     for (s, c) in clients.iter().enumerate() {
         let watched: Watched = Arc::new(Mutex::new(HashSet::new()));
@@ -808,28 +839,36 @@ async fn run_async(args: BenchArgs, workload: Vec<(Op, u32)>, prefix: String) ->
                 counter: 0,
                 created: Vec::new(),
             };
-            set.spawn(lp.run());
+            set.push_back(spawn(lp.run()));
         }
     }
 
     // Progress, fatal-loss detection, and collection.
     let mut total = Stats::new();
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
+    let mut next_tick = Instant::now() + Duration::from_secs(1);
     let mut last_count = 0u64;
     let mut last_t = Instant::now();
     let mut none_connected_since: Option<Instant> = None;
     let mut fatal: Option<String> = None;
     let mut unfinished = 0usize;
-    loop {
-        tokio::select! {
-            r = set.join_next() => match r {
-                Some(Ok(st)) => total.merge(st),
-                Some(Err(e)) => bail!("a request loop failed: {e}"),
-                None => break,
-            },
-            _ = tick.tick() => {
+    // Loops are collected in start order, a progress line every second in between.
+    enum Wake {
+        Finished(Stats),
+        Tick,
+    }
+    while let Some(first) = set.front_mut() {
+        let wake = future::or(async { Wake::Finished(first.await) }, async {
+            Timer::at(next_tick).await;
+            Wake::Tick
+        })
+        .await;
+        match wake {
+            Wake::Finished(st) => {
+                set.pop_front();
+                total.merge(st);
+            }
+            Wake::Tick => {
+                next_tick = Instant::now() + Duration::from_secs(1);
                 let t = Instant::now();
                 let c = ctx.completed.load(Ordering::Relaxed);
                 let rate = (c - last_count) as f64 / t.duration_since(last_t).as_secs_f64();
@@ -838,7 +877,11 @@ async fn run_async(args: BenchArgs, workload: Vec<(Op, u32)>, prefix: String) ->
                 let phase = if t < ctx.measure_start {
                     format!("warm-up {:>4.0}s/{:.0}s", (t - now).as_secs_f64(), args.warmup.as_secs_f64())
                 } else if t < ctx.end {
-                    format!("measure {:>4.0}s/{:.0}s", (t - ctx.measure_start).as_secs_f64(), args.duration.as_secs_f64())
+                    format!(
+                        "measure {:>4.0}s/{:.0}s",
+                        (t - ctx.measure_start).as_secs_f64(),
+                        args.duration.as_secs_f64()
+                    )
                 } else {
                     "draining".to_string()
                 };
@@ -865,9 +908,14 @@ async fn run_async(args: BenchArgs, workload: Vec<(Op, u32)>, prefix: String) ->
                     }
                 }
                 if t >= ctx.end + DRAIN_LIMIT {
-                    unfinished = set.len();
-                    set.abort_all();
-                    while set.join_next().await.is_some() {}
+                    // Take what finished; dropping the others cancels them.
+                    for task in std::mem::take(&mut set) {
+                        if task.is_finished() {
+                            total.merge(task.await);
+                        } else {
+                            unfinished += 1;
+                        }
+                    }
                     break;
                 }
             }
