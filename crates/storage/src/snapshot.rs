@@ -197,7 +197,8 @@ fn write_synced(
 /// The uncompressed snapshot stream for `tree` (what a plain `snapshot.<zxid>` file holds).
 pub fn encode_snapshot(tree: &DataTree, sessions: &[(i64, i32)]) -> Vec<u8> {
     let mut w = Checked { inner: Vec::new(), adler: simd_adler32::Adler32::new() };
-    write_body(&mut w, tree, sessions).expect("writing to a Vec cannot fail");
+    write_body(&mut w, tree, sessions)
+        .expect("a Vec takes every write; only a tree whose child counts are broken fails");
     w.inner
 }
 
@@ -257,7 +258,9 @@ fn write_sessions_and_tree(
     // Equal lists are usually one shared allocation, and neighbours usually share theirs: the
     // previous node's key is reused without hashing the list when the pointer is the same.
     let mut last: Option<(&Arc<[Acl]>, i64)> = None;
+    let mut written = 0usize;
     for (path, node) in tree.snapshot_nodes() {
+        written += 1;
         w.write_ustring(path);
         w.write_buffer(node.data.as_deref());
         let key = match last {
@@ -273,6 +276,14 @@ fn write_sessions_and_tree(
             buf.clear();
             w = Writer::from_vec(buf);
         }
+    }
+    // The walk descends only into nodes whose child count says they have children: a count that
+    // disagreed with the tree would leave nodes out, so such a snapshot is refused, not written.
+    if written != tree.znode_count() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("the tree walk met {written} of {} nodes", tree.znode_count()),
+        ));
     }
     w.write_ustring("/");
     out(w.as_slice())
@@ -296,7 +307,7 @@ pub fn encode_snap_sync(tree: &DataTree, sessions: &[(i64, i32)]) -> Vec<u8> {
         tree,
         sessions,
     )
-    .expect("writing to a Vec cannot fail");
+    .expect("a Vec takes every write; only a tree whose child counts are broken fails");
     let mut w = Writer::new();
     w.write_ustring(SNAP_SYNC_SIGNATURE);
     out.extend_from_slice(w.as_slice());
