@@ -235,15 +235,15 @@ impl Stats {
         }
     }
 
-    fn merge(&mut self, o: Stats) {
+    fn merge(&mut self, o: &Stats) {
         for (a, b) in self.hist.iter_mut().zip(&o.hist) {
             a.add(b).expect("same histogram bounds");
         }
         for (a, b) in self.errors.iter_mut().zip(&o.errors) {
             *a += b;
         }
-        for (k, v) in o.error_kinds {
-            *self.error_kinds.entry(k).or_default() += v;
+        for (k, v) in &o.error_kinds {
+            *self.error_kinds.entry(k.clone()).or_default() += v;
         }
         self.last_done = self.last_done.max(o.last_done);
     }
@@ -310,6 +310,9 @@ struct Loop {
     created: Vec<String>,
     /// Open loop: when this loop's next request is due.
     next_due: Instant,
+    /// What the loops of this session measured (one set of histograms per session, not per loop:
+    /// a histogram is about 190 KB).
+    stats: Arc<Mutex<Stats>>,
 }
 
 impl Loop {
@@ -325,12 +328,12 @@ impl Loop {
         due
     }
 
-    async fn run(mut self) -> Stats {
-        let mut stats = Stats::new();
+    async fn run(mut self) {
         if let Err(e) = self.client.create(&self.dir, b"", &persistent()).await {
             if !matches!(e, zk::Error::NodeExists) {
-                stats.error_kinds.insert(format!("creating loop directory: {e}"), 1);
-                return stats;
+                *self.stats.lock().unwrap().error_kinds.entry(format!("creating loop directory: {e}")).or_default() +=
+                    1;
+                return;
             }
         }
         loop {
@@ -362,18 +365,19 @@ impl Loop {
             self.ctx.completed.fetch_add(1, Ordering::Relaxed);
             let measured = start >= self.ctx.measure_start;
             if measured {
-                stats.last_done = Some(done);
+                self.stats.lock().unwrap().last_done = Some(done);
             }
             match res {
                 Ok(()) => {
                     if measured {
                         let us = done.duration_since(start).as_micros().max(1) as u64;
-                        stats.hist[op.idx()].saturating_record(us);
+                        self.stats.lock().unwrap().hist[op.idx()].saturating_record(us);
                     }
                 }
                 Err(e) => {
                     self.ctx.failed.fetch_add(1, Ordering::Relaxed);
                     if measured {
+                        let mut stats = self.stats.lock().unwrap();
                         stats.errors[op.idx()] += 1;
                         *stats.error_kinds.entry(format!("{}: {e}", op.name())).or_default() += 1;
                     }
@@ -386,7 +390,6 @@ impl Loop {
                 }
             }
         }
-        stats
     }
 
     /// Creates the next node of this loop; makes its sub-directory first when needed (unmeasured).
@@ -822,8 +825,11 @@ async fn run_async(args: BenchArgs, workload: Vec<(Op, u32)>, prefix: String) ->
     // Request loops.
     let mut set = VecDeque::new();
     let mut seeder = StdRng::from_entropy();
+    let mut session_stats = Vec::new();
     for (s, c) in clients.iter().enumerate() {
         let watched: Watched = Arc::new(Mutex::new(HashSet::new()));
+        let stats = Arc::new(Mutex::new(Stats::new()));
+        session_stats.push(stats.clone());
         for l in 0..args.depth {
             // Open loop: spread the loops' schedules evenly over one step.
             let offset = ctx.interval.map_or(Duration::ZERO, |iv| {
@@ -838,6 +844,7 @@ async fn run_async(args: BenchArgs, workload: Vec<(Op, u32)>, prefix: String) ->
                 dir: format!("{prefix}/new/{:08x}s{s}l{l}", ctx.run_id),
                 counter: 0,
                 created: Vec::new(),
+                stats: stats.clone(),
             };
             set.push_back(spawn(lp.run()));
         }
@@ -851,21 +858,26 @@ async fn run_async(args: BenchArgs, workload: Vec<(Op, u32)>, prefix: String) ->
     let mut none_connected_since: Option<Instant> = None;
     let mut fatal: Option<String> = None;
     let mut unfinished = 0usize;
-    // Loops are collected in start order, a progress line every second in between.
+    // Loops are awaited in start order, a progress line every second in between.
     enum Wake {
-        Finished(Stats),
+        Finished,
         Tick,
     }
     while let Some(first) = set.front_mut() {
-        let wake = future::or(async { Wake::Finished(first.await) }, async {
-            Timer::at(next_tick).await;
-            Wake::Tick
-        })
+        let wake = future::or(
+            async {
+                first.await;
+                Wake::Finished
+            },
+            async {
+                Timer::at(next_tick).await;
+                Wake::Tick
+            },
+        )
         .await;
         match wake {
-            Wake::Finished(st) => {
+            Wake::Finished => {
                 set.pop_front();
-                total.merge(st);
             }
             Wake::Tick => {
                 next_tick = Instant::now() + Duration::from_secs(1);
@@ -908,18 +920,16 @@ async fn run_async(args: BenchArgs, workload: Vec<(Op, u32)>, prefix: String) ->
                     }
                 }
                 if t >= ctx.end + DRAIN_LIMIT {
-                    // Take what finished; dropping the others cancels them.
-                    for task in std::mem::take(&mut set) {
-                        if task.is_finished() {
-                            total.merge(task.await);
-                        } else {
-                            unfinished += 1;
-                        }
-                    }
+                    // Dropping the loops that have not finished cancels them.
+                    unfinished = set.iter().filter(|t| !t.is_finished()).count();
+                    set.clear();
                     break;
                 }
             }
         }
+    }
+    for stats in &session_stats {
+        total.merge(&stats.lock().unwrap());
     }
     if let Some(why) = fatal {
         bail!("lost the connection to all servers ({}): {why}; giving up", servers.join(","));
