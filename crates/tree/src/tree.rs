@@ -153,28 +153,24 @@ impl DataTree {
         let mut pending: Option<(&'a str, &'a Znode)> = root.map(|(k, n)| (k.path(), &**n));
         let mut stack: Vec<(&'a str, Run<'a>)> = Vec::new();
         std::iter::from_fn(move || {
-            if let Some((p, n)) = pending.take() {
-                if n.num_children > 0 {
-                    stack.push((p, Box::new(self.children_run(p))));
-                }
-                return Some((p, n));
-            }
-            loop {
-                let (parent_path, run) = stack.last_mut()?;
-                match run.next() {
-                    Some((k, n)) if is_child_of(k.path(), parent_path) => {
-                        let (p, n) = (k.path(), &**n);
-                        if n.num_children > 0 {
-                            stack.push((p, Box::new(self.children_run(p))));
+            // The root first, then the next child of the innermost run that has one.
+            let (p, n) = match pending.take() {
+                Some(root) => root,
+                None => loop {
+                    let (parent_path, run) = stack.last_mut()?;
+                    match run.next() {
+                        Some((k, n)) if is_child_of(k.path(), parent_path) => break (k.path(), &**n),
+                        Some(_) => {}
+                        None => {
+                            stack.pop();
                         }
-                        return Some((p, n));
                     }
-                    Some(_) => {}
-                    None => {
-                        stack.pop();
-                    }
-                }
+                },
+            };
+            if n.num_children > 0 {
+                stack.push((p, Box::new(self.children_run(p))));
             }
+            Some((p, n))
         })
     }
 
