@@ -177,6 +177,11 @@ impl Writer {
         self.buf
     }
 
+    /// Empties the buffer, keeping its allocation.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+    }
+
     pub fn as_slice(&self) -> &[u8] {
         &self.buf
     }

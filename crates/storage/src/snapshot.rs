@@ -251,10 +251,7 @@ fn write_sessions_and_tree(
     out(w.as_slice())?;
     // Nodes go out in chunks of about CHUNK bytes, one buffer reused.
     const CHUNK: usize = 256 * 1024;
-    let mut buf = w.into_inner();
-    buf.clear();
-    buf.reserve(CHUNK + 4096);
-    w = Writer::from_vec(buf);
+    w = Writer::with_capacity(CHUNK + 4096);
     // Equal lists are usually one shared allocation, and neighbours usually share theirs: the
     // previous node's key is reused without hashing the list when the pointer is the same.
     let mut last: Option<(&Arc<[Acl]>, i64)> = None;
@@ -272,9 +269,7 @@ fn write_sessions_and_tree(
         node.stat.encode(&mut w);
         if w.len() >= CHUNK {
             out(w.as_slice())?;
-            let mut buf = w.into_inner();
-            buf.clear();
-            w = Writer::from_vec(buf);
+            w.clear();
         }
     }
     // The walk descends only into nodes whose child count says they have children: a count that
