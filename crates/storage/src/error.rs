@@ -1,5 +1,5 @@
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
@@ -29,8 +29,9 @@ pub enum StorageError {
 }
 
 impl StorageError {
-    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Self {
-        let path = path.into();
-        move |source| StorageError::Io { op, path, source }
+    /// The error for a failed `op` on `path`. The path is copied only if the error happens: the
+    /// log's writes build this on every record.
+    pub(crate) fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Self + 'a {
+        move |source| StorageError::Io { op, path: path.to_path_buf(), source }
     }
 }
