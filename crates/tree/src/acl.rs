@@ -120,6 +120,22 @@ pub fn fixup_acl(acl: &[Acl], auth_ids: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
     Ok(out)
 }
 
+/// `fixup_acl` taking the list by value: a list it would return unchanged (no duplicates, no
+/// `auth` entry, every entry valid, as clients usually send) is handed back without a copy.
+pub fn fixup_acl_owned(acl: Vec<Acl>, auth_ids: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
+    let unchanged = !acl.is_empty()
+        && acl.iter().enumerate().all(|(i, a)| {
+            !acl[..i].contains(a)
+                && a.id.scheme != "auth"
+                && ((a.id.scheme == "world" && a.id.id == "anyone") || id_is_valid(&a.id))
+        });
+    if unchanged {
+        Ok(acl)
+    } else {
+        fixup_acl(&acl, auth_ids)
+    }
+}
+
 fn fixup_entry(a: &Acl, auth_ids: &[Id], out: &mut Vec<Acl>) -> Result<(), ErrorCode> {
     if a.id.scheme == "world" && a.id.id == "anyone" {
         out.push(a.clone());
@@ -232,6 +248,22 @@ mod tests {
         for good in [("digest", ":h"), ("ip", "1.2.3.4/24"), ("ip", "::1"), ("sasl", "bob")] {
             let acl = vec![Acl::new(perms::ALL, Id::new(good.0, good.1))];
             assert_eq!(fixup_acl(&acl, &ids), Ok(acl.clone()), "{good:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The by-value fixup returns exactly what the copying one does, for lists mixing valid,
+        /// invalid, duplicate and `auth` entries.
+        #[test]
+        fn owned_fixup_agrees(picks in proptest::collection::vec((0usize..9, 0i32..3), 0..5)) {
+            let ids = [
+                ("world", "anyone"), ("world", "someone"), ("auth", ""), ("digest", "u:h"),
+                ("digest", "nocolon"), ("ip", "10.0.0.0/8"), ("ip", "1.2.3"), ("sasl", "bob"), ("foo", "bar"),
+            ];
+            let acl: Vec<Acl> = picks.iter().map(|&(i, p)| Acl::new([perms::ALL, perms::READ, 0][p as usize], Id::new(ids[i].0, ids[i].1))).collect();
+            for auth in [vec![], vec![ip("1.2.3.4"), Id::new("digest", "u:h")]] {
+                proptest::prop_assert_eq!(fixup_acl_owned(acl.clone(), &auth), fixup_acl(&acl, &auth));
+            }
         }
     }
 

@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use warden_proto::{perms, Acl, ErrorCode, StatPersisted, Txn};
 
-use crate::acl::{check_acl, fixup_acl};
+use crate::acl::{check_acl, fixup_acl_owned};
 use crate::owner::{is_session_ephemeral, ttl_owner, CONTAINER_OWNER, MAX_TTL_MS};
 use crate::path::{is_special_path, validate_path};
 use crate::tree::DataTree;
@@ -43,10 +43,11 @@ pub struct Prep {
 }
 
 /// A create request after flag and TTL decoding.
+/// A create's request fields; the path and ACL are taken from the op (it is not used again).
 struct CreateArgs<'a> {
-    path: &'a str,
+    path: &'a mut String,
     data: Option<Vec<u8>>,
-    acl: &'a [Acl],
+    acl: &'a mut Vec<Acl>,
     mode: CreateMode,
     ttl: i64,
 }
@@ -102,12 +103,14 @@ impl Prep {
                 validate_create_mode(mode, ttl, ctx)?;
                 self.prep_create(tree, ctx, zxid, CreateArgs { path, data, acl, mode, ttl })
             }
-            WriteOp::Delete { path, version } => self.prep_delete(tree, ctx, zxid, path, *version),
+            WriteOp::Delete { path, version } => self.prep_delete(tree, ctx, zxid, std::mem::take(path), *version),
             WriteOp::DeleteContainer { path } => self.prep_delete_container(tree, zxid, path),
             WriteOp::SetData { path, data, version } => {
-                self.prep_set_data(tree, ctx, zxid, path, std::mem::take(data), *version)
+                self.prep_set_data(tree, ctx, zxid, std::mem::take(path), std::mem::take(data), *version)
             }
-            WriteOp::SetAcl { path, acl, version } => self.prep_set_acl(tree, ctx, zxid, path, acl, *version),
+            WriteOp::SetAcl { path, acl, version } => {
+                self.prep_set_acl(tree, ctx, zxid, std::mem::take(path), std::mem::take(acl), *version)
+            }
             WriteOp::Check { path, version } => self.prep_check(tree, ctx, path, *version),
             WriteOp::Multi(_) => Err(ErrorCode::BadArguments),
         }
@@ -211,14 +214,20 @@ impl Prep {
         zxid: i64,
         a: CreateArgs<'_>,
     ) -> Result<Txn, ErrorCode> {
-        let parent_path = parent_and_validate(a.path, false)?;
-        let acl = fixup_acl(a.acl, ctx.auth_ids)?;
-        let mut parent = self.record(tree, parent_path)?;
+        let parent_len = parent_and_validate(a.path, false)?.len();
+        let acl = fixup_acl_owned(std::mem::take(a.acl), ctx.auth_ids)?;
+        let mut parent = self.record(tree, &a.path[..parent_len])?;
         if !check_acl(&parent.acl, perms::CREATE, ctx.auth_ids) {
             return Err(ErrorCode::NoAuth);
         }
         let cversion = parent.stat.cversion;
-        let path = if a.mode.sequential { format!("{}{cversion:010}", a.path) } else { a.path.to_string() };
+        let mut path = std::mem::take(a.path);
+        if a.mode.sequential {
+            use std::fmt::Write;
+            let _ = write!(path, "{cversion:010}");
+        }
+        // The parent is a prefix of the (possibly sequential) path.
+        let parent_path = &path[..parent_len];
         validate_path(&path)?;
         if self.exists(tree, &path) {
             return Err(ErrorCode::NodeExists);
@@ -230,15 +239,15 @@ impl Prep {
         // The pending record shares the tree's copy of the list when there is one (the usual case),
         // so the txn can take the list itself.
         let pending_acl = tree.acls.shared(&acl).unwrap_or_else(|| acl.as_slice().into());
-        let (txn, owner) = create_txn(a, ctx.session_id, path.clone(), acl, new_cversion);
         parent.child_count += 1;
         parent.stat.cversion = new_cversion;
         parent.stat.pzxid = zxid;
         self.add(zxid, parent_path, Some(parent));
+        let owner = create_owner(&a, ctx.session_id);
         let stat =
             StatPersisted { czxid: zxid, mzxid: zxid, pzxid: zxid, ephemeral_owner: owner, ..StatPersisted::default() };
         self.add(zxid, &path, Some(PendingNode { stat, child_count: 0, acl: pending_acl }));
-        Ok(txn)
+        Ok(create_txn(a, path, acl, new_cversion))
     }
 
     fn prep_delete(
@@ -246,21 +255,21 @@ impl Prep {
         tree: &DataTree,
         ctx: &PrepContext<'_>,
         zxid: i64,
-        path: &str,
+        path: String,
         version: i32,
     ) -> Result<Txn, ErrorCode> {
-        let parent_path = parent_and_validate(path, true)?;
+        let parent_path = parent_and_validate(&path, true)?;
         let parent = self.record(tree, parent_path)?;
         if !check_acl(&parent.acl, perms::DELETE, ctx.auth_ids) {
             return Err(ErrorCode::NoAuth);
         }
-        let node = self.record(tree, path)?;
+        let node = self.record(tree, &path)?;
         check_and_inc_version(node.stat.version, version)?;
         if node.child_count > 0 {
             return Err(ErrorCode::NotEmpty);
         }
-        self.record_delete(zxid, parent_path, parent, path);
-        Ok(Txn::Delete { path: path.to_string() })
+        self.record_delete(zxid, parent_path, parent, &path);
+        Ok(Txn::Delete { path })
     }
 
     fn prep_delete_container(&mut self, tree: &DataTree, zxid: i64, path: &str) -> Result<Txn, ErrorCode> {
@@ -289,20 +298,20 @@ impl Prep {
         tree: &DataTree,
         ctx: &PrepContext<'_>,
         zxid: i64,
-        path: &str,
+        path: String,
         data: Option<Vec<u8>>,
         version: i32,
     ) -> Result<Txn, ErrorCode> {
-        validate_path(path)?;
-        let mut node = self.record(tree, path)?;
+        validate_path(&path)?;
+        let mut node = self.record(tree, &path)?;
         if !check_acl(&node.acl, perms::WRITE, ctx.auth_ids) {
             return Err(ErrorCode::NoAuth);
         }
         let new_version = check_and_inc_version(node.stat.version, version)?;
         node.stat.version = new_version;
         node.stat.mzxid = zxid;
-        self.add(zxid, path, Some(node));
-        Ok(Txn::SetData { path: path.to_string(), data, version: new_version })
+        self.add(zxid, &path, Some(node));
+        Ok(Txn::SetData { path, data, version: new_version })
     }
 
     fn prep_set_acl(
@@ -310,21 +319,21 @@ impl Prep {
         tree: &DataTree,
         ctx: &PrepContext<'_>,
         zxid: i64,
-        path: &str,
-        acl: &[Acl],
+        path: String,
+        acl: Vec<Acl>,
         version: i32,
     ) -> Result<Txn, ErrorCode> {
-        validate_path(path)?;
-        let acl = fixup_acl(acl, ctx.auth_ids)?;
-        let mut node = self.record(tree, path)?;
+        validate_path(&path)?;
+        let acl = fixup_acl_owned(acl, ctx.auth_ids)?;
+        let mut node = self.record(tree, &path)?;
         if !check_acl(&node.acl, perms::ADMIN, ctx.auth_ids) {
             return Err(ErrorCode::NoAuth);
         }
         let new_version = check_and_inc_version(node.stat.aversion, version)?;
         node.stat.aversion = new_version;
         node.acl = acl.as_slice().into();
-        self.add(zxid, path, Some(node));
-        Ok(Txn::SetAcl { path: path.to_string(), acl, version: new_version })
+        self.add(zxid, &path, Some(node));
+        Ok(Txn::SetAcl { path, acl, version: new_version })
     }
 
     fn prep_check(
@@ -432,14 +441,26 @@ fn check_and_inc_version(current: i32, expected: i32) -> Result<i32, ErrorCode> 
 }
 
 /// The create txn for a mode, and the owner value the node will have.
-fn create_txn(a: CreateArgs<'_>, session_id: i64, path: String, acl: Vec<Acl>, parent_cversion: i32) -> (Txn, i64) {
+/// The ephemeral owner a create gives its node.
+fn create_owner(a: &CreateArgs<'_>, session_id: i64) -> i64 {
+    if a.mode.container {
+        CONTAINER_OWNER
+    } else if a.mode.ttl {
+        ttl_owner(a.ttl)
+    } else if a.mode.ephemeral {
+        session_id
+    } else {
+        0
+    }
+}
+
+fn create_txn(a: CreateArgs<'_>, path: String, acl: Vec<Acl>, parent_cversion: i32) -> Txn {
     let data = a.data;
     if a.mode.container {
-        (Txn::CreateContainer { path, data, acl, parent_cversion }, CONTAINER_OWNER)
+        Txn::CreateContainer { path, data, acl, parent_cversion }
     } else if a.mode.ttl {
-        (Txn::CreateTtl { path, data, acl, parent_cversion, ttl_ms: a.ttl }, ttl_owner(a.ttl))
+        Txn::CreateTtl { path, data, acl, parent_cversion, ttl_ms: a.ttl }
     } else {
-        let owner = if a.mode.ephemeral { session_id } else { 0 };
-        (Txn::Create { path, data, acl, ephemeral: a.mode.ephemeral, parent_cversion }, owner)
+        Txn::Create { path, data, acl, ephemeral: a.mode.ephemeral, parent_cversion }
     }
 }
