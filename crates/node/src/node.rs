@@ -122,7 +122,7 @@ pub enum Output {
 #[derive(Debug)]
 pub(crate) enum Origin {
     /// A client write; `ops` are the request's opcode(s), which choose the reply's shape.
-    Client { conn: ConnId, xid: i32, ops: Vec<i32>, fwd: bool },
+    Client { conn: ConnId, xid: i32, ops: crate::writes::WriteOps, fwd: bool },
     /// A new session's handshake.
     Connect { conn: ConnId, fwd: bool },
     /// Expiry or reaping: nobody waits.
@@ -375,7 +375,7 @@ impl Node {
         xid: i32,
         session_id: i64,
         req: Request,
-        ops: Vec<i32>,
+        ops: crate::writes::WriteOps,
         out: &mut Vec<Output>,
     ) {
         let zxid = self.next_zxid();
@@ -386,7 +386,7 @@ impl Node {
             let auth = self.conns.get(&conn).map_or(&[][..], |c| c.auth.as_slice());
             Self::prep_write(&mut self.prep, &self.tree, &self.cfg, session_id, auth, zxid, req)
         };
-        let txn_type = txn.header_type(ops.first().copied().unwrap_or_default());
+        let txn_type = txn.header_type(ops.codes().first().copied().unwrap_or_default());
         let zxid =
             self.propose_typed(session_id, xid, txn_type, txn, Origin::Client { conn, xid, ops, fwd: false }, out);
         if let Some(c) = self.conns.get_mut(&conn) {
@@ -513,7 +513,7 @@ impl Node {
         match origin {
             Origin::Client { conn, xid, ops, fwd } => {
                 let close_after = matches!(txn, Txn::CloseSession { .. });
-                let (err, body) = crate::writes::reply_body(&ops, &outcome.result);
+                let (err, body) = crate::writes::reply_body(ops.codes(), &outcome.result);
                 let frame = self.reply_frame(xid, err, body.as_ref());
                 if let Some(c) = self.conns.get_mut(&conn) {
                     if fwd {

@@ -6,11 +6,38 @@ use warden_proto::response::{MultiResult, Response};
 use warden_proto::{ErrorCode, OpCode};
 use warden_tree::{CreateKind, TxnResult, WriteOp};
 
-/// The opcodes that shape a write's reply (for a multi: 14, then the sub-op codes), or `None` for a read.
-pub(crate) fn write_ops(req: &Request) -> Option<Vec<i32>> {
+/// The opcodes that shape a write's reply: the request's own, and for a multi also its sub-ops'.
+/// A single write (the common case) holds its code inline, without a heap allocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum WriteOps {
+    One(i32),
+    /// 14, then the sub-op codes.
+    Multi(Box<[i32]>),
+}
+
+impl WriteOps {
+    pub(crate) fn codes(&self) -> &[i32] {
+        match self {
+            WriteOps::One(op) => std::slice::from_ref(op),
+            WriteOps::Multi(ops) => ops,
+        }
+    }
+}
+
+impl Default for WriteOps {
+    /// No opcode: the reply has no body beyond the error code.
+    fn default() -> Self {
+        WriteOps::Multi(Box::default())
+    }
+}
+
+/// The opcodes of a write request, or `None` for a read.
+pub(crate) fn write_ops(req: &Request) -> Option<WriteOps> {
     let op = req.op_code();
     match req {
-        Request::Multi(ops) => Some(std::iter::once(op.code()).chain(ops.iter().map(|o| o.op_code().code())).collect()),
+        Request::Multi(ops) => {
+            Some(WriteOps::Multi(std::iter::once(op.code()).chain(ops.iter().map(|o| o.op_code().code())).collect()))
+        }
         Request::Create(_)
         | Request::Create2(_)
         | Request::CreateContainer(_)
@@ -19,7 +46,7 @@ pub(crate) fn write_ops(req: &Request) -> Option<Vec<i32>> {
         | Request::DeleteContainer(_)
         | Request::SetData(_)
         | Request::SetAcl(_)
-        | Request::CloseSession => Some(vec![op.code()]),
+        | Request::CloseSession => Some(WriteOps::One(op.code())),
         _ => None,
     }
 }
