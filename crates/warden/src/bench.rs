@@ -695,6 +695,7 @@ fn print_table(r: &Report) {
     }
 }
 
+#[inline(never)]
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let workload = parse_workload(&args.workload)?;
     if args.servers.iter().all(|s| s.trim().is_empty()) {

@@ -63,6 +63,7 @@ struct Floor {
     server_set_data_ms: Option<f64>,
 }
 
+#[inline(never)]
 pub fn run(args: FloorArgs) -> anyhow::Result<()> {
     let path = args.dir.join(format!("warden-floor.{}.probe", std::process::id()));
     let rounds = args.rounds.max(10);
