@@ -491,7 +491,8 @@ impl Node {
     /// may have lost its data to the tree.
     fn applied(&mut self, hdr: TxnHeader, txn: &Txn, outcome: ApplyOutcome, origin: Origin, out: &mut Vec<Output>) {
         self.prep.applied(hdr.zxid);
-        for ev in &outcome.events {
+        let ApplyOutcome { result, events } = outcome;
+        for ev in &events {
             for fired in self.watches.trigger(ev) {
                 if !self.cfg.skip_acl && !check_acl(&ev.acl, perms::READ, self.conn_ids(fired.conn)) {
                     // 3.9.2+: a watcher that may not read the node is not told about it (ZOOKEEPER-4799).
@@ -505,6 +506,7 @@ impl Node {
                 self.notify(fired.conn, hdr.zxid, ev, out);
             }
         }
+        self.tree.recycle_events(events);
         match txn {
             Txn::CreateSession { timeout_ms } => self.sessions.add(hdr.client_id, *timeout_ms as u32, self.now.mono_ms),
             Txn::CloseSession { .. } => self.session_closed(hdr.client_id, &origin, out),
@@ -513,7 +515,7 @@ impl Node {
         match origin {
             Origin::Client { conn, xid, ops, fwd } => {
                 let close_after = matches!(txn, Txn::CloseSession { .. });
-                let (err, body) = crate::writes::reply_body(ops.codes(), &outcome.result);
+                let (err, body) = crate::writes::reply_body(ops.codes(), &result);
                 let frame = self.reply_frame(xid, err, body.as_ref());
                 if let Some(c) = self.conns.get_mut(&conn) {
                     if fwd {

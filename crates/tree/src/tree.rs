@@ -43,6 +43,8 @@ pub struct DataTree {
     pub(crate) quotas: QuotaIndex,
     pub(crate) last_processed_zxid: i64,
     pub(crate) data_size: u64,
+    /// An emptied event list handed back by `recycle_events`, reused by the next apply.
+    pub(crate) spare_events: Vec<TreeEvent>,
 }
 
 impl Default for DataTree {
@@ -72,6 +74,7 @@ impl DataTree {
             quotas: QuotaIndex::default(),
             last_processed_zxid: 0,
             data_size: 0,
+            spare_events: Vec::new(),
         };
         t.insert_raw("/", open_acl());
         t.insert_raw("/zookeeper", open_acl());
@@ -305,9 +308,15 @@ impl DataTree {
         self.apply_with(hdr, txn, &mut taken)
     }
 
+    /// Hands back an outcome's event list once read, so the next apply reuses its allocation.
+    pub fn recycle_events(&mut self, mut events: Vec<TreeEvent>) {
+        events.clear();
+        self.spare_events = events;
+    }
+
     /// `taken`: the top-level txn's data, already moved out of it.
     fn apply_with(&mut self, hdr: &TxnHeader, txn: &Txn, taken: &mut Option<Option<Vec<u8>>>) -> ApplyOutcome {
-        let mut events = Vec::new();
+        let mut events = std::mem::take(&mut self.spare_events);
         let result = self.apply_one(hdr, txn, taken, &mut events);
         if hdr.zxid > self.last_processed_zxid {
             self.last_processed_zxid = hdr.zxid;
