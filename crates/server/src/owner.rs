@@ -415,8 +415,8 @@ impl Owner {
     }
 
     fn dispatch_batch(&mut self) {
-        let out = std::mem::take(&mut self.out);
-        for o in out {
+        let mut out = std::mem::take(&mut self.out);
+        for o in out.drain(..) {
             match o {
                 Output::Send { conn, frame, completes_request } => {
                     self.send(conn, ConnMsg::Frame { frame, completes_request })
@@ -428,6 +428,10 @@ impl Owner {
                 }
                 Output::Persist { hdr, txn } => self.to_persist.push((hdr, txn)),
             }
+        }
+        // Keep the buffer's capacity for the next step, unless a failed send queued more.
+        if self.out.is_empty() {
+            self.out = out;
         }
     }
 
