@@ -515,7 +515,7 @@ impl Node {
         match origin {
             Origin::Client { conn, xid, ops, fwd } => {
                 let close_after = matches!(txn, Txn::CloseSession { .. });
-                let (err, body) = crate::writes::reply_body(ops.codes(), &result);
+                let (err, body) = crate::writes::reply_body(ops.codes(), result);
                 let frame = self.reply_frame(xid, err, body.as_ref());
                 if let Some(c) = self.conns.get_mut(&conn) {
                     if fwd {

@@ -87,29 +87,30 @@ fn sub_op(op: MultiOp) -> Result<WriteOp, ErrorCode> {
 }
 
 /// The reply's error code and body for an applied write, shaped by the opcode the client used.
-pub(crate) fn reply_body(ops: &[i32], result: &TxnResult) -> (i32, Option<Response>) {
+/// Takes the result by value: a created path moves into the reply.
+pub(crate) fn reply_body(ops: &[i32], result: TxnResult) -> (i32, Option<Response>) {
     let op = ops.first().copied().and_then(OpCode::from_code);
-    if let (Some(OpCode::Multi), TxnResult::Multi(results)) = (op, result) {
-        let sub_ops = ops[1..].iter().copied().chain(std::iter::repeat(-1));
-        return (0, Some(Response::Multi(results.iter().zip(sub_ops).map(|(r, o)| multi_result(o, r)).collect())));
-    }
     let body = match (op, result) {
+        (Some(OpCode::Multi), TxnResult::Multi(results)) => {
+            let sub_ops = ops[1..].iter().copied().chain(std::iter::repeat(-1));
+            Response::Multi(results.into_iter().zip(sub_ops).map(|(r, o)| multi_result(o, r)).collect())
+        }
         (_, TxnResult::Error(e)) => return (e.code(), None),
-        (Some(OpCode::Create), TxnResult::Created { path, .. }) => Response::Create { path: path.clone() },
-        (_, TxnResult::Created { path, stat }) => Response::Create2 { path: path.clone(), stat: *stat },
-        (_, TxnResult::SetData { stat }) | (_, TxnResult::SetAcl { stat }) => Response::Stat(*stat),
+        (Some(OpCode::Create), TxnResult::Created { path, .. }) => Response::Create { path },
+        (_, TxnResult::Created { path, stat }) => Response::Create2 { path, stat },
+        (_, TxnResult::SetData { stat }) | (_, TxnResult::SetAcl { stat }) => Response::Stat(stat),
         _ => Response::Empty,
     };
     (0, Some(body))
 }
 
-fn multi_result(op: i32, r: &TxnResult) -> MultiResult {
+fn multi_result(op: i32, r: TxnResult) -> MultiResult {
     match r {
         TxnResult::Error(e) => MultiResult::Error(e.code()),
-        TxnResult::Created { path, .. } if op == OpCode::Create.code() => MultiResult::Create { path: path.clone() },
-        TxnResult::Created { path, stat } => MultiResult::Create2 { path: path.clone(), stat: *stat },
+        TxnResult::Created { path, .. } if op == OpCode::Create.code() => MultiResult::Create { path },
+        TxnResult::Created { path, stat } => MultiResult::Create2 { path, stat },
         TxnResult::Deleted => MultiResult::Delete,
-        TxnResult::SetData { stat } => MultiResult::SetData { stat: *stat },
+        TxnResult::SetData { stat } => MultiResult::SetData { stat },
         TxnResult::Check => MultiResult::Check,
         other => MultiResult::Error(other.err().code()),
     }
