@@ -9,7 +9,7 @@ use warden_proto::header::{keeper_state, ReplyHeader, WatcherEvent};
 use warden_proto::request::Request;
 use warden_proto::response::{encode_notification, encode_reply, Response};
 use warden_proto::{perms, xid, ErrorCode, Txn, TxnHeader};
-use warden_tree::{check_acl, ApplyOutcome, DataTree, Prep, WatchManager};
+use warden_tree::{check_acl, ApplyOutcome, DataTree, Prep, TreeEvent, WatchManager};
 
 use warden_proto::quorum::QuorumPacket;
 use warden_quorum::zab::EpochKind;
@@ -142,6 +142,8 @@ pub struct Node {
     last_zxid: i64,
     /// Persisted but not yet applied, in zxid order.
     in_flight: VecDeque<(TxnHeader, Arc<Txn>, Origin)>,
+    /// The last applied txn's event list, emptied: the next apply fills it without allocating.
+    spare_events: Vec<TreeEvent>,
     pub(crate) now: Clock,
     last_reap_ms: u64,
     pub(crate) latency: Latency,
@@ -164,6 +166,7 @@ impl Node {
             session_conn: HashMap::default(),
             last_zxid: 0,
             in_flight: VecDeque::new(),
+            spare_events: Vec::new(),
             now,
             last_reap_ms: now.mono_ms,
             latency: Latency::default(),
@@ -473,7 +476,7 @@ impl Node {
             // Written and let go by the storage side: its data can move into the tree.
             match Arc::try_unwrap(txn) {
                 Ok(mut txn) => {
-                    let outcome = self.tree.apply_taking_data(&hdr, &mut txn);
+                    let outcome = self.tree.apply_taking_data(&hdr, &mut txn, std::mem::take(&mut self.spare_events));
                     self.applied(hdr, &txn, outcome, origin, out);
                 }
                 Err(txn) => self.apply(hdr, &txn, origin, out),
@@ -491,7 +494,7 @@ impl Node {
     /// may have lost its data to the tree.
     fn applied(&mut self, hdr: TxnHeader, txn: &Txn, outcome: ApplyOutcome, origin: Origin, out: &mut Vec<Output>) {
         self.prep.applied(hdr.zxid);
-        let ApplyOutcome { result, events } = outcome;
+        let ApplyOutcome { result, mut events } = outcome;
         for ev in &events {
             for fired in self.watches.trigger(ev) {
                 if !self.cfg.skip_acl && !check_acl(&ev.acl, perms::READ, self.conn_ids(fired.conn)) {
@@ -506,7 +509,8 @@ impl Node {
                 self.notify(fired.conn, hdr.zxid, ev, out);
             }
         }
-        self.tree.recycle_events(events);
+        events.clear();
+        self.spare_events = events;
         match txn {
             Txn::CreateSession { timeout_ms } => self.sessions.add(hdr.client_id, *timeout_ms as u32, self.now.mono_ms),
             Txn::CloseSession { .. } => self.session_closed(hdr.client_id, &origin, out),

@@ -81,7 +81,6 @@ impl DataTree {
             quotas: QuotaIndex::default(),
             last_processed_zxid: last_zxid,
             data_size: 0,
-            spare_events: Vec::new(),
         };
         // Count children and collect the owned nodes in one pass over the keys, holding copies
         // of parent paths and non-persistent paths only.

@@ -43,8 +43,6 @@ pub struct DataTree {
     pub(crate) quotas: QuotaIndex,
     pub(crate) last_processed_zxid: i64,
     pub(crate) data_size: u64,
-    /// An emptied event list handed back by `recycle_events`, reused by the next apply.
-    pub(crate) spare_events: Vec<TreeEvent>,
 }
 
 impl Default for DataTree {
@@ -74,7 +72,6 @@ impl DataTree {
             quotas: QuotaIndex::default(),
             last_processed_zxid: 0,
             data_size: 0,
-            spare_events: Vec::new(),
         };
         t.insert_raw("/", open_acl());
         t.insert_raw("/zookeeper", open_acl());
@@ -292,12 +289,13 @@ impl DataTree {
 
     /// Applies a committed txn. Updates `last_processed_zxid` to the header's zxid if higher.
     pub fn apply(&mut self, hdr: &TxnHeader, txn: &Txn) -> ApplyOutcome {
-        self.apply_with(hdr, txn, &mut None)
+        self.apply_with(hdr, txn, &mut None, Vec::new())
     }
 
     /// As `apply`, moving the data of a create or setData into the node instead of copying it
-    /// (the txn is left with no data; a multi's data is copied).
-    pub fn apply_taking_data(&mut self, hdr: &TxnHeader, txn: &mut Txn) -> ApplyOutcome {
+    /// (the txn is left with no data; a multi's data is copied). The events go into `events`, an
+    /// empty list whose allocation the caller reuses from one apply to the next.
+    pub fn apply_taking_data(&mut self, hdr: &TxnHeader, txn: &mut Txn, events: Vec<TreeEvent>) -> ApplyOutcome {
         let mut taken = match txn {
             Txn::Create { data, .. }
             | Txn::CreateContainer { data, .. }
@@ -305,18 +303,18 @@ impl DataTree {
             | Txn::SetData { data, .. } => Some(data.take()),
             _ => None,
         };
-        self.apply_with(hdr, txn, &mut taken)
-    }
-
-    /// Hands back an outcome's event list once read, so the next apply reuses its allocation.
-    pub fn recycle_events(&mut self, mut events: Vec<TreeEvent>) {
-        events.clear();
-        self.spare_events = events;
+        self.apply_with(hdr, txn, &mut taken, events)
     }
 
     /// `taken`: the top-level txn's data, already moved out of it.
-    fn apply_with(&mut self, hdr: &TxnHeader, txn: &Txn, taken: &mut Option<Option<Vec<u8>>>) -> ApplyOutcome {
-        let mut events = std::mem::take(&mut self.spare_events);
+    fn apply_with(
+        &mut self,
+        hdr: &TxnHeader,
+        txn: &Txn,
+        taken: &mut Option<Option<Vec<u8>>>,
+        mut events: Vec<TreeEvent>,
+    ) -> ApplyOutcome {
+        debug_assert!(events.is_empty());
         let result = self.apply_one(hdr, txn, taken, &mut events);
         if hdr.zxid > self.last_processed_zxid {
             self.last_processed_zxid = hdr.zxid;

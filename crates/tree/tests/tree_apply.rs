@@ -389,7 +389,7 @@ fn taking_data_applies_as_copying_does() {
         let h = hdr(i as i64 + 1, 1000, 5);
         let want = copying.apply(&h, &txn);
         let mut moved = txn.clone();
-        let got = taking.apply_taking_data(&h, &mut moved);
+        let got = taking.apply_taking_data(&h, &mut moved, Vec::new());
         assert_eq!(got.result, want.result, "{txn:?}");
         assert_eq!(got.events.len(), want.events.len());
         match moved {
