@@ -123,12 +123,7 @@ pub fn fixup_acl(acl: &[Acl], auth_ids: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
 /// `fixup_acl` taking the list by value: a list it would return unchanged (no duplicates, no
 /// `auth` entry, every entry valid, as clients usually send) is handed back without a copy.
 pub fn fixup_acl_owned(acl: Vec<Acl>, auth_ids: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
-    let unchanged = !acl.is_empty()
-        && acl.iter().enumerate().all(|(i, a)| {
-            !acl[..i].contains(a)
-                && a.id.scheme != "auth"
-                && ((a.id.scheme == "world" && a.id.id == "anyone") || id_is_valid(&a.id))
-        });
+    let unchanged = !acl.is_empty() && acl.iter().enumerate().all(|(i, a)| !acl[..i].contains(a) && kept_as_is(a));
     if unchanged {
         Ok(acl)
     } else {
@@ -136,10 +131,14 @@ pub fn fixup_acl_owned(acl: Vec<Acl>, auth_ids: &[Id]) -> Result<Vec<Acl>, Error
     }
 }
 
+/// Whether fixup keeps an entry unchanged: `world:anyone` or a valid id (`id_is_valid` rejects
+/// `auth`, which fixup expands instead).
+fn kept_as_is(a: &Acl) -> bool {
+    (a.id.scheme == "world" && a.id.id == "anyone") || id_is_valid(&a.id)
+}
+
 fn fixup_entry(a: &Acl, auth_ids: &[Id], out: &mut Vec<Acl>) -> Result<(), ErrorCode> {
-    if a.id.scheme == "world" && a.id.id == "anyone" {
-        out.push(a.clone());
-    } else if a.id.scheme == "auth" {
+    if a.id.scheme == "auth" {
         let before = out.len();
         out.extend(
             auth_ids.iter().filter(|c| is_authenticated_scheme(&c.scheme)).map(|c| Acl::new(a.perms, c.clone())),
@@ -147,7 +146,7 @@ fn fixup_entry(a: &Acl, auth_ids: &[Id], out: &mut Vec<Acl>) -> Result<(), Error
         if out.len() == before {
             return Err(ErrorCode::InvalidAcl);
         }
-    } else if id_is_valid(&a.id) {
+    } else if kept_as_is(a) {
         out.push(a.clone());
     } else {
         return Err(ErrorCode::InvalidAcl);
