@@ -107,6 +107,7 @@ impl Checker {
         let t = self.track(sid);
         t.log.split_off(&(at + 1));
         t.applied = at;
+        t.verified = t.verified.min(at);
         t.reset = true;
     }
 
@@ -120,8 +121,9 @@ impl Checker {
         self.tracks.get(&sid).is_some_and(|t| self.visible.iter().all(|z| t.log.contains_key(z)))
     }
 
+    /// The server lost its disk: it holds and has applied nothing until it resyncs.
     pub(crate) fn wiped(&mut self, sid: Sid) {
-        self.track(sid).log.clear();
+        self.reloaded(sid, 0);
     }
 
     pub(crate) fn crashed(&mut self, sid: Sid) {
@@ -196,18 +198,7 @@ impl Checker {
         }
         // What this server applied while serving is visible now.
         if serving {
-            let new: Vec<i64> = t.log.range(prev + 1..=applied).map(|(z, _)| *z).collect();
-            for z in new {
-                if self.visible.insert(z) {
-                    for (other, o) in &self.tracks {
-                        if o.verified >= z && !o.log.contains_key(&z) && *other != sid {
-                            return Err(format!(
-                                "server {other} applied past {z:#x} without the txn that server {sid} serves there"
-                            ));
-                        }
-                    }
-                }
-            }
+            self.serves(sid, prev, applied)?;
         }
         // Acknowledged writes are in the tree.
         for (z, a) in self.acked.range(from + 1..=applied) {
@@ -221,6 +212,25 @@ impl Checker {
                 "server {sid}: ephemerals of session {s:#x} outlive its session ({:?})",
                 tree.ephemerals(s)
             ));
+        }
+        Ok(())
+    }
+
+    /// `sid` serves what it applied in `(prev, applied]`: those txns become visible, and every
+    /// other server that applied past one of them must hold it.
+    fn serves(&mut self, sid: Sid, prev: i64, applied: i64) -> Result<(), String> {
+        let t = &self.tracks[&sid];
+        let new: Vec<i64> = t.log.range(prev + 1..=applied).map(|(z, _)| *z).collect();
+        for z in new {
+            if self.visible.insert(z) {
+                for (other, o) in &self.tracks {
+                    if o.verified >= z && !o.log.contains_key(&z) && *other != sid {
+                        return Err(format!(
+                            "server {other} applied past {z:#x} without the txn that server {sid} serves there"
+                        ));
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -303,5 +313,48 @@ pub(crate) fn check_acked(sid: Sid, tree: &DataTree, z: i64, a: &Acked) -> Resul
             )),
             None => Err(format!("server {sid}: {path} (set at {z:#x}) is missing")),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Server 1 has logged and applied 0x5 and 0x6, and was checked up to 0x6.
+    fn applied_by_one() -> Checker {
+        let mut c = Checker::default();
+        for z in [5, 6] {
+            c.persisted(1, z, 100 + z as u64).unwrap();
+        }
+        let t = c.track(1);
+        t.applied = 6;
+        t.verified = 6;
+        c
+    }
+
+    #[test]
+    fn a_server_that_applied_past_a_served_txn_must_hold_it() {
+        let mut c = applied_by_one();
+        c.truncated(1, 5); // its log lost 0x6 but it still counts as applied past it
+        c.persisted(5, 6, 106).unwrap();
+        let err = c.serves(5, 0, 6).unwrap_err();
+        assert!(err.contains("server 1 applied past 0x6"), "{err}");
+    }
+
+    #[test]
+    fn a_wiped_server_has_applied_nothing() {
+        let mut c = applied_by_one();
+        c.wiped(1);
+        c.persisted(5, 6, 106).unwrap();
+        c.serves(5, 0, 6).unwrap();
+        assert!(c.visible.contains(&6));
+    }
+
+    #[test]
+    fn a_reload_lowers_what_was_verified() {
+        let mut c = applied_by_one();
+        c.reloaded(1, 5);
+        c.persisted(5, 6, 106).unwrap();
+        c.serves(5, 0, 6).unwrap();
     }
 }
