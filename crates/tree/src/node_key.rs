@@ -1,5 +1,7 @@
 //! Keys of the node map: a path behind a 64-bit order word, so a lookup compares integers held in
 //! the map's own nodes and reads a key's path (a separate heap allocation) only when the words tie.
+//! The path is shared (`Arc<str>`): while a snapshot holds a clone of the map, every write copies
+//! the B-tree nodes on its way, and copying a node's keys must not allocate a path for each.
 //!
 //! The word is `hash(parent) << 32 | hash(path)` (32 bits each, ahash with fixed keys), and keys
 //! sort by (word, path). A node's children therefore sit together: they are the keys whose word's
@@ -10,6 +12,7 @@
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use crate::path::parent;
 
@@ -17,11 +20,11 @@ use crate::path::parent;
 #[derive(Debug, Clone)]
 pub(crate) struct NodeKey {
     order: u64,
-    path: Box<str>,
+    path: Arc<str>,
 }
 
 impl NodeKey {
-    pub(crate) fn new(path: Box<str>) -> Self {
+    pub(crate) fn new(path: Arc<str>) -> Self {
         NodeKey { order: order_of(&path), path }
     }
 

@@ -61,8 +61,7 @@ impl DataTree {
                     limits.push(target.to_string());
                 }
             }
-            // The decoder's String becomes the key without a copy when it has no spare capacity.
-            match map.entry(NodeKey::new(path.into_boxed_str())) {
+            match map.entry(NodeKey::new(path.into())) {
                 Entry::Occupied(e) => return Err(format!("duplicate path {} in snapshot", e.key().path())),
                 Entry::Vacant(e) => {
                     e.insert(Arc::new(node));
