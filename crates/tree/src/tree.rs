@@ -148,10 +148,9 @@ impl DataTree {
     /// `path` and its descendants, each parent before its children (pre-order); empty if `path`
     /// does not exist. Holds one scan per level of the subtree; leaves cost no seek.
     pub(crate) fn walk<'a>(&'a self, path: &str) -> impl Iterator<Item = (&'a str, &'a Znode)> + 'a {
-        type Run<'a> = Box<dyn Iterator<Item = (&'a NodeKey, &'a Arc<Znode>)> + 'a>;
         let root = self.nodes.get_key_value(Probe::new(path).view());
         let mut pending: Option<(&'a str, &'a Znode)> = root.map(|(k, n)| (k.path(), &**n));
-        let mut stack: Vec<(&'a str, Run<'a>)> = Vec::new();
+        let mut stack: Vec<(&'a str, ReadAhead<'a>)> = Vec::new();
         std::iter::from_fn(move || {
             // The root first, then the next child of the innermost run that has one.
             let (p, n) = match pending.take() {
@@ -168,7 +167,7 @@ impl DataTree {
                 },
             };
             if n.num_children > 0 {
-                stack.push((p, Box::new(self.children_run(p))));
+                stack.push((p, ReadAhead::new(Box::new(self.children_run(p)))));
             }
             Some((p, n))
         })
@@ -723,4 +722,53 @@ impl Fnv64 {
             self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
         }
     }
+}
+
+type Run<'a> = Box<dyn Iterator<Item = (&'a NodeKey, &'a Arc<Znode>)> + 'a>;
+
+/// A run of keys read a few entries ahead of the walk. A key's path and its node are separate
+/// allocations met in hash order, so on a tree larger than the caches each is a miss; prefetching
+/// them as they enter the window starts those misses while the entries before them are still
+/// being used, so they overlap instead of coming one after another. (Prefetching the node's data
+/// as well measured no better: the hardware streams it once its first line is asked for.)
+struct ReadAhead<'a> {
+    run: Run<'a>,
+    window: std::collections::VecDeque<(&'a NodeKey, &'a Arc<Znode>)>,
+}
+
+impl<'a> ReadAhead<'a> {
+    const AHEAD: usize = 8;
+
+    fn new(run: Run<'a>) -> Self {
+        ReadAhead { run, window: std::collections::VecDeque::with_capacity(Self::AHEAD) }
+    }
+}
+
+impl<'a> Iterator for ReadAhead<'a> {
+    type Item = (&'a NodeKey, &'a Arc<Znode>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.window.len() < Self::AHEAD {
+            let Some((key, node)) = self.run.next() else { break };
+            prefetch(key.path().as_ptr());
+            prefetch(Arc::as_ptr(node).cast());
+            self.window.push_back((key, node));
+        }
+        self.window.pop_front()
+    }
+}
+
+/// Asks the CPU to start loading the cache line at `p`. Unlike a load, it does not hold up the
+/// instructions after it while the line comes in.
+#[inline(always)]
+#[allow(unsafe_code)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint that reads nothing the program sees and never faults, whatever
+    // the address; SSE, which it needs, is part of every x86_64 target.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
