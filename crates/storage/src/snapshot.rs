@@ -237,7 +237,13 @@ fn write_sessions_and_tree(
     // the root (ReferenceCountedACLCache hands out keys from 1 as it meets new lists).
     let mut keys: HashMap<&[Acl], i64> = HashMap::new();
     let mut entries: Vec<&[Acl]> = Vec::new();
+    // A node whose list is the previous node's allocation adds nothing: skip hashing the list.
+    let mut last: Option<&Arc<[Acl]>> = None;
     for node in tree.nodes_in_map_order() {
+        if last.is_some_and(|l| Arc::ptr_eq(l, &node.acl)) {
+            continue;
+        }
+        last = Some(&node.acl);
         keys.entry(&*node.acl).or_insert_with(|| {
             entries.push(&*node.acl);
             entries.len() as i64
