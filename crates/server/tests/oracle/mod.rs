@@ -105,7 +105,31 @@ impl ZkProcess {
     /// Starts ZooKeeper with `dataDir=data_dir`; `extra` is appended to its zoo.cfg (also passed as
     /// `-Dzookeeper.<key>=<value>` so static initialisers see it whatever the class load order).
     /// `container_check_ms`: `znode.container.checkIntervalMs` (container and TTL deletion).
+    ///
+    /// ZooKeeper logs warnings and errors (slf4j-simple in place of slf4j-nop) to its output file,
+    /// which a failure prints. A start that lost its port to another process between
+    /// `free_port` and the bind is retried on another port.
     pub fn start(classpath: &str, data_dir: &Path, extra: &[(&str, String)], container_check_ms: u64) -> ZkProcess {
+        let classpath = classpath.replace("slf4j-nop.jar", "slf4j-simple.jar");
+        for attempt in 1.. {
+            match ZkProcess::try_start(&classpath, data_dir, extra, container_check_ms) {
+                Ok(zk) => return zk,
+                Err(out) if attempt < 3 && out.contains("Address already in use") => {
+                    eprintln!("Apache ZooKeeper lost its port to another process; retrying:\n{out}");
+                }
+                Err(out) => panic!("Apache ZooKeeper exited early; output:\n{out}\n{MISSING}"),
+            }
+        }
+        unreachable!()
+    }
+
+    /// One start; the output of a ZooKeeper that exited before serving is the error.
+    fn try_start(
+        classpath: &str,
+        data_dir: &Path,
+        extra: &[(&str, String)],
+        container_check_ms: u64,
+    ) -> Result<ZkProcess, String> {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
         let cfg = dir.path().join("zoo.cfg");
@@ -123,7 +147,8 @@ impl ZkProcess {
         let mut cmd = Command::new("java");
         cmd.arg("-Xmx256m")
             .arg(format!("-Dznode.container.checkIntervalMs={container_check_ms}"))
-            .arg("-Dzookeeper.admin.enableServer=false");
+            .arg("-Dzookeeper.admin.enableServer=false")
+            .arg("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn");
         for (k, v) in extra {
             cmd.arg(format!("-Dzookeeper.{k}={v}"));
         }
@@ -147,13 +172,13 @@ impl ZkProcess {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Ok(Some(status)) = zk.child.as_mut().unwrap().try_wait() {
-                panic!("Apache ZooKeeper exited early ({status}); output:\n{}\n{MISSING}", zk.output());
+                return Err(format!("({status})\n{}", zk.output()));
             }
             // `ruok` answers imok before the server serves; `srvr` then still says "not currently serving".
             if four_letter(zk.addr, "ruok").map(|s| s == "imok").unwrap_or(false)
                 && four_letter(zk.addr, "srvr").map(|s| s.contains("Mode:")).unwrap_or(false)
             {
-                return zk;
+                return Ok(zk);
             }
             assert!(Instant::now() < deadline, "Apache ZooKeeper did not serve within 60 s; output:\n{}", zk.output());
             std::thread::sleep(Duration::from_millis(50));
@@ -168,7 +193,7 @@ impl ZkProcess {
         zk
     }
 
-    /// What ZooKeeper printed so far (slf4j-nop: mostly JVM messages).
+    /// What ZooKeeper printed so far: JVM messages, and its warnings and errors.
     pub fn output(&self) -> String {
         std::fs::read_to_string(&self.out_path).unwrap_or_default()
     }
