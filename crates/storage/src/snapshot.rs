@@ -103,7 +103,7 @@ pub struct Snapshot {
     /// (session id, timeout ms), in file order.
     pub sessions: Vec<(i64, i32)>,
     /// Nodes in file order; the root has path "". `children` is empty (rebuilt on load).
-    pub nodes: Vec<(String, Znode)>,
+    pub nodes: Vec<(Arc<str>, Znode)>,
     /// The digest section, if present.
     pub digest: Option<SnapshotDigest>,
     /// The lastProcessedZxid section (ZooKeeper 3.9+), if present.
@@ -321,7 +321,9 @@ pub struct SnapshotBody {
     /// (session id, timeout ms), in stream order.
     pub sessions: Vec<(i64, i32)>,
     /// Nodes in stream order; the root has path "". `children` is empty (rebuilt on load).
-    pub nodes: Vec<(String, Znode)>,
+    /// Each path is shared as soon as it is read, so the decoder's string is freed (and reused by
+    /// the next node's) before the next node is read.
+    pub nodes: Vec<(Arc<str>, Znode)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -432,7 +434,7 @@ impl SnapshotBodyDecoder {
                         .cloned()
                         .ok_or(warden_proto::DecodeError::Invalid("ACL key not in the ACL cache"))?
                 };
-                self.body.nodes.push((path, Znode::new(data.map(Vec::into_boxed_slice), acl, stat)));
+                self.body.nodes.push((path.into(), Znode::new(data.map(Vec::into_boxed_slice), acl, stat)));
             }
             BodyStage::Done => return Ok(false),
         }

@@ -39,13 +39,19 @@ impl DataTree {
     /// indexes, the data size and the quota stats nodes (`setupQuota`) are recomputed. Rejects a
     /// missing root, a duplicate path and a node whose parent is missing. `/zookeeper`,
     /// `/zookeeper/quota` and `/zookeeper/config` are added (zero Stat) when absent.
-    pub fn from_snapshot(nodes: Vec<(String, Znode)>, last_zxid: i64) -> Result<DataTree, String> {
+    /// Paths may come as `String`s or already shared (`Arc<str>`, as the snapshot decoder hands
+    /// them over: a path copied into the key here would leave the decoder's string behind as a
+    /// hole in the heap, some 30 bytes per node of a loaded tree).
+    pub fn from_snapshot<P>(nodes: Vec<(P, Znode)>, last_zxid: i64) -> Result<DataTree, String>
+    where
+        P: AsRef<str> + Into<Arc<str>>,
+    {
         let mut map = NodeMap::new();
         let mut acls = AclCache::default();
         let mut last_acl: Option<Arc<[warden_proto::Acl]>> = None;
         let mut limits = Vec::new();
         for (path, mut node) in nodes {
-            let path = if path.is_empty() { "/".to_string() } else { path };
+            let path: Arc<str> = if path.as_ref().is_empty() { "/".into() } else { path.into() };
             if !path.starts_with('/') || (path.len() > 1 && path.ends_with('/')) {
                 return Err(format!("invalid path {path:?} in snapshot"));
             }
@@ -61,7 +67,7 @@ impl DataTree {
                     limits.push(target.to_string());
                 }
             }
-            match map.entry(NodeKey::new(path.into())) {
+            match map.entry(NodeKey::new(path)) {
                 Entry::Occupied(e) => return Err(format!("duplicate path {} in snapshot", e.key().path())),
                 Entry::Vacant(e) => {
                     e.insert(Arc::new(node));
