@@ -197,7 +197,7 @@ impl Quorum {
         let mut kept = replayed.into_iter().skip(start);
         let Some((base, _)) = kept.next() else { return };
         self.log_base = base.zxid;
-        self.log.extend(kept.map(|(hdr, txn)| TxnEntry { hdr, txn }));
+        self.log.extend(kept.map(|(hdr, txn)| TxnEntry { hdr, txn: txn.into() }));
     }
 
     fn last_logged(&self) -> Zxid {
@@ -511,7 +511,7 @@ impl Node {
             }
             Action::Disconnect { sid, reason } => self.qout(QuorumOutput::PeerClose { sid, reason }),
             Action::Persist(entry) => {
-                out.push(Output::Persist { hdr: entry.hdr, txn: std::sync::Arc::new(entry.txn.clone()) });
+                out.push(Output::Persist { hdr: entry.hdr, txn: entry.txn.clone() });
                 if let Some(q) = self.quorum.as_mut() {
                     q.log.push_back(entry);
                 }

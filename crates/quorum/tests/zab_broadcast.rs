@@ -285,7 +285,7 @@ fn a_sync_is_done_only_once_every_commit_before_it_is_applied() {
     let (zxid, _) = e.leader.propose(7, 1, 1, txn.clone()).unwrap();
     let entry = TxnEntry {
         hdr: warden_proto::txn::TxnHeader { client_id: 7, cxid: 1, zxid, time_ms: 1, txn_type: txn.op().code() },
-        txn,
+        txn: txn.into(),
     };
     let out = f.on_packet(&codec::proposal(&entry), 0);
     assert!(out.contains(&Action::Persist(entry.clone())), "{out:?}");

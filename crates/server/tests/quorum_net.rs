@@ -50,7 +50,10 @@ async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
 
 fn entry(zxid: Zxid, n: u64) -> TxnEntry {
     let txn = Txn::SetData { path: "/x".into(), data: Some(n.to_be_bytes().to_vec()), version: -1 };
-    TxnEntry { hdr: TxnHeader { client_id: 1, cxid: n as i32, zxid, time_ms: 0, txn_type: txn.op().code() }, txn }
+    TxnEntry {
+        hdr: TxnHeader { client_id: 1, cxid: n as i32, zxid, time_ms: 0, txn_type: txn.op().code() },
+        txn: txn.into(),
+    }
 }
 
 // ----- in-memory storage and the node tasks -----
@@ -211,7 +214,7 @@ async fn run_leader(
                 Some(LeaderCmd::Propose(n)) => {
                     for _ in 0..n {
                         proposed += 1;
-                        let txn = entry(0, proposed).txn;
+                        let txn = (*entry(0, proposed).txn).clone();
                         let (_, out) = leader.propose(1, proposed as i32, 0, txn).expect("propose");
                         actions.extend(out);
                     }

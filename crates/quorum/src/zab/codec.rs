@@ -26,7 +26,7 @@ pub fn decode_entry(packet: &QuorumPacket) -> Result<TxnEntry, DecodeError> {
         return Err(DecodeError::Invalid("proposal header zxid differs from packet zxid"));
     }
     let txn = Txn::decode_body(hdr.txn_type, &mut r)?;
-    Ok(TxnEntry { hdr, txn })
+    Ok(TxnEntry { hdr, txn: txn.into() })
 }
 
 /// A PROPOSAL packet for `entry`.

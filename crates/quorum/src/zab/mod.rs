@@ -77,11 +77,13 @@ pub const fn follows(last: Zxid, next: Zxid) -> bool {
     }
 }
 
-/// One transaction as the log stores it and a PROPOSAL / INFORM carries it.
+/// One transaction as the log stores it and a PROPOSAL / INFORM carries it. The txn is shared:
+/// the machine's history, the node's in-memory log and the storage thread's write hold the same
+/// one (a txn's data is often most of its size).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxnEntry {
     pub hdr: TxnHeader,
-    pub txn: Txn,
+    pub txn: std::sync::Arc<Txn>,
 }
 
 impl TxnEntry {
