@@ -696,11 +696,16 @@ impl Leader {
         self.committed = z;
         self.proposed_at_ms.remove(&z);
         let commit = QuorumPacket::new(pt::COMMIT, z);
-        let inform = codec::inform(&entry);
         let targets: Vec<(Sid, Role)> =
             self.peers.iter().filter(|(_, p)| p.forwarding).map(|(s, p)| (*s, p.role)).collect();
+        // An INFORM carries the whole txn: encoded only when an observer is there to take it.
+        let mut inform = None;
         for (sid, role) in targets {
-            let packet = if role == Role::Follower { commit.clone() } else { inform.clone() };
+            let packet = if role == Role::Follower {
+                commit.clone()
+            } else {
+                inform.get_or_insert_with(|| codec::inform(&entry)).clone()
+            };
             self.send(sid, packet);
         }
         self.out.push(Action::ApplyCommitted(entry));

@@ -409,7 +409,8 @@ impl Learner {
         if zxid <= self.applied {
             return Ok(()); // already in the tree (our own log before this connection)
         }
-        if zxid <= self.committed || !self.entries.iter().any(|e| e.zxid() == zxid) {
+        // `entries` is in zxid order (checked by `check_invariants`).
+        if zxid <= self.committed || self.entries.binary_search_by_key(&zxid, TxnEntry::zxid).is_err() {
             return Err("COMMIT for a txn we do not hold".into());
         }
         self.committed = zxid;
@@ -457,11 +458,16 @@ impl Learner {
     /// per zxid).
     fn ack_durable(&mut self) {
         let upto = self.durable;
+        // `entries` is in zxid order: start after what was acked already, not at the front (with
+        // hundreds of txns in flight, a scan from the front per packet took 5-7% of a follower's
+        // CPU).
+        let from = self.entries.partition_point(|e| e.zxid() <= self.acked);
         let zxids: Vec<Zxid> = self
             .entries
-            .iter()
+            .range(from..)
             .map(TxnEntry::zxid)
-            .filter(|z| *z > self.acked && *z <= upto && *z > self.committed && epoch_of(*z) == self.new_epoch)
+            .take_while(|z| *z <= upto)
+            .filter(|z| *z > self.committed && epoch_of(*z) == self.new_epoch)
             .collect();
         for z in zxids {
             self.send(QuorumPacket::new(pt::ACK, z));
