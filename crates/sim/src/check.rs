@@ -59,6 +59,10 @@ struct Track {
     /// Visible and acknowledged txns checked up to this zxid.
     verified: i64,
     established: bool,
+    /// The history each local snapshot stood for, by its zxid: a restart from one recovers that
+    /// history even when a TRUNC had since dropped part of it from `log` without the cut ever
+    /// reaching the disk.
+    snapshots: BTreeMap<i64, BTreeMap<i64, u64>>,
 }
 
 #[derive(Debug, Default)]
@@ -111,9 +115,44 @@ impl Checker {
         t.reset = true;
     }
 
-    /// A restart recovered up to `last_zxid`: what the log held above it is gone.
-    pub(crate) fn restarted(&mut self, sid: Sid, last_zxid: i64) {
+    /// `sid` took a snapshot of its tree at `zxid`.
+    pub(crate) fn snapshot_taken(&mut self, sid: Sid, zxid: i64) {
+        let t = self.track(sid);
+        let hist = t.log.range(..=zxid).map(|(k, v)| (*k, *v)).collect();
+        t.snapshots.insert(zxid, hist);
+    }
+
+    /// A restart recovered up to `last_zxid` from its snapshot at `snapshot_zxid` (0: none) and
+    /// the log txns `replayed` after it (zxid, fingerprint): the server's history is what that
+    /// snapshot stood for plus what the log gave back. That can hold txns the checker had dropped:
+    /// a TRUNC whose write failed before it was durable leaves them on disk.
+    pub(crate) fn restarted(
+        &mut self,
+        sid: Sid,
+        last_zxid: i64,
+        snapshot_zxid: i64,
+        replayed: impl IntoIterator<Item = (i64, u64)>,
+    ) -> Result<(), String> {
         self.reloaded(sid, last_zxid);
+        let t = self.track(sid);
+        if let Some(hist) = t.snapshots.get(&snapshot_zxid).cloned() {
+            for (zxid, fp) in hist {
+                t.log.entry(zxid).or_insert(fp);
+            }
+        }
+        for (zxid, fp) in replayed {
+            match self.txns.get(&zxid) {
+                Some(&other) if other != fp => {
+                    return Err(format!("server {sid} recovered a txn at {zxid:#x} different from another server's"));
+                }
+                Some(_) => {}
+                None => {
+                    self.txns.insert(zxid, fp);
+                }
+            }
+            self.track(sid).log.insert(zxid, fp);
+        }
+        Ok(())
     }
 
     /// Whether `sid`'s persisted history holds every txn a client could have seen.
@@ -124,6 +163,7 @@ impl Checker {
     /// The server lost its disk: it holds and has applied nothing until it resyncs.
     pub(crate) fn wiped(&mut self, sid: Sid) {
         self.reloaded(sid, 0);
+        self.track(sid).snapshots.clear();
     }
 
     pub(crate) fn crashed(&mut self, sid: Sid) {
@@ -137,6 +177,7 @@ impl Checker {
     pub(crate) fn snapshot_installed(&mut self, sid: Sid, zxid: i64, hist: &BTreeMap<i64, u64>) {
         let t = self.track(sid);
         t.log = hist.range(..=zxid).map(|(k, v)| (*k, *v)).collect();
+        t.snapshots.insert(zxid, t.log.clone());
         t.reset = true;
     }
 
@@ -348,6 +389,25 @@ mod tests {
         c.persisted(5, 6, 106).unwrap();
         c.serves(5, 0, 6).unwrap();
         assert!(c.visible.contains(&6));
+    }
+
+    /// A TRUNC dropped 0x6 from the checker's record, but the truncation never became durable
+    /// and the restart recovered 0x6 from disk (from a snapshot taken before the TRUNC, or from
+    /// the log): the server holds it again.
+    #[test]
+    fn a_restart_restores_what_the_disk_gave_back() {
+        let mut c = applied_by_one();
+        c.snapshot_taken(1, 6);
+        c.truncated(1, 5);
+        c.restarted(1, 6, 6, []).unwrap();
+        c.track(1).verified = 6;
+        c.persisted(5, 6, 106).unwrap();
+        c.serves(5, 0, 6).unwrap();
+        // The same through the log instead of a snapshot.
+        c.truncated(1, 5);
+        c.restarted(1, 6, 0, [(6, 106)]).unwrap();
+        assert!(c.track(1).log.contains_key(&6));
+        assert!(c.restarted(2, 6, 0, [(6, 999)]).unwrap_err().contains("different"));
     }
 
     #[test]

@@ -381,7 +381,8 @@ impl World {
         }
         let last_zxid = recovered.tree.last_processed_zxid();
         let (accepted, current) = read_epochs_with_fs(&fs, &dir, last_zxid).map_err(|e| format!("epoch files: {e}"))?;
-        self.check.restarted(sid, last_zxid);
+        let replayed = recovered.txns_after_snapshot.iter().map(|(hdr, txn)| (hdr.zxid, fingerprint(hdr, txn)));
+        self.check.restarted(sid, last_zxid, recovered.snapshot_zxid, replayed)?;
         let inc = self.server(sid).inc + 1;
         let cfg = NodeConfig {
             tick_time_ms: TICK_MS as u32,
@@ -426,7 +427,7 @@ impl World {
         let s = self.server_mut(sid);
         s.inc = inc;
         s.run = Some(run);
-        self.trace(|| format!("server {sid} started (inc {inc}) at zxid {last_zxid:#x}, epochs {accepted}/{current}"));
+        self.trace(|| format!("server {sid} started (inc {inc}) at zxid {last_zxid:#x} (snapshot {snapshot_zxid:#x}), epochs {accepted}/{current}"));
         if !had_snapshot || last_zxid != snapshot_zxid {
             self.take_snapshot(sid);
         }
@@ -587,6 +588,7 @@ impl World {
             r.busy = true;
         }
         let now = self.now;
+        self.check.snapshot_taken(sid, zxid);
         if kick {
             self.at(now, Ev::StoreWrite { sid, inc });
         }
