@@ -82,16 +82,19 @@ impl Checker {
         self.tracks.entry(sid).or_default()
     }
 
-    pub(crate) fn persisted(&mut self, sid: Sid, zxid: i64, fp: u64) -> Result<(), String> {
-        match self.txns.get(&zxid) {
-            Some(&other) if other != fp => {
-                return Err(format!("server {sid} persisted a txn at {zxid:#x} different from another server's"));
+    /// One txn per zxid over the whole run: `fp` is the txn `sid` holds at `zxid` (`how`:
+    /// "persisted" or "recovered").
+    fn one_txn_per_zxid(&mut self, sid: Sid, zxid: i64, fp: u64, how: &str) -> Result<(), String> {
+        match *self.txns.entry(zxid).or_insert(fp) {
+            other if other != fp => {
+                Err(format!("server {sid} {how} a txn at {zxid:#x} different from another server's"))
             }
-            Some(_) => {}
-            None => {
-                self.txns.insert(zxid, fp);
-            }
+            _ => Ok(()),
         }
+    }
+
+    pub(crate) fn persisted(&mut self, sid: Sid, zxid: i64, fp: u64) -> Result<(), String> {
+        self.one_txn_per_zxid(sid, zxid, fp, "persisted")?;
         let t = self.track(sid);
         if let Some((&last, _)) = t.log.last_key_value() {
             if zxid <= last {
@@ -141,15 +144,7 @@ impl Checker {
             }
         }
         for (zxid, fp) in replayed {
-            match self.txns.get(&zxid) {
-                Some(&other) if other != fp => {
-                    return Err(format!("server {sid} recovered a txn at {zxid:#x} different from another server's"));
-                }
-                Some(_) => {}
-                None => {
-                    self.txns.insert(zxid, fp);
-                }
-            }
+            self.one_txn_per_zxid(sid, zxid, fp, "recovered")?;
             self.track(sid).log.insert(zxid, fp);
         }
         Ok(())
