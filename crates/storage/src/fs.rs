@@ -30,6 +30,13 @@ pub trait Fs: Send + Sync + Debug {
     fn read_at(&self, path: &Path, offset: u64, len: usize) -> io::Result<Vec<u8>>;
     /// Creates `path`, or truncates it if it exists; writes start at offset 0.
     fn create(&self, path: &Path) -> io::Result<Box<dyn FsFile>>;
+    /// As `create`, for one long sequential write that is synced once at the end (a snapshot).
+    /// The real file system writes such a file around the page cache (`O_DIRECT`), which the
+    /// bytes would only pass through on their way to the disk; where the file system refuses
+    /// that, and by default, it is `create`.
+    fn create_streamed(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
+        self.create(path)
+    }
     /// Opens an existing file for writing (at offset 0) without truncating it.
     fn open_write(&self, path: &Path) -> io::Result<Box<dyn FsFile>>;
     /// Renames a file, replacing `to` if it exists.
@@ -49,6 +56,24 @@ pub trait FsFile: Write + Send + Debug {
     fn sync_data(&mut self) -> io::Result<()>;
     /// fsync: the content and metadata are durable.
     fn sync_all(&mut self) -> io::Result<()>;
+    /// Writes zeros over `offset..offset + len`, a range of the file past everything written
+    /// so far, without moving the cursor. The content does not change: the range already reads as
+    /// zeros. On a real disk it makes the blocks real, so that an fdatasync after later writes
+    /// there only flushes data: it does not have to allocate blocks, which means committing the
+    /// file system's journal and waiting for whatever else that commit orders before it. The
+    /// default does nothing.
+    fn fill_zeros(&mut self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
+    /// A hint for long sequential writes: start writing `offset..offset + len` to the disk now,
+    /// then wait until the writes started for the bytes before `offset` are done. Durability still
+    /// takes `sync_data`/`sync_all`. An error is a write error that a later sync may not report
+    /// again, so the caller must treat it as the sync's. The default does nothing.
+    fn write_behind(&mut self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
 }
 
 /// The real file system (`std::fs`).
@@ -79,6 +104,157 @@ impl FsFile for RealFile {
 
     fn sync_all(&mut self) -> io::Result<()> {
         self.0.sync_all()
+    }
+
+    fn fill_zeros(&mut self, offset: u64, len: u64) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(ZEROS.len() as u64);
+            self.0.write_all_at(&ZEROS[..n as usize], offset + done)?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn write_behind(&mut self, offset: u64, len: u64) -> io::Result<()> {
+        sync_file_range(&self.0, offset, len, libc::SYNC_FILE_RANGE_WRITE)?;
+        if offset > 0 {
+            sync_file_range(&self.0, 0, offset, libc::SYNC_FILE_RANGE_WAIT_BEFORE)?;
+        }
+        Ok(())
+    }
+}
+
+/// A file opened with `O_DIRECT`: writes go from this buffer to the disk, so each must start at
+/// an aligned offset, from an aligned address, and cover whole blocks. The buffer collects the
+/// stream and writes it a megabyte at a time; a sync writes the partial block at the end padded
+/// with zeros, then cuts the file back to the bytes written. Writes may follow a sync: that block
+/// is written again with them.
+#[derive(Debug)]
+struct DirectFile {
+    file: File,
+    path: PathBuf,
+    /// False once a direct write was refused (`EINVAL`: a block size above `DIRECT_BLOCK`) and
+    /// the file was opened again without `O_DIRECT`.
+    direct: bool,
+    /// `DIRECT_BUFFER` bytes from `start`, with slack in front to align them.
+    buf: Vec<u8>,
+    start: usize,
+    /// Bytes held in the buffer.
+    len: usize,
+    /// The file offset of the buffer's first byte (a multiple of `DIRECT_BLOCK`).
+    offset: u64,
+}
+
+/// The alignment of direct writes: the largest logical block size in use.
+const DIRECT_BLOCK: usize = 4096;
+const DIRECT_BUFFER: usize = 1 << 20;
+
+impl DirectFile {
+    fn new(file: File, path: &Path) -> Self {
+        let buf = vec![0u8; DIRECT_BUFFER + DIRECT_BLOCK];
+        let start = buf.as_ptr().align_offset(DIRECT_BLOCK);
+        DirectFile { file, path: path.to_path_buf(), direct: true, buf, start, len: 0, offset: 0 }
+    }
+
+    /// Writes `len` bytes from the start of the buffer at `offset`.
+    fn write_at(&mut self, len: usize, offset: u64) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let data = &self.buf[self.start..self.start + len];
+        match self.file.write_all_at(data, offset) {
+            Err(e) if self.direct && e.raw_os_error() == Some(libc::EINVAL) => {
+                tracing::warn!(path = %self.path.display(), "direct write refused ({e}); writing through the page cache");
+                self.file = OpenOptions::new().write(true).open(&self.path)?;
+                self.direct = false;
+                self.file.write_all_at(data, offset)
+            }
+            done => done,
+        }
+    }
+
+    /// Writes the whole blocks held and keeps the partial one at the front of the buffer.
+    fn write_blocks(&mut self) -> io::Result<()> {
+        let whole = self.len - self.len % DIRECT_BLOCK;
+        if whole == 0 {
+            return Ok(());
+        }
+        self.write_at(whole, self.offset)?;
+        self.buf.copy_within(self.start + whole..self.start + self.len, self.start);
+        self.len -= whole;
+        self.offset += whole as u64;
+        Ok(())
+    }
+
+    /// Writes everything held, the last block padded with zeros, and sets the file's length to
+    /// the end of the stream. What is held stays held.
+    fn write_all_held(&mut self) -> io::Result<()> {
+        self.write_blocks()?;
+        if self.len > 0 {
+            self.buf[self.start + self.len..self.start + DIRECT_BLOCK].fill(0);
+            self.write_at(DIRECT_BLOCK, self.offset)?;
+        }
+        self.file.set_len(self.offset + self.len as u64)
+    }
+}
+
+impl Write for DirectFile {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        if self.len == DIRECT_BUFFER {
+            self.write_blocks()?;
+        }
+        let n = data.len().min(DIRECT_BUFFER - self.len);
+        let at = self.start + self.len;
+        self.buf[at..at + n].copy_from_slice(&data[..n]);
+        self.len += n;
+        Ok(n)
+    }
+
+    /// Bytes of a partial block stay in the buffer until a sync.
+    fn flush(&mut self) -> io::Result<()> {
+        self.write_blocks()
+    }
+}
+
+impl FsFile for DirectFile {
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        self.write_all_held()?;
+        if len != self.offset + self.len as u64 {
+            // Not a stream any more: the next writes would land at the wrong place.
+            return Err(io::Error::new(io::ErrorKind::Unsupported, "resizing a streamed file"));
+        }
+        Ok(())
+    }
+
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.write_all_held()?;
+        self.file.sync_data()
+    }
+
+    fn sync_all(&mut self) -> io::Result<()> {
+        self.write_all_held()?;
+        self.file.sync_all()
+    }
+}
+
+/// sync_file_range(2). A file system without it (`EINVAL`, `ENOSYS`, `EOPNOTSUPP`) takes it as
+/// done: the hint only spreads out the writes the final sync would do anyway.
+#[allow(unsafe_code)]
+fn sync_file_range(file: &File, offset: u64, len: u64, flags: libc::c_uint) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (libc::off64_t::try_from(offset), libc::off64_t::try_from(len)) else {
+        return Ok(());
+    };
+    // SAFETY: the descriptor belongs to `file`, which outlives the call; the call reads no memory.
+    let rc = unsafe { libc::sync_file_range(file.as_raw_fd(), offset, len, flags) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) => Ok(()),
+        _ => Err(e),
     }
 }
 
@@ -116,6 +292,16 @@ impl Fs for RealFs {
     fn create(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
         let f = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
         Ok(Box::new(RealFile(f)))
+    }
+
+    fn create_streamed(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let direct = OpenOptions::new().write(true).create(true).truncate(true).custom_flags(libc::O_DIRECT).open(path);
+        match direct {
+            Ok(f) => Ok(Box::new(DirectFile::new(f, path))),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.create(path),
+            Err(e) => Err(e),
+        }
     }
 
     fn open_write(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
@@ -528,5 +714,52 @@ impl FsFile for FaultFile {
 
     fn sync_all(&mut self) -> io::Result<()> {
         self.sync()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A streamed file holds exactly the bytes written, however the writes fall across blocks and
+    /// buffers, after a sync and after more writes and another sync.
+    #[test]
+    fn streamed_file_holds_exactly_what_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stream");
+        let mut file = RealFs.create_streamed(&path).unwrap();
+        let mut expect = Vec::new();
+        let sizes = [1, 4095, 4097, DIRECT_BUFFER, 3, 2 * DIRECT_BUFFER + 7, 0, 100_000];
+        for (i, &n) in sizes.iter().enumerate() {
+            let chunk: Vec<u8> = (0..n).map(|j| (i * 31 + j * 7) as u8 | 1).collect();
+            file.write_all(&chunk).unwrap();
+            expect.extend_from_slice(&chunk);
+        }
+        file.sync_all().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), expect);
+        file.write_all(b"more after the sync").unwrap();
+        expect.extend_from_slice(b"more after the sync");
+        file.sync_data().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), expect);
+    }
+
+    /// Zero filling and write-behind hints change nothing a reader sees.
+    #[test]
+    fn hints_keep_the_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hinted");
+        let mut file = RealFs.create(&path).unwrap();
+        file.write_all(&[7; 10_000]).unwrap();
+        file.set_len(1 << 20).unwrap();
+        file.fill_zeros(10_000, 500_000).unwrap();
+        file.write_behind(0, 10_000).unwrap();
+        file.write_all(&[9; 5]).unwrap();
+        file.write_behind(10_000, 5).unwrap();
+        file.sync_data().unwrap();
+        let bytes = fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), 1 << 20);
+        assert!(bytes[..10_000].iter().all(|&b| b == 7));
+        assert_eq!(&bytes[10_000..10_005], &[9; 5]);
+        assert!(bytes[10_005..].iter().all(|&b| b == 0));
     }
 }

@@ -45,7 +45,13 @@ struct CurrentFile {
     position: u64,
     /// File length including zero padding.
     size: u64,
+    /// The end of the padding written as real zeros (`FsFile::fill_zeros`), so that appends
+    /// overwrite allocated blocks and their fdatasync does not commit the file system's journal.
+    zeroed: u64,
 }
+
+/// How far ahead of the records the padding is written as real zeros.
+const ZERO_AHEAD: u64 = 1 << 20;
 
 impl TxnLog {
     /// Opens `<data_log_dir>/version-2` (creating it) and reads every log file in zxid order. A torn
@@ -260,7 +266,7 @@ impl CurrentFile {
         let file = fs.create(&path).map_err(StorageError::io("create", &path))?;
         let mut out = BufWriter::with_capacity(WRITE_BUFFER, file);
         out.write_all(&file_header()).map_err(StorageError::io("write", &path))?;
-        Ok(CurrentFile { path, out, position: FILE_HEADER_LEN as u64, size: 0 })
+        Ok(CurrentFile { path, out, position: FILE_HEADER_LEN as u64, size: 0, zeroed: 0 })
     }
 
     fn write(&mut self, record: &[u8], pre_alloc: u64) -> Result<(), StorageError> {
@@ -268,6 +274,13 @@ impl CurrentFile {
         if let Some(size) = padded_size(end, self.size, pre_alloc) {
             self.out.get_mut().set_len(size).map_err(StorageError::io("preallocate", &self.path))?;
             self.size = size;
+        }
+        if end > self.zeroed && self.size > self.zeroed {
+            // Nothing at or past `position` has been handed to the buffer yet.
+            let from = self.zeroed.max(self.position);
+            let to = (end + ZERO_AHEAD).min(self.size).max(from);
+            self.out.get_mut().fill_zeros(from, to - from).map_err(StorageError::io("preallocate", &self.path))?;
+            self.zeroed = to;
         }
         self.out.write_all(record).map_err(StorageError::io("write", &self.path))?;
         self.position = end;

@@ -313,3 +313,25 @@ fn open_after_skips_files_wholly_covered_by_the_snapshot() {
     // Reading from the start reaches the damaged file.
     assert!(matches!(TxnLog::open_after_with_fs(fs_, dir.path(), 0, 9), Err(StorageError::Corrupt { .. })));
 }
+
+/// The padding ahead of the records is written as real zeros, a megabyte ahead, so that an
+/// fdatasync after the next appends does not have to allocate blocks; the content is the same
+/// zero padding ZooKeeper's sparse preallocation reads as, and the file reads back the same.
+#[test]
+fn padding_ahead_of_the_records_is_allocated() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = TxnLog::open(dir.path(), 64 << 20).unwrap();
+    append_all(&mut log, &txns(1..=3));
+    let file = log.current_file().unwrap().to_path_buf();
+    let meta = fs::metadata(&file).unwrap();
+    assert_eq!(meta.len(), 64 << 20, "the file has ZooKeeper's preallocated length");
+    assert!(meta.blocks() * 512 >= 1 << 20, "only {} bytes allocated", meta.blocks() * 512);
+    assert!(meta.blocks() * 512 < 4 << 20, "{} bytes allocated: more than the window ahead", meta.blocks() * 512);
+    let bytes = fs::read(&file).unwrap();
+    let end = bytes.iter().rposition(|&b| b != 0).unwrap();
+    assert!(end < 4096, "records end near the start, zeros after");
+    drop(log);
+    let (_, back) = TxnLog::open(dir.path(), 64 << 20).unwrap();
+    assert_eq!(back, txns(1..=3));
+}
