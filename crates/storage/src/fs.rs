@@ -108,11 +108,13 @@ impl FsFile for RealFile {
 
     fn fill_zeros(&mut self, offset: u64, len: u64) -> io::Result<()> {
         use std::os::unix::fs::FileExt;
-        static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+        // Allocated per call (a megabyte of log apart), not a static: zeros in the binary would
+        // count towards the idle server's resident memory wherever their pages get mapped.
+        let zeros = vec![0u8; len.min(64 * 1024) as usize];
         let mut done = 0;
         while done < len {
-            let n = (len - done).min(ZEROS.len() as u64);
-            self.0.write_all_at(&ZEROS[..n as usize], offset + done)?;
+            let n = (len - done).min(zeros.len() as u64);
+            self.0.write_all_at(&zeros[..n as usize], offset + done)?;
             done += n;
         }
         Ok(())
