@@ -183,16 +183,15 @@ fn write_synced(
 ) -> Result<(), StorageError> {
     // No buffer of its own: the node writer hands over chunks, and the few small writes around
     // them cost a syscall each at most.
-    let out = WriteBehind { file, written: 0, started: 0 };
     let sink = match compression {
-        Compression::None => Sink::Plain(out),
-        Compression::Gzip => Sink::Gzip(flate2::write::GzEncoder::new(out, flate2::Compression::default())),
-        Compression::Snappy => Sink::Snappy(SnappyJavaWriter::new(out)),
+        Compression::None => Sink::Plain(file),
+        Compression::Gzip => Sink::Gzip(flate2::write::GzEncoder::new(file, flate2::Compression::default())),
+        Compression::Snappy => Sink::Snappy(SnappyJavaWriter::new(file)),
     };
     let mut w = Checked { inner: sink, adler: simd_adler32::Adler32::new() };
     write_body(&mut w, tree, sessions).map_err(StorageError::io("write", tmp))?;
-    let mut out = w.inner.finish().map_err(StorageError::io("write", tmp))?;
-    out.file.sync_all().map_err(StorageError::io("fsync", tmp))
+    let mut file = w.inner.finish().map_err(StorageError::io("write", tmp))?;
+    file.sync_all().map_err(StorageError::io("fsync", tmp))
 }
 
 /// The uncompressed snapshot stream for `tree` (what a plain `snapshot.<zxid>` file holds).
@@ -477,39 +476,7 @@ impl<W: Write> Checked<W> {
     }
 }
 
-type FileOut = WriteBehind;
-
-/// Bytes of snapshot between write-behind hints.
-const WRITE_BEHIND_CHUNK: u64 = 1 << 20;
-
-/// Starts the disk writes of the snapshot a chunk at a time as it is written, and waits for the
-/// chunk before. Without it a large snapshot sits in the page cache until its fsync, which then
-/// writes hundreds of megabytes at once, and every txn-log fdatasync in the meantime waits behind
-/// them (ext4 commits the journal in order). With it the snapshot goes to disk at the disk's pace,
-/// a megabyte or two at a time, and its fsync has little left to do.
-struct WriteBehind {
-    file: Box<dyn FsFile>,
-    /// Bytes written so far.
-    written: u64,
-    /// Where the bytes not yet hinted begin.
-    started: u64,
-}
-
-impl Write for WriteBehind {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.file.write(buf)?;
-        self.written += n as u64;
-        if self.written - self.started >= WRITE_BEHIND_CHUNK {
-            self.file.write_behind(self.started, self.written - self.started)?;
-            self.started = self.written;
-        }
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.file.flush()
-    }
-}
+type FileOut = Box<dyn FsFile>;
 
 enum Sink {
     Plain(FileOut),
@@ -536,13 +503,12 @@ impl Write for Sink {
 }
 
 impl Sink {
-    fn finish(self) -> io::Result<WriteBehind> {
-        let buffered = match self {
-            Sink::Plain(w) => w,
-            Sink::Gzip(w) => w.finish()?,
-            Sink::Snappy(w) => w.finish()?,
-        };
-        Ok(buffered)
+    fn finish(self) -> io::Result<FileOut> {
+        match self {
+            Sink::Plain(w) => Ok(w),
+            Sink::Gzip(w) => w.finish(),
+            Sink::Snappy(w) => w.finish(),
+        }
     }
 }
 
