@@ -93,14 +93,13 @@ impl Server {
             recovered.log,
         );
         let (storage, storage_thread) = storage::spawn(store, cfg.force_sync, events_tx.clone())?;
-        let (snap_tx, snap_rx) = mpsc::channel(1);
         let dirs = snapshot::SnapshotDirs {
             data_dir: cfg.data_dir.clone(),
             data_log_dir: cfg.data_log_dir.clone(),
             retain: cfg.purge_enabled.then_some(cfg.snap_retain_count),
         };
-        let snapshot_thread = snapshot::spawn(dirs, snap_rx)?;
-        let mut owner = owner::Owner::new(cfg.clone(), events_rx, shutdown_rx.clone(), storage, snap_tx, quorum);
+        let (snapshots, snapshot_thread) = snapshot::spawn(dirs)?;
+        let mut owner = owner::Owner::new(cfg.clone(), events_rx, shutdown_rx.clone(), storage, snapshots, quorum);
         let had_snapshot = recovered.snapshot.is_some();
         owner.restore(
             recovered.tree,

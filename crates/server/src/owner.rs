@@ -20,7 +20,7 @@ use warden_tree::DataTree;
 use crate::config::{Config, PeerRole};
 use crate::ensemble::{become_input, EnsEvent, Ensemble};
 use crate::fourlw;
-use crate::snapshot::SnapshotJob;
+use crate::snapshot::{SnapshotJob, Snapshots};
 use crate::storage::{lone_writer, Batch, Storage, StorageMsg};
 
 /// Bound of the queue from connection tasks to the owner.
@@ -62,7 +62,7 @@ pub(crate) struct Owner {
     /// Txns persisted while stepping the current batch of events, for the storage thread.
     to_persist: Batch,
     storage: Storage,
-    snapshots: mpsc::Sender<SnapshotJob>,
+    snapshots: Snapshots,
     /// zxid of the last snapshot taken (or recovered from).
     last_snapshot_zxid: i64,
     /// Txns between snapshots: random in [snapCount/2 + 1, snapCount], so servers do not snapshot together.
@@ -87,7 +87,7 @@ impl Owner {
         events: mpsc::Receiver<Event>,
         shutdown: watch::Receiver<bool>,
         storage: Storage,
-        snapshots: mpsc::Sender<SnapshotJob>,
+        snapshots: Snapshots,
         quorum: Option<(Ensemble, QuorumSetup)>,
     ) -> Self {
         let wall = wall_ms();
@@ -161,18 +161,22 @@ impl Owner {
     /// Hands the current state to the snapshot thread and rolls the log; skipped (with a warning) if
     /// the previous snapshot is still being written, as ZooKeeper does.
     fn take_snapshot(&mut self) {
-        let (tree, sessions) = self.node.snapshot_state();
-        let zxid = tree.last_processed_zxid();
+        let zxid = self.node.last_processed_zxid();
         self.last_snapshot_zxid = zxid;
         self.snap_threshold = snap_threshold(self.cfg.snap_count);
-        match self.snapshots.try_send(SnapshotJob { tree, sessions, zxid }) {
-            Ok(()) => {
-                // Queued behind every batch sent so far; the storage thread is never blocked here.
-                if self.storage.try_send(StorageMsg::Roll).is_err() {
-                    tracing::debug!("storage queue full; the log rolls at the next snapshot");
-                }
-            }
-            Err(_) => tracing::warn!("too busy to snapshot; skipping"),
+        // The log rolls either way, as ZooKeeper's SyncRequestProcessor rolls it before it asks for
+        // the snapshot thread. Queued behind every batch sent so far; the storage thread is never
+        // blocked here.
+        if self.storage.try_send(StorageMsg::Roll).is_err() {
+            tracing::debug!("storage queue full; the log rolls at the next snapshot");
+        }
+        if !self.snapshots.claim() {
+            tracing::warn!("too busy to snapshot; skipping");
+            return;
+        }
+        let (tree, sessions) = self.node.snapshot_state();
+        if self.snapshots.jobs.try_send(SnapshotJob { tree, sessions, zxid }).is_err() {
+            tracing::warn!("the snapshot thread is gone; skipping");
         }
     }
 
