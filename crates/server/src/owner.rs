@@ -20,7 +20,7 @@ use warden_tree::DataTree;
 use crate::config::{Config, PeerRole};
 use crate::ensemble::{become_input, EnsEvent, Ensemble};
 use crate::fourlw;
-use crate::snapshot::{SnapshotJob, Snapshots};
+use crate::snapshot::{SnapshotJob, Snapshots, Start};
 use crate::storage::{lone_writer, Batch, Storage, StorageMsg};
 
 /// Bound of the queue from connection tasks to the owner.
@@ -170,13 +170,15 @@ impl Owner {
         if self.storage.try_send(StorageMsg::Roll).is_err() {
             tracing::debug!("storage queue full; the log rolls at the next snapshot");
         }
-        if !self.snapshots.claim() {
-            tracing::warn!("too busy to snapshot; skipping");
-            return;
-        }
-        let (tree, sessions) = self.node.snapshot_state();
-        if self.snapshots.jobs.try_send(SnapshotJob { tree, sessions, zxid }).is_err() {
-            tracing::warn!("the snapshot thread is gone; skipping");
+        let node = &self.node;
+        let job = || {
+            let (tree, sessions) = node.snapshot_state();
+            SnapshotJob { tree, sessions, zxid }
+        };
+        match self.snapshots.try_start(job) {
+            Start::Started => {}
+            Start::Busy => tracing::warn!("too busy to snapshot; skipping"),
+            Start::Gone => tracing::warn!("the snapshot thread has ended; skipping"),
         }
     }
 

@@ -30,14 +30,31 @@ pub(crate) struct SnapshotDirs {
 /// still being written is skipped, not queued. A queued one would be written straight after, and
 /// its tree clone would make every write until then copy the map chunks on its path.
 pub(crate) struct Snapshots {
-    pub jobs: mpsc::Sender<SnapshotJob>,
+    jobs: mpsc::Sender<SnapshotJob>,
+    /// Set by `try_start`, cleared by the thread once the job is written, purged and dropped.
     busy: Arc<AtomicBool>,
 }
 
+/// What `Snapshots::try_start` did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Start {
+    Started,
+    /// The previous job is still in hand; the new one was not built.
+    Busy,
+    /// The thread has ended.
+    Gone,
+}
+
 impl Snapshots {
-    /// Takes the thread for one job; false while it still has one (written and purged or not).
-    pub fn claim(&self) -> bool {
-        !self.busy.swap(true, Ordering::AcqRel)
+    /// Builds the job and hands it to the thread, unless the thread still has one.
+    pub fn try_start(&self, job: impl FnOnce() -> SnapshotJob) -> Start {
+        if self.busy.swap(true, Ordering::AcqRel) {
+            return Start::Busy;
+        }
+        match self.jobs.try_send(job()) {
+            Ok(()) => Start::Started,
+            Err(_) => Start::Gone,
+        }
     }
 }
 
@@ -84,18 +101,28 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let dirs = SnapshotDirs { data_dir: dir.path().into(), data_log_dir: dir.path().into(), retain: None };
         let (snapshots, thread) = spawn(dirs).expect("the thread starts");
-        assert!(snapshots.claim(), "an idle thread takes a job");
-        assert!(!snapshots.claim(), "a claimed thread refuses a second job");
-        let job = SnapshotJob { tree: DataTree::new(), sessions: vec![(7, 30_000)], zxid: 0x500000003 };
-        snapshots.jobs.try_send(job).expect("the slot is free");
+        let job = |zxid| SnapshotJob { tree: DataTree::new(), sessions: vec![(7, 30_000)], zxid };
+        assert_eq!(snapshots.try_start(|| job(0x500000003)), Start::Started);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !snapshots.claim() {
+        let built = std::cell::Cell::new(0);
+        loop {
+            let second = || {
+                built.set(built.get() + 1);
+                job(0x500000004)
+            };
+            match snapshots.try_start(second) {
+                Start::Busy => {}
+                Start::Started => break,
+                Start::Gone => panic!("the thread ended"),
+            }
             assert!(std::time::Instant::now() < deadline, "the thread never became free");
-            std::thread::sleep(std::time::Duration::from_millis(5));
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        let written = dir.path().join("version-2").join("snapshot.500000003");
-        assert!(written.is_file(), "the thread is free only once {} is written", written.display());
+        assert_eq!(built.get(), 1, "a refused job is not built (no tree clone)");
+        let first = dir.path().join("version-2").join("snapshot.500000003");
+        assert!(first.is_file(), "the second job starts only once {} is written", first.display());
         drop(snapshots);
         thread.join().expect("the thread ends when its sender is dropped");
+        assert!(dir.path().join("version-2").join("snapshot.500000004").is_file(), "the second job was written");
     }
 }
