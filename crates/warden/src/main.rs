@@ -71,6 +71,18 @@ struct ServeArgs {
     /// Log filter, e.g. `info` or `warden_server=debug` (also RUST_LOG).
     #[arg(long, default_value = "info")]
     log: String,
+    /// Threads that run the connections and the request pipeline (tokio workers). Default: the
+    /// TOKIO_WORKER_THREADS environment variable if set, else one fewer than the CPUs available,
+    /// at least one: the transaction log and snapshots have threads of their own.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    worker_threads: Option<u16>,
+}
+
+/// Worker threads when neither `--worker-threads` nor TOKIO_WORKER_THREADS says: one core is left
+/// to the storage thread (append, fdatasync) and the snapshot thread. On two cores one worker also
+/// spares every request its hand-offs between workers (docs/benchmarks.md, "Stop 15").
+fn default_worker_threads(cpus: usize) -> usize {
+    cpus.saturating_sub(1).max(1)
 }
 
 // Each subcommand's entry is `#[inline(never)]`: inlined, their locals (the bench's future among
@@ -114,7 +126,20 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(p) = args.port {
         cfg.client_port = p;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    rt.enable_all();
+    match args.worker_threads {
+        Some(n) => {
+            rt.worker_threads(n.into());
+        }
+        // tokio reads the variable itself when no count is set.
+        None if std::env::var_os("TOKIO_WORKER_THREADS").is_some() => {}
+        None => {
+            let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+            rt.worker_threads(default_worker_threads(cpus));
+        }
+    }
+    let rt = rt.build()?;
     rt.block_on(async move {
         let mut server = Server::start(cfg).await?;
         tokio::select! {
