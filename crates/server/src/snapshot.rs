@@ -89,7 +89,7 @@ pub(crate) fn spawn(dirs: SnapshotDirs) -> std::io::Result<(Snapshots, JoinHandl
     Ok((handle, thread))
 }
 
-/// nice value of the snapshot thread: the lowest priority a normal thread can have.
+/// The snapshot thread's nice value: the lowest priority a normal thread can have.
 const SNAPSHOT_NICE: i32 = 19;
 
 /// Moves the calling thread to `SNAPSHOT_NICE`. On Linux the nice value belongs to the thread, so

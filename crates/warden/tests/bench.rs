@@ -4,25 +4,15 @@
 //! percentiles are ordered; `warden floor` likewise.
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_warden");
 
-/// Kills the server (by its PID) when the test ends, pass or fail.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 mod common;
-use common::{free_port, ruok};
+use common::{free_port, ruok, Killed};
 
-fn start_server(dir: &std::path::Path) -> (Server, u16) {
+fn start_server(dir: &std::path::Path) -> (Killed, u16) {
     let port = free_port();
     let data = dir.join("data");
     std::fs::create_dir_all(&data).unwrap();
@@ -42,7 +32,7 @@ fn start_server(dir: &std::path::Path) -> (Server, u16) {
         .stdin(Stdio::null())
         .spawn()
         .expect("spawn warden serve");
-    let server = Server(child);
+    let server = Killed(child);
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !ruok(addr) {

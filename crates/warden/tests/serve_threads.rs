@@ -3,21 +3,11 @@
 //! once it answers `ruok`.
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, ruok};
-
-/// Kills the server (by its PID) when the test ends, pass or fail.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{free_port, ruok, Killed};
 
 /// Starts a standalone server with `args` after the config and `env` set (or, for `None` values,
 /// removed), waits for `ruok`, and returns how many of its threads are tokio workers.
@@ -38,7 +28,7 @@ fn workers_of(args: &[&str], env: &[(&str, Option<&str>)]) -> usize {
             None => cmd.env_remove(key),
         };
     }
-    let server = Server(cmd.spawn().expect("warden serve starts"));
+    let server = Killed(cmd.spawn().expect("warden serve starts"));
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("an address");
     let deadline = Instant::now() + Duration::from_secs(30);
     while !ruok(addr) {

@@ -13,6 +13,16 @@ pub fn ruok(addr: SocketAddr) -> bool {
     oracle::four_letter(addr, "ruok").is_ok_and(|out| out == "imok")
 }
 
+/// A child process killed (by its PID) and reaped when the test ends, pass or fail.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts `warden serve <cfg>` with its stderr in `stderr` and no stdin or stdout.
 pub fn spawn_warden(cfg: &std::path::Path, stderr: std::fs::File) -> std::process::Child {
     std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
