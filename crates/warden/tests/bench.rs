@@ -3,44 +3,12 @@
 //! workload with `--json`, and check that every operation of the mix completed and that the
 //! percentiles are ordered; `warden floor` likewise.
 
-use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_warden");
 
 mod common;
-use common::{free_port, ruok, Killed};
-
-fn start_server(dir: &std::path::Path) -> (Killed, u16) {
-    let port = free_port();
-    let data = dir.join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    let cfg = dir.join("zoo.cfg");
-    std::fs::write(
-        &cfg,
-        format!(
-            "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=ruok\n",
-            data.display()
-        ),
-    )
-    .unwrap();
-    let child = Command::new(BIN)
-        .arg("serve")
-        .arg(&cfg)
-        .args(["--log", "warn"])
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn warden serve");
-    let server = Killed(child);
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ruok(addr) {
-        assert!(Instant::now() < deadline, "warden serve did not answer ruok on {addr}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (server, port)
-}
+use common::{free_port, start_standalone};
 
 fn f(v: &serde_json::Value, key: &str) -> f64 {
     v[key].as_f64().unwrap_or_else(|| panic!("{key} missing in {v}"))
@@ -49,7 +17,7 @@ fn f(v: &serde_json::Value, key: &str) -> f64 {
 #[test]
 fn bench_mixed_writes_json() {
     let dir = tempfile::tempdir().unwrap();
-    let (_server, port) = start_server(dir.path());
+    let (_server, port) = start_standalone(dir.path(), |_| {});
     let json = dir.path().join("out.json");
     let out = Command::new(BIN)
         .args(["bench", "--servers", &format!("127.0.0.1:{port}")])

@@ -2,39 +2,24 @@
 //! one fewer than the CPUs available (at least one). Counted from the threads the process holds
 //! once it answers `ruok`.
 
-use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, ruok, Killed};
+use common::start_standalone;
 
 /// Starts a standalone server with `args` after the config and `env` set (or, for `None` values,
 /// removed), waits for `ruok`, and returns how many of its threads are tokio workers.
 fn workers_of(args: &[&str], env: &[(&str, Option<&str>)]) -> usize {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let port = free_port();
-    let cfg = dir.path().join("zoo.cfg");
-    let cfg_text = format!(
-        "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=ruok\n",
-        dir.path().join("data").display()
-    );
-    std::fs::write(&cfg, cfg_text).expect("the config is written");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
-    cmd.arg("serve").arg(&cfg).args(["--log", "warn"]).args(args).stdin(Stdio::null());
-    for (key, value) in env {
-        match value {
-            Some(v) => cmd.env(key, v),
-            None => cmd.env_remove(key),
-        };
-    }
-    let server = Killed(cmd.spawn().expect("warden serve starts"));
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("an address");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ruok(addr) {
-        assert!(Instant::now() < deadline, "warden serve did not answer ruok on {addr}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (server, _) = start_standalone(dir.path(), |cmd| {
+        cmd.args(args);
+        for (key, value) in env {
+            match value {
+                Some(v) => cmd.env(key, v),
+                None => cmd.env_remove(key),
+            };
+        }
+    });
     let tasks = std::fs::read_dir(format!("/proc/{}/task", server.0.id())).expect("the server's threads");
     tasks
         .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())

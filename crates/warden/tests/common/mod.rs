@@ -23,6 +23,32 @@ impl Drop for Killed {
     }
 }
 
+/// Starts a standalone `warden serve` (`--log warn`) on a free loopback port with its data in
+/// `dir/data`, after `configure` has added its own arguments and environment, and waits until it
+/// answers `ruok`. Returns the server, killed when dropped, and its port.
+pub fn start_standalone(dir: &std::path::Path, configure: impl FnOnce(&mut std::process::Command)) -> (Killed, u16) {
+    let port = free_port();
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).expect("the data directory is created");
+    let cfg = dir.join("zoo.cfg");
+    let cfg_text = format!(
+        "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=ruok\n",
+        data.display()
+    );
+    std::fs::write(&cfg, cfg_text).expect("the config is written");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_warden"));
+    cmd.arg("serve").arg(&cfg).args(["--log", "warn"]).stdin(std::process::Stdio::null());
+    configure(&mut cmd);
+    let server = Killed(cmd.spawn().expect("spawn warden serve"));
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("an address");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ruok(addr) {
+        assert!(std::time::Instant::now() < deadline, "warden serve did not answer ruok on {addr}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    (server, port)
+}
+
 /// Starts `warden serve <cfg>` with its stderr in `stderr` and no stdin or stdout.
 pub fn spawn_warden(cfg: &std::path::Path, stderr: std::fs::File) -> std::process::Child {
     std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
