@@ -3,18 +3,22 @@
 //! The path is shared (`Arc<str>`): while a snapshot holds a clone of the map, every write copies
 //! the B-tree nodes on its way, and copying a node's keys must not allocate a path for each.
 //!
-//! The word is `hash(parent) << 32 | hash(path)` (32 bits each, ahash with fixed keys), and keys
-//! sort by (word, path). A node's children therefore sit together: they are the keys whose word's
-//! high half is the parent's hash and whose parent is the node (another parent with the same
-//! 32-bit hash interleaves, so a scan checks the parent). Ties fall back to the path, so hash
-//! collisions cost time, never correctness. The order says nothing about paths otherwise: walks
-//! that need parents before children (snapshots) descend through the children ranges.
+//! The word is `hash(parent) << 32 | name_word(name)` (the hash is ahash with fixed keys, 32 bits),
+//! and keys sort by (word, path). A node's children therefore sit together: they are the keys whose
+//! word's high half is the parent's hash and whose parent is the node (another parent with the same
+//! 32-bit hash interleaves, so a scan checks the parent). Within that run, a name that ends in a
+//! decimal number sorts by the number (its last nine digits) and any other name by its hash: the
+//! nodes of a sequence (sequential znodes, numbered items) sit side by side, so a run of creates
+//! appends to one hot leaf instead of descending to a random one each time, and while a snapshot
+//! shares the map it copies few leaves. Ties (equal numbers, hash collisions) fall back to the path,
+//! so they cost time, never correctness. The order says nothing about paths otherwise: walks that
+//! need parents before children (snapshots) descend through the children runs.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use crate::path::parent;
+use crate::path::{basename, parent};
 
 /// A stored key.
 #[derive(Debug, Clone)]
@@ -143,7 +147,17 @@ fn order_of(path: &str) -> u64 {
     if path == "/" {
         return 0;
     }
-    (hash32(parent(path)) << 32) | hash32(path)
+    (hash32(parent(path)) << 32) | name_word(basename(path))
+}
+
+/// The low half of a key's order word: the number a name ends with (its last nine digits at most,
+/// which fit 32 bits), or the name's hash if it does not end in a digit.
+fn name_word(name: &str) -> u64 {
+    let digits = name.bytes().rev().take_while(u8::is_ascii_digit).count().min(9);
+    if digits == 0 {
+        return hash32(name);
+    }
+    name[name.len() - digits..].bytes().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'))
 }
 
 fn hash32(s: &str) -> u64 {
@@ -163,7 +177,8 @@ mod tests {
 
     #[test]
     fn probe_and_key_agree() {
-        let paths = ["/", "/a", "/a/b", "/a/c", "/b", "/a b", "/zookeeper/quota"];
+        let paths =
+            ["/", "/a", "/a/b", "/a/c", "/b", "/a b", "/zookeeper/quota", "/a/1", "/a/01", "/a/x1", "/a/2", "/a/b9"];
         for a in paths {
             for b in paths {
                 let (ka, kb) = (NodeKey::new(a.into()), NodeKey::new(b.into()));
@@ -184,6 +199,22 @@ mod tests {
         assert!(Probe::first_child_of("/p").view() <= <NodeKey as Borrow<dyn KeyView>>::borrow(&x));
         assert_eq!(high_half(&NodeKey::new("/q".into())), parent_half("/"));
         assert!(is_child_of("/p/x", "/p") && !is_child_of("/p/x/y", "/p") && !is_child_of("/", "/"));
+    }
+
+    #[test]
+    fn numbered_siblings_sort_by_their_number() {
+        let word = |p: &str| NodeKey::new(p.into()).order & 0xffff_ffff;
+        assert_eq!(word("/q/lock-0000000042"), 42);
+        assert_eq!(word("/q/7"), 7);
+        // Only the last nine digits count: ten-digit sequence numbers still fit the low half.
+        assert_eq!(word("/q/n1234567890"), 234_567_890);
+        assert_eq!(word("/q/name"), hash32("name"));
+        // Consecutive numbers are neighbours in the map, ties are broken by the path.
+        let mut keys: Vec<NodeKey> =
+            ["/q/x-10", "/q/x-9", "/q/y-9", "/q/x-11"].into_iter().map(|p| NodeKey::new(p.into())).collect();
+        keys.sort();
+        let sorted: Vec<&str> = keys.iter().map(NodeKey::path).collect();
+        assert_eq!(sorted, ["/q/x-9", "/q/y-9", "/q/x-10", "/q/x-11"]);
     }
 
     /// Two parents whose hashes collide share one run of keys: children, subtree walks and
@@ -210,17 +241,18 @@ mod tests {
         };
         for p in [a.clone(), b.clone()] {
             create(&mut t, p.clone());
-            for c in ["x", "y", "z"] {
+            // Numbered children of the two parents tie on the whole order word.
+            for c in ["x", "y", "z", "1", "2"] {
                 create(&mut t, format!("{p}/{c}"));
             }
             create(&mut t, format!("{p}/x/deep"));
         }
         t.check_invariants().unwrap();
-        assert_eq!(t.children(&a).unwrap(), ["x", "y", "z"]);
-        assert_eq!(t.children(&b).unwrap(), ["x", "y", "z"]);
-        assert_eq!(t.all_children_number(&a), Some(4));
+        assert_eq!(t.children(&a).unwrap(), ["1", "2", "x", "y", "z"]);
+        assert_eq!(t.children(&b).unwrap(), ["1", "2", "x", "y", "z"]);
+        assert_eq!(t.all_children_number(&a), Some(6));
         let walked: Vec<&str> = t.walk(&b).map(|(p, _)| p).collect();
-        assert_eq!(walked.len(), 5);
+        assert_eq!(walked.len(), 7);
         assert!(walked.iter().all(|p| p.starts_with(b.as_str())), "{walked:?}");
         assert_eq!(t.snapshot_nodes().count(), t.znode_count());
     }

@@ -29,7 +29,7 @@ pub const QUOTA_ROOT: &str = "/zookeeper/quota";
 /// is O(1) and the clone is `Send + 'static`: take it on the owner task, serialise it elsewhere.
 /// A write after a clone copies only the map chunks on its path and the nodes it touches.
 ///
-/// Nodes are keyed by path behind a hashed order word (`NodeKey`): a lookup compares integers
+/// Nodes are keyed by path behind an order word (`NodeKey`): a lookup compares integers
 /// and reads one path. Child names are not stored separately: the children of `P` are one
 /// contiguous run of keys (`child_names`); a node keeps only its child count. Walks that need
 /// parents first (snapshots, subtree counts) descend through those runs (`walk`).
