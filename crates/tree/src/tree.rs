@@ -415,10 +415,6 @@ impl DataTree {
         }
         validate_path(path)?;
         let parent_path = parent(path);
-        // NoNode before NodeExists: a node whose parent is missing never exists (tree invariant).
-        // Whether the node exists is learnt from the insert itself, which puts back a node it
-        // displaced (log replay over a fuzzy snapshot): one descent to the new key, not two.
-        let parent_acl = self.get(parent_path).ok_or(ErrorCode::NoNode)?.acl.clone();
         let stat = StatPersisted {
             czxid: zxid,
             mzxid: zxid,
@@ -435,12 +431,21 @@ impl DataTree {
         let size = node_size(path, data.as_deref());
         let node = Znode::new(data, acl.clone(), stat);
         let client_stat = node.client_stat();
-        if let Some(present) = self.nodes.insert(NodeKey::new(path.into()), Arc::new(node)) {
-            self.nodes.insert(NodeKey::new(path.into()), present);
+        // One descent to the new key and one to the parent. Whether the node exists is learnt from
+        // the insert, which puts back a node it displaced (log replay over a fuzzy snapshot). A
+        // node whose parent is missing never exists (tree invariant), so a missing parent is seen
+        // after an insert that displaced nothing, which is undone: NoNode comes before NodeExists.
+        let key = NodeKey::new(path.into());
+        if let Some(present) = self.nodes.insert(key.clone(), Arc::new(node)) {
+            self.nodes.insert(key, present);
             return Err(ErrorCode::NodeExists);
         }
+        let Some(parent_node) = stored_mut(&mut self.nodes, parent_path) else {
+            self.nodes.remove(&key);
+            return Err(ErrorCode::NoNode);
+        };
         self.data_size += size;
-        let parent_node = stored_mut(&mut self.nodes, parent_path).expect("parent looked up above");
+        let parent_acl = parent_node.acl.clone();
         let pcv = if parent_cversion == -1 { parent_node.stat.cversion.wrapping_add(1) } else { parent_cversion };
         if pcv > parent_node.stat.cversion {
             parent_node.stat.cversion = pcv;

@@ -108,7 +108,11 @@ fn events_of_each_txn() {
 fn txns_that_do_not_fit_yield_errors() {
     let mut t = DataTree::new();
     let mk = |p: &str| Txn::Create { path: p.into(), data: None, acl: vec![], ephemeral: false, parent_cversion: -1 };
+    let (count, size) = (t.znode_count(), t.approximate_data_size());
     assert_eq!(t.apply(&hdr(1, 0, 0), &mk("/x/y")).result, TxnResult::Error(ErrorCode::NoNode));
+    // The create under a missing parent left nothing behind.
+    assert!(t.node("/x/y").is_none());
+    assert_eq!((t.znode_count(), t.approximate_data_size()), (count, size));
     assert_eq!(t.apply(&hdr(2, 0, 0), &mk("/zookeeper")).result, TxnResult::Error(ErrorCode::NodeExists));
     // The node that was there stays as it was.
     let kept = t.node("/zookeeper").unwrap();
