@@ -396,17 +396,19 @@ impl Loop {
     async fn create_one(&mut self) -> Result<(), zk::Error> {
         let n = self.counter;
         let (dir_no, idx) = (n / CREATE_DIR, n % CREATE_DIR);
-        let sub = format!("{}/{dir_no}", self.dir);
         if idx == 0 {
-            match self.client.create(&sub, b"", &persistent()).await {
+            match self.client.create(&format!("{}/{dir_no}", self.dir), b"", &persistent()).await {
                 Ok(_) | Err(zk::Error::NodeExists) => {}
                 Err(e) => return Err(e),
             }
         }
-        let path = format!("{sub}/{idx}");
+        let path = format!("{}/{dir_no}/{idx}", self.dir);
         self.client.create(&path, &self.ctx.value, &persistent()).await?;
         self.counter += 1;
-        self.created.push(path);
+        // Only deletes need the paths: a create-only run would otherwise hold every path it made.
+        if self.ctx.ops.contains(&Op::Delete) {
+            self.created.push(path);
+        }
         Ok(())
     }
 
