@@ -71,9 +71,10 @@ struct ServeArgs {
     /// Log filter, e.g. `info` or `warden_server=debug` (also RUST_LOG).
     #[arg(long, default_value = "info")]
     log: String,
-    /// Threads that run the connections and the request pipeline (tokio workers). Default: the
+    /// Threads that run the connections and the request pipeline. Default: the
     /// TOKIO_WORKER_THREADS environment variable if set, else one fewer than the CPUs available,
-    /// at least one: the transaction log and snapshots have threads of their own.
+    /// at least one: the transaction log and snapshots have threads of their own. With one, the
+    /// process's main thread runs them (a single-threaded runtime); with more, tokio worker threads.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     worker_threads: Option<u16>,
 }
@@ -83,6 +84,37 @@ struct ServeArgs {
 /// spares every request its hand-offs between workers (docs/benchmarks.md, "Stop 15").
 fn default_worker_threads(cpus: usize) -> usize {
     cpus.saturating_sub(1).max(1)
+}
+
+/// The worker count: the flag, else TOKIO_WORKER_THREADS (a positive integer, as tokio requires),
+/// else the default for this machine's CPUs.
+fn worker_threads(flag: Option<u16>) -> anyhow::Result<usize> {
+    if let Some(n) = flag {
+        return Ok(n.into());
+    }
+    match std::env::var("TOKIO_WORKER_THREADS") {
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => anyhow::bail!("TOKIO_WORKER_THREADS must be a positive integer, not {v:?}"),
+        },
+        Err(std::env::VarError::NotPresent) => {
+            Ok(default_worker_threads(std::thread::available_parallelism().map_or(1, usize::from)))
+        }
+        Err(e) => anyhow::bail!("TOKIO_WORKER_THREADS: {e}"),
+    }
+}
+
+/// The runtime for `workers` threads. One worker is a single-threaded runtime on the calling (main)
+/// thread: the multi-threaded scheduler's hand-offs buy nothing with one worker, and the main
+/// thread allocates from glibc's main heap, which grows by `brk` with padding, where a worker
+/// thread's own arena grows by an `mprotect` call per page or so (a create benchmark: 972 `brk`
+/// calls against 15,987 `mprotect` calls in 2 s; docs/benchmarks.md, "Stop 16").
+fn runtime(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    if workers == 1 {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build()
+    }
 }
 
 // Each subcommand's entry is `#[inline(never)]`: inlined, their locals (the bench's future among
@@ -126,20 +158,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(p) = args.port {
         cfg.client_port = p;
     }
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    rt.enable_all();
-    match args.worker_threads {
-        Some(n) => {
-            rt.worker_threads(n.into());
-        }
-        // tokio reads the variable itself when no count is set.
-        None if std::env::var_os("TOKIO_WORKER_THREADS").is_some() => {}
-        None => {
-            let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-            rt.worker_threads(default_worker_threads(cpus));
-        }
-    }
-    let rt = rt.build()?;
+    let rt = runtime(worker_threads(args.worker_threads)?)?;
     rt.block_on(async move {
         let mut server = Server::start(cfg).await?;
         tokio::select! {

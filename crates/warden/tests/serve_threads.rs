@@ -1,6 +1,7 @@
 //! How many worker threads `warden serve` runs: `--worker-threads`, else TOKIO_WORKER_THREADS, else
-//! one fewer than the CPUs available (at least one). Counted from the threads the process holds
-//! once it answers `ruok`.
+//! one fewer than the CPUs available (at least one). One worker is the main thread itself (a
+//! single-threaded runtime, no tokio worker threads); more are tokio worker threads. Counted from
+//! the threads the process holds once it answers `ruok`.
 
 use std::process::{Command, Stdio};
 
@@ -38,9 +39,32 @@ fn tokio_worker_threads_is_honoured_without_the_flag() {
 }
 
 #[test]
+fn one_worker_is_the_main_thread() {
+    assert_eq!(workers_of(&["--worker-threads", "1"], &[]), 0);
+    assert_eq!(workers_of(&[], &[("TOKIO_WORKER_THREADS", Some("1"))]), 0);
+}
+
+#[test]
 fn by_default_one_core_is_left_to_the_log_and_snapshot_threads() {
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    assert_eq!(workers_of(&[], &[("TOKIO_WORKER_THREADS", None)]), cpus.saturating_sub(1).max(1));
+    let workers = cpus.saturating_sub(1).max(1);
+    let threads = if workers == 1 { 0 } else { workers };
+    assert_eq!(workers_of(&[], &[("TOKIO_WORKER_THREADS", None)]), threads);
+}
+
+#[test]
+fn a_bad_tokio_worker_threads_is_refused() {
+    for bad in ["0", "two"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+            .arg("serve")
+            .env("TOKIO_WORKER_THREADS", bad)
+            .stdin(Stdio::null())
+            .output()
+            .expect("warden runs");
+        assert!(!out.status.success(), "TOKIO_WORKER_THREADS={bad} was accepted");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("TOKIO_WORKER_THREADS must be a positive integer"), "{bad}: {stderr}");
+    }
 }
 
 #[test]
