@@ -52,29 +52,29 @@ fn by_default_one_core_is_left_to_the_log_and_snapshot_threads() {
     assert_eq!(workers_of(&[], &[("TOKIO_WORKER_THREADS", None)]), threads);
 }
 
+/// Runs `warden serve` with `args` and `env`, expects it to fail, and returns its stderr.
+fn refused(args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .arg("serve")
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .expect("warden runs");
+    assert!(!out.status.success(), "warden serve {args:?} with {env:?} was accepted");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[test]
 fn a_bad_tokio_worker_threads_is_refused() {
     for bad in ["0", "two"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_warden"))
-            .arg("serve")
-            .env("TOKIO_WORKER_THREADS", bad)
-            .stdin(Stdio::null())
-            .output()
-            .expect("warden runs");
-        assert!(!out.status.success(), "TOKIO_WORKER_THREADS={bad} was accepted");
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = refused(&[], &[("TOKIO_WORKER_THREADS", bad)]);
         assert!(stderr.contains("TOKIO_WORKER_THREADS must be a positive integer"), "{bad}: {stderr}");
     }
 }
 
 #[test]
 fn zero_workers_is_refused() {
-    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
-        .args(["serve", "--worker-threads", "0"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("warden runs");
-    assert!(!out.status.success(), "--worker-threads 0 was accepted");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused(&["--worker-threads", "0"], &[]);
     assert!(stderr.contains("--worker-threads"), "the error names the flag: {stderr}");
 }
