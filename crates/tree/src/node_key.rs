@@ -35,6 +35,11 @@ impl NodeKey {
     pub(crate) fn path(&self) -> &str {
         &self.path
     }
+
+    /// The path as stored, for holders that share it rather than copy it.
+    pub(crate) fn shared_path(&self) -> &Arc<str> {
+        &self.path
+    }
 }
 
 /// What both a stored key and a lookup probe show the map's comparisons.
@@ -215,6 +220,38 @@ mod tests {
         keys.sort();
         let sorted: Vec<&str> = keys.iter().map(NodeKey::path).collect();
         assert_eq!(sorted, ["/q/x-9", "/q/y-9", "/q/x-10", "/q/x-11"]);
+    }
+
+    /// Tree events carry the node map's own copy of their path, not a new one.
+    #[test]
+    fn events_share_the_stored_path() {
+        use std::sync::Arc;
+        use warden_proto::{Acl, Txn, TxnHeader};
+        let mut t = crate::DataTree::new();
+        let mut zxid = 0;
+        let mut apply = |t: &mut crate::DataTree, txn: Txn| {
+            zxid += 1;
+            let hdr = TxnHeader { client_id: 1, cxid: 0, zxid, time_ms: zxid, txn_type: 1 };
+            t.apply(&hdr, &txn).events
+        };
+        let create = |path: &str| Txn::Create {
+            path: path.into(),
+            data: None,
+            acl: Acl::open_unsafe(),
+            ephemeral: false,
+            parent_cversion: -1,
+        };
+        let stored = |t: &crate::DataTree, path: &str| t.get_with_path(path).unwrap().0.clone();
+        apply(&mut t, create("/p"));
+        let events = apply(&mut t, create("/p/c"));
+        assert_eq!(events.len(), 2);
+        assert!(Arc::ptr_eq(&events[0].path, &stored(&t, "/p/c")));
+        assert!(Arc::ptr_eq(&events[1].path, &stored(&t, "/p")));
+        let events = apply(&mut t, Txn::SetData { path: "/p/c".into(), data: Some(vec![1]), version: 1 });
+        assert!(Arc::ptr_eq(&events[0].path, &stored(&t, "/p/c")));
+        let events = apply(&mut t, Txn::Delete { path: "/p/c".into() });
+        assert_eq!(&*events[0].path, "/p/c");
+        assert!(Arc::ptr_eq(&events[1].path, &stored(&t, "/p")));
     }
 
     /// Two parents whose hashes collide share one run of keys: children, subtree walks and

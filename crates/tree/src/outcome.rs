@@ -57,8 +57,9 @@ pub enum TreeEventKind {
 /// One change to the tree, in apply order, for watch triggering.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TreeEvent {
-    /// The path the event is about (the parent for `ChildrenChanged`).
-    pub path: String,
+    /// The path the event is about (the parent for `ChildrenChanged`), shared with the node map's
+    /// key.
+    pub path: Arc<str>,
     /// What happened.
     pub kind: TreeEventKind,
     /// The zxid of the txn that caused it.

@@ -140,11 +140,19 @@ impl Prep {
 
     /// `getRecordForPath`: the pending state of `path`, else the tree's; NoNode if neither has it.
     fn record(&self, tree: &DataTree, path: &str) -> Result<PendingNode, ErrorCode> {
+        self.record_with_path(tree, path).map(|(_, node)| node)
+    }
+
+    /// As `record`, with a shared copy of the path (the pending record's or the node map's) for
+    /// `add_shared`, so that recording a change to an existing node copies no path.
+    fn record_with_path(&self, tree: &DataTree, path: &str) -> Result<(Arc<str>, PendingNode), ErrorCode> {
         if let Some(rec) = self.latest_record(path) {
-            return rec.node.clone().ok_or(ErrorCode::NoNode);
+            let node = rec.node.clone().ok_or(ErrorCode::NoNode)?;
+            return Ok((rec.path.clone(), node));
         }
-        let n = tree.node(path).ok_or(ErrorCode::NoNode)?;
-        Ok(PendingNode { stat: n.stat, child_count: i64::from(n.num_children), acl: n.acl.clone() })
+        // The paths recorded here are validated, never "" (which `DataTree::node` maps to "/").
+        let (stored, n) = tree.get_with_path(path).ok_or(ErrorCode::NoNode)?;
+        Ok((stored.clone(), PendingNode { stat: n.stat, child_count: i64::from(n.num_children), acl: n.acl.clone() }))
     }
 
     /// Whether `path` exists once pending changes apply (`record(..).is_ok()` without the copy).
@@ -166,6 +174,10 @@ impl Prep {
             Some((k, _)) => k.clone(),
             None => path.into(),
         };
+        self.add_shared(zxid, path, node);
+    }
+
+    fn add_shared(&mut self, zxid: i64, path: Arc<str>, node: Option<PendingNode>) {
         let rec = ChangeRecord { seq: self.next_seq, zxid, path: path.clone(), node };
         self.next_seq += 1;
         self.latest.insert(path, rec.seq);
@@ -216,7 +228,7 @@ impl Prep {
     ) -> Result<Txn, ErrorCode> {
         let parent_len = parent_and_validate(a.path, false)?.len();
         let acl = fixup_acl_owned(std::mem::take(a.acl), ctx.auth_ids)?;
-        let mut parent = self.record(tree, &a.path[..parent_len])?;
+        let (parent_path, mut parent) = self.record_with_path(tree, &a.path[..parent_len])?;
         if !check_acl(&parent.acl, perms::CREATE, ctx.auth_ids) {
             return Err(ErrorCode::NoAuth);
         }
@@ -226,8 +238,6 @@ impl Prep {
             use std::fmt::Write;
             let _ = write!(path, "{cversion:010}");
         }
-        // The parent is a prefix of the (possibly sequential) path.
-        let parent_path = &path[..parent_len];
         validate_path(&path)?;
         if self.exists(tree, &path) {
             return Err(ErrorCode::NodeExists);
@@ -242,7 +252,7 @@ impl Prep {
         parent.child_count += 1;
         parent.stat.cversion = new_cversion;
         parent.stat.pzxid = zxid;
-        self.add(zxid, parent_path, Some(parent));
+        self.add_shared(zxid, parent_path, Some(parent));
         let owner = create_owner(&a, ctx.session_id);
         let stat =
             StatPersisted { czxid: zxid, mzxid: zxid, pzxid: zxid, ephemeral_owner: owner, ..StatPersisted::default() };
@@ -258,39 +268,38 @@ impl Prep {
         path: String,
         version: i32,
     ) -> Result<Txn, ErrorCode> {
-        let parent_path = parent_and_validate(&path, true)?;
-        let parent = self.record(tree, parent_path)?;
+        let (parent_path, parent) = self.record_with_path(tree, parent_and_validate(&path, true)?)?;
         if !check_acl(&parent.acl, perms::DELETE, ctx.auth_ids) {
             return Err(ErrorCode::NoAuth);
         }
-        let node = self.record(tree, &path)?;
+        let (node_path, node) = self.record_with_path(tree, &path)?;
         check_and_inc_version(node.stat.version, version)?;
         if node.child_count > 0 {
             return Err(ErrorCode::NotEmpty);
         }
-        self.record_delete(zxid, parent_path, parent, &path);
+        self.record_delete(zxid, parent_path, parent, node_path);
         Ok(Txn::Delete { path })
     }
 
     fn prep_delete_container(&mut self, tree: &DataTree, zxid: i64, path: &str) -> Result<Txn, ErrorCode> {
         let parent_path = parent_and_validate(path, true)?;
-        let node = self.record(tree, path)?;
+        let (node_path, node) = self.record_with_path(tree, path)?;
         if node.child_count > 0 {
             return Err(ErrorCode::NotEmpty);
         }
         if is_session_ephemeral(node.stat.ephemeral_owner) {
             return Err(ErrorCode::BadVersion);
         }
-        let parent = self.record(tree, parent_path)?;
-        self.record_delete(zxid, parent_path, parent, path);
+        let (parent_path, parent) = self.record_with_path(tree, parent_path)?;
+        self.record_delete(zxid, parent_path, parent, node_path);
         Ok(Txn::DeleteContainer { path: path.to_string() })
     }
 
-    fn record_delete(&mut self, zxid: i64, parent_path: &str, mut parent: PendingNode, path: &str) {
+    fn record_delete(&mut self, zxid: i64, parent_path: Arc<str>, mut parent: PendingNode, path: Arc<str>) {
         parent.child_count -= 1;
         parent.stat.pzxid = zxid;
-        self.add(zxid, parent_path, Some(parent));
-        self.add(zxid, path, None);
+        self.add_shared(zxid, parent_path, Some(parent));
+        self.add_shared(zxid, path, None);
     }
 
     fn prep_set_data(
@@ -303,14 +312,14 @@ impl Prep {
         version: i32,
     ) -> Result<Txn, ErrorCode> {
         validate_path(&path)?;
-        let mut node = self.record(tree, &path)?;
+        let (stored, mut node) = self.record_with_path(tree, &path)?;
         if !check_acl(&node.acl, perms::WRITE, ctx.auth_ids) {
             return Err(ErrorCode::NoAuth);
         }
         let new_version = check_and_inc_version(node.stat.version, version)?;
         node.stat.version = new_version;
         node.stat.mzxid = zxid;
-        self.add(zxid, &path, Some(node));
+        self.add_shared(zxid, stored, Some(node));
         Ok(Txn::SetData { path, data, version: new_version })
     }
 
@@ -368,9 +377,8 @@ impl Prep {
             }
         }
         for path in &es {
-            let parent_path = crate::path::parent(path);
-            if let Ok(parent) = self.record(tree, parent_path) {
-                self.record_delete(zxid, parent_path, parent, path);
+            if let Ok((parent_path, parent)) = self.record_with_path(tree, crate::path::parent(path)) {
+                self.record_delete(zxid, parent_path, parent, path.as_str().into());
             } else {
                 self.add(zxid, path, None);
             }

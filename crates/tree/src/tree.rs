@@ -183,6 +183,12 @@ impl DataTree {
         self.nodes.get(Probe::new(path).view())
     }
 
+    /// The stored node at `path` with the map's own copy of the path, which callers that keep
+    /// the path (pending change records) share instead of copying.
+    pub(crate) fn get_with_path(&self, path: &str) -> Option<(&Arc<str>, &Znode)> {
+        self.nodes.get_key_value(Probe::new(path).view()).map(|(k, n)| (k.shared_path(), &**n))
+    }
+
     /// True if a node is stored at `path`.
     pub(crate) fn has(&self, path: &str) -> bool {
         self.get(path).is_some()
@@ -440,7 +446,7 @@ impl DataTree {
             self.nodes.insert(key, present);
             return Err(ErrorCode::NodeExists);
         }
-        let Some(parent_node) = stored_mut(&mut self.nodes, parent_path) else {
+        let Some((parent_key, parent_node)) = stored_mut_with_path(&mut self.nodes, parent_path) else {
             self.nodes.remove(&key);
             return Err(ErrorCode::NoNode);
         };
@@ -454,8 +460,8 @@ impl DataTree {
         parent_node.num_children += 1;
         self.index_owner(path, owner);
         self.quota_on_create(path, data_len);
-        ev.push(event(path, TreeEventKind::Created, zxid, acl));
-        ev.push(event(parent_path, TreeEventKind::ChildrenChanged, zxid, parent_acl));
+        ev.push(event(key.shared_path().clone(), TreeEventKind::Created, zxid, acl));
+        ev.push(event(parent_key, TreeEventKind::ChildrenChanged, zxid, parent_acl));
         Ok(client_stat)
     }
 
@@ -519,7 +525,7 @@ impl DataTree {
         }
         let parent_path = parent(path);
         let exists = self.has(path);
-        let p = self.node_mut(parent_path).ok_or(ErrorCode::NoNode)?;
+        let (parent_key, p) = stored_mut_with_path(&mut self.nodes, parent_path).ok_or(ErrorCode::NoNode)?;
         if exists {
             p.num_children -= 1;
         }
@@ -527,12 +533,12 @@ impl DataTree {
             p.stat.pzxid = zxid;
         }
         let parent_acl = p.acl.clone();
-        let node = self.nodes.remove(Probe::new(path).view()).ok_or(ErrorCode::NoNode)?;
+        let (key, node) = self.nodes.remove_with_key(Probe::new(path).view()).ok_or(ErrorCode::NoNode)?;
         self.data_size -= node_size(path, node.data.as_deref());
         self.unindex_owner(path, node.stat.ephemeral_owner);
         self.quota_on_delete(path, node.data_len());
-        ev.push(event(path, TreeEventKind::Deleted, zxid, node.acl.clone()));
-        ev.push(event(parent_path, TreeEventKind::ChildrenChanged, zxid, parent_acl));
+        ev.push(event(key.shared_path().clone(), TreeEventKind::Deleted, zxid, node.acl.clone()));
+        ev.push(event(parent_key, TreeEventKind::ChildrenChanged, zxid, parent_acl));
         Ok(())
     }
 
@@ -545,7 +551,7 @@ impl DataTree {
         time: i64,
         ev: &mut Vec<TreeEvent>,
     ) -> Result<Stat, ErrorCode> {
-        let n = self.node_mut(path).ok_or(ErrorCode::NoNode)?;
+        let (key, n) = stored_mut_with_path(&mut self.nodes, path).ok_or(ErrorCode::NoNode)?;
         let old_len = n.data_len();
         n.data = data;
         n.stat.mtime = time;
@@ -556,7 +562,7 @@ impl DataTree {
         let new_len = n.data_len();
         self.data_size = self.data_size + new_len as u64 - old_len as u64;
         self.quota_on_set_data(path, new_len as i64 - old_len as i64);
-        ev.push(event(path, TreeEventKind::DataChanged, zxid, acl));
+        ev.push(event(key, TreeEventKind::DataChanged, zxid, acl));
         Ok(stat)
     }
 
@@ -689,6 +695,11 @@ pub(crate) fn stored_mut<'a>(nodes: &'a mut NodeMap, path: &str) -> Option<&'a m
     nodes.get_mut(Probe::new(path).view()).map(Arc::make_mut)
 }
 
+/// As [`stored_mut`], with the map's copy of the path (for events, which share it).
+fn stored_mut_with_path<'a>(nodes: &'a mut NodeMap, path: &str) -> Option<(Arc<str>, &'a mut Znode)> {
+    nodes.get_key_value_mut(Probe::new(path).view()).map(|(k, n)| (k.shared_path().clone(), Arc::make_mut(n)))
+}
+
 /// A node's data: the data already moved out of the txn if there is one, else a copy of `data`.
 fn node_data(taken: &mut Option<Option<Vec<u8>>>, data: &Option<Vec<u8>>) -> Option<Box<[u8]>> {
     match taken.take() {
@@ -704,8 +715,8 @@ fn created(path: &str, r: Result<Stat, ErrorCode>) -> TxnResult {
     }
 }
 
-fn event(path: &str, kind: TreeEventKind, zxid: i64, acl: Arc<[Acl]>) -> TreeEvent {
-    TreeEvent { path: path.to_string(), kind, zxid, acl }
+fn event(path: Arc<str>, kind: TreeEventKind, zxid: i64, acl: Arc<[Acl]>) -> TreeEvent {
+    TreeEvent { path, kind, zxid, acl }
 }
 
 /// Maps a wire error value; codes ZooKeeper does not define become `SystemError`.

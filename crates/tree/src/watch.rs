@@ -73,7 +73,10 @@ impl WatchManager {
     /// skipped (their one-shot entries are still consumed).
     pub fn trigger(&mut self, ev: &TreeEvent) -> Vec<FiredWatch> {
         let fire = |conns: &BTreeSet<u64>, t: WatchEventType| -> Vec<FiredWatch> {
-            conns.iter().map(|&conn| FiredWatch { conn, event_type: t, path: ev.path.clone(), zxid: ev.zxid }).collect()
+            conns
+                .iter()
+                .map(|&conn| FiredWatch { conn, event_type: t, path: ev.path.to_string(), zxid: ev.zxid })
+                .collect()
         };
         match ev.kind {
             TreeEventKind::Created => fire(&self.data.trigger(&ev.path), WatchEventType::NodeCreated),

@@ -91,7 +91,7 @@ fn events_of_each_txn() {
     let c =
         Txn::Create { path: "/a".into(), data: None, acl: Acl::open_unsafe(), ephemeral: false, parent_cversion: 1 };
     let out = t.apply(&hdr(1, 0, 0), &c);
-    let kinds: Vec<_> = out.events.iter().map(|e| (e.path.as_str(), e.kind, e.zxid)).collect();
+    let kinds: Vec<_> = out.events.iter().map(|e| (&*e.path, e.kind, e.zxid)).collect();
     assert_eq!(kinds, vec![("/a", TreeEventKind::Created, 1), ("/", TreeEventKind::ChildrenChanged, 1)]);
     let out = t.apply(&hdr(2, 0, 0), &Txn::SetData { path: "/a".into(), data: None, version: 1 });
     assert_eq!(out.events.len(), 1);
@@ -99,7 +99,7 @@ fn events_of_each_txn() {
     let out = t.apply(&hdr(3, 0, 0), &Txn::SetAcl { path: "/a".into(), acl: Acl::read_unsafe(), version: 1 });
     assert!(out.events.is_empty());
     let out = t.apply(&hdr(4, 0, 0), &Txn::Delete { path: "/a".into() });
-    let kinds: Vec<_> = out.events.iter().map(|e| (e.path.as_str(), e.kind)).collect();
+    let kinds: Vec<_> = out.events.iter().map(|e| (&*e.path, e.kind)).collect();
     assert_eq!(kinds, vec![("/a", TreeEventKind::Deleted), ("/", TreeEventKind::ChildrenChanged)]);
     assert_eq!(*out.events[0].acl, *Acl::read_unsafe(), "deleted node's ACL travels with the event");
 }
