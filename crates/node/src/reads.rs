@@ -161,12 +161,12 @@ impl Node {
         self.conn_ids(conn)
             .iter()
             .map(|id| {
-                let user = match id.scheme.as_str() {
+                let user = match &*id.scheme {
                     "digest" => id.id.split(':').next().unwrap_or_default().to_string(),
-                    "ip" => id.id.clone(),
+                    "ip" => id.id.to_string(),
                     _ => String::new(),
                 };
-                ClientInfo { auth_scheme: id.scheme.clone(), user }
+                ClientInfo { auth_scheme: id.scheme.to_string(), user }
             })
             .collect()
     }

@@ -1,5 +1,7 @@
 //! Records of ZooKeeper's `data` module: Id, ACL, Stat, StatPersisted (reference section 5.1, 12.1).
 
+use std::borrow::Cow;
+
 use crate::jute::{DecodeError, Reader, Record, Writer};
 
 /// Permission bits of an ACL entry.
@@ -13,19 +15,28 @@ pub mod perms {
 }
 
 /// An identity: scheme plus id, e.g. `world:anyone`, `digest:user:hash`, `ip:10.0.0.0/8`.
+///
+/// Decoding borrows the schemes ZooKeeper defines and the id `anyone` from static strings, so the
+/// ACL of nearly every create (`world:anyone`), of every txn replayed from a log, costs no string
+/// allocations.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Id {
-    pub scheme: String,
-    pub id: String,
+    pub scheme: Cow<'static, str>,
+    pub id: Cow<'static, str>,
 }
+
+/// The schemes decoding borrows rather than allocates.
+const KNOWN_SCHEMES: &[&str] = &["world", "digest", "ip", "auth", "sasl", "x509", "super"];
+/// The ids decoding borrows rather than allocates.
+const KNOWN_IDS: &[&str] = &["anyone"];
 
 impl Id {
     pub fn new(scheme: impl Into<String>, id: impl Into<String>) -> Self {
-        Self { scheme: scheme.into(), id: id.into() }
+        Self { scheme: Cow::Owned(scheme.into()), id: Cow::Owned(id.into()) }
     }
 
     pub fn anyone() -> Self {
-        Self::new("world", "anyone")
+        Self { scheme: Cow::Borrowed("world"), id: Cow::Borrowed("anyone") }
     }
 }
 
@@ -35,7 +46,7 @@ impl Record for Id {
         w.write_ustring(&self.id);
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(Self { scheme: r.read_ustring()?, id: r.read_ustring()? })
+        Ok(Self { scheme: r.read_ustring_known(KNOWN_SCHEMES)?, id: r.read_ustring_known(KNOWN_IDS)? })
     }
 }
 
@@ -188,5 +199,21 @@ mod tests {
         let b = s.to_bytes();
         assert_eq!(b.len(), 68);
         assert_eq!(Stat::from_bytes(&b).unwrap(), s);
+    }
+
+    /// Known schemes and `anyone` decode as borrowed static strings; anything else is owned.
+    #[test]
+    fn known_ids_decode_without_allocating() {
+        let anyone = Acl::from_bytes(&Acl::new(perms::ALL, Id::new("world", "anyone")).to_bytes()).unwrap();
+        assert_eq!(anyone, Acl::open_unsafe()[0]);
+        assert!(matches!((&anyone.id.scheme, &anyone.id.id), (Cow::Borrowed("world"), Cow::Borrowed("anyone"))));
+        let digest = Id::from_bytes(&Id::new("digest", "u:h").to_bytes()).unwrap();
+        assert!(matches!(digest.scheme, Cow::Borrowed("digest")));
+        assert!(matches!(&digest.id, Cow::Owned(id) if id == "u:h"));
+        let other = Id::from_bytes(&Id::new("worlds", "any").to_bytes()).unwrap();
+        assert!(matches!((&other.scheme, &other.id), (Cow::Owned(_), Cow::Owned(_))));
+        assert_eq!(other, Id::new("worlds", "any"));
+        assert_eq!(Id::from_bytes(&[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]).unwrap(), Id::new("", ""));
+        assert!(Id::from_bytes(&[0, 0, 0, 1, 0xff, 0, 0, 0, 0]).is_err(), "not UTF-8");
     }
 }

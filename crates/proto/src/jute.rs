@@ -1,6 +1,8 @@
 //! Jute binary encoding (reference section 1): big-endian integers, length-prefixed strings and buffers
 //! where -1 means null, vectors with a count prefix, records as their fields back to back.
 
+use std::borrow::Cow;
+
 use thiserror::Error;
 
 /// Why bytes could not be decoded. `Incomplete` is not an error in a stream: wait for more bytes.
@@ -127,6 +129,17 @@ impl<'a> Reader<'a> {
     /// A string where null reads as empty (what the Java server effectively does for paths).
     pub fn read_ustring(&mut self) -> Result<String, DecodeError> {
         Ok(self.read_ustring_opt()?.unwrap_or_default())
+    }
+
+    /// As `read_ustring`, borrowing the string from `known` instead of allocating when it is one
+    /// of them.
+    pub fn read_ustring_known(&mut self, known: &[&'static str]) -> Result<Cow<'static, str>, DecodeError> {
+        let Some(n) = self.read_len()? else { return Ok(Cow::Borrowed("")) };
+        let b = self.take(n)?;
+        if let Some(k) = known.iter().find(|k| k.as_bytes() == b) {
+            return Ok(Cow::Borrowed(k));
+        }
+        String::from_utf8(b.to_vec()).map(Cow::Owned).map_err(|_| DecodeError::BadUtf8)
     }
 
     /// A vector of records; null reads as empty.

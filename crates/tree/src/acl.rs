@@ -77,7 +77,7 @@ fn bit(bytes: &[u8], i: usize) -> bool {
 
 /// `isValid` of the provider for an ACL id; unknown schemes are invalid.
 fn id_is_valid(id: &Id) -> bool {
-    match id.scheme.as_str() {
+    match &*id.scheme {
         // Java's split(":") drops trailing empty strings; exactly two parts are required.
         "digest" => java_split_count(&id.id, ':') == 2,
         "ip" => parse_cidr(&id.id).is_some(),
@@ -163,7 +163,7 @@ pub fn mask_digests_for_get_acl(acl: &[Acl]) -> Vec<Acl> {
             }
             let masked = match a.id.id.split_once(':') {
                 Some((user, _)) => format!("{user}:x"),
-                None => a.id.id.clone(),
+                None => a.id.id.to_string(),
             };
             Acl::new(a.perms, Id::new("digest", masked))
         })
