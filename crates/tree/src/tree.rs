@@ -294,29 +294,29 @@ impl DataTree {
 
     /// Applies a committed txn. Updates `last_processed_zxid` to the header's zxid if higher.
     pub fn apply(&mut self, hdr: &TxnHeader, txn: &Txn) -> ApplyOutcome {
-        self.apply_with(hdr, txn, &mut None, Vec::new())
+        self.apply_with(hdr, txn, &mut Taken::default(), Vec::new())
     }
 
-    /// As `apply`, moving the data of a create or setData into the node instead of copying it
-    /// (the txn is left with no data; a multi's data is copied). The events go into `events`, an
-    /// empty list whose allocation the caller reuses from one apply to the next.
+    /// As `apply`, moving the data of a create or setData into the node instead of copying it,
+    /// and a create's path into its result (the txn is left with neither; a multi's are copied).
+    /// The events go into `events`, an empty list whose allocation the caller reuses from one
+    /// apply to the next.
     pub fn apply_taking_data(&mut self, hdr: &TxnHeader, txn: &mut Txn, events: Vec<TreeEvent>) -> ApplyOutcome {
         let mut taken = match txn {
-            Txn::Create { data, .. }
-            | Txn::CreateContainer { data, .. }
-            | Txn::CreateTtl { data, .. }
-            | Txn::SetData { data, .. } => Some(data.take()),
-            _ => None,
+            Txn::Create { data, path, .. }
+            | Txn::CreateContainer { data, path, .. }
+            | Txn::CreateTtl { data, path, .. } => Taken { data: Some(data.take()), path: Some(std::mem::take(path)) },
+            Txn::SetData { data, .. } => Taken { data: Some(data.take()), path: None },
+            _ => Taken::default(),
         };
         self.apply_with(hdr, txn, &mut taken, events)
     }
 
-    /// `taken`: the top-level txn's data, already moved out of it.
     fn apply_with(
         &mut self,
         hdr: &TxnHeader,
         txn: &Txn,
-        taken: &mut Option<Option<Vec<u8>>>,
+        taken: &mut Taken,
         mut events: Vec<TreeEvent>,
     ) -> ApplyOutcome {
         debug_assert!(events.is_empty());
@@ -327,39 +327,35 @@ impl DataTree {
         ApplyOutcome { result, events }
     }
 
-    fn apply_one(
-        &mut self,
-        hdr: &TxnHeader,
-        txn: &Txn,
-        taken: &mut Option<Option<Vec<u8>>>,
-        ev: &mut Vec<TreeEvent>,
-    ) -> TxnResult {
+    fn apply_one(&mut self, hdr: &TxnHeader, txn: &Txn, taken: &mut Taken, ev: &mut Vec<TreeEvent>) -> TxnResult {
         let (zxid, time) = (hdr.zxid, hdr.time_ms);
         match txn {
             Txn::Create { path, data, acl, ephemeral, parent_cversion } => {
                 let owner = if *ephemeral { hdr.client_id } else { 0 };
-                let data = node_data(taken, data);
-                let r = self.create_node(path, data, acl, owner, *parent_cversion, zxid, time, ev);
+                let (path, data) = taken.create(path, data);
+                let r = self.create_node(&path, data, acl, owner, *parent_cversion, zxid, time, ev);
                 if r == Err(ErrorCode::NodeExists) {
-                    self.adjust_parent_cversion(path, *parent_cversion, zxid);
+                    self.adjust_parent_cversion(&path, *parent_cversion, zxid);
                 }
                 created(path, r)
             }
             Txn::CreateContainer { path, data, acl, parent_cversion } => {
-                let data = node_data(taken, data);
-                created(path, self.create_node(path, data, acl, CONTAINER_OWNER, *parent_cversion, zxid, time, ev))
+                let (path, data) = taken.create(path, data);
+                let r = self.create_node(&path, data, acl, CONTAINER_OWNER, *parent_cversion, zxid, time, ev);
+                created(path, r)
             }
             Txn::CreateTtl { path, data, acl, parent_cversion, ttl_ms } => {
                 let owner = ttl_owner(*ttl_ms);
-                let data = node_data(taken, data);
-                created(path, self.create_node(path, data, acl, owner, *parent_cversion, zxid, time, ev))
+                let (path, data) = taken.create(path, data);
+                let r = self.create_node(&path, data, acl, owner, *parent_cversion, zxid, time, ev);
+                created(path, r)
             }
             Txn::Delete { path } | Txn::DeleteContainer { path } => match self.delete_node(path, zxid, ev) {
                 Ok(()) => TxnResult::Deleted,
                 Err(e) => TxnResult::Error(e),
             },
             Txn::SetData { path, data, version } => {
-                match self.set_data(path, node_data(taken, data), *version, zxid, time, ev) {
+                match self.set_data(path, node_data(&mut taken.data, data), *version, zxid, time, ev) {
                     Ok(stat) => TxnResult::SetData { stat },
                     Err(e) => TxnResult::Error(e),
                 }
@@ -396,7 +392,7 @@ impl DataTree {
                 Txn::Multi(_) | Txn::CreateSession { .. } | Txn::CloseSession { .. } => {
                     TxnResult::Error(ErrorCode::BadArguments)
                 }
-                _ => self.apply_one(hdr, t, &mut None, ev),
+                _ => self.apply_one(hdr, t, &mut Taken::default(), ev),
             };
             results.push(r);
         }
@@ -708,9 +704,26 @@ fn node_data(taken: &mut Option<Option<Vec<u8>>>, data: &Option<Vec<u8>>) -> Opt
     }
 }
 
-fn created(path: &str, r: Result<Stat, ErrorCode>) -> TxnResult {
+/// What `apply_taking_data` moved out of the top-level txn.
+#[derive(Default)]
+struct Taken {
+    /// The data of a create or setData.
+    data: Option<Option<Vec<u8>>>,
+    /// The path of a create, which becomes the path of its result.
+    path: Option<String>,
+}
+
+impl Taken {
+    /// A create's path (for its result) and data (for its node): moved if taken, else copied.
+    fn create(&mut self, path: &str, data: &Option<Vec<u8>>) -> (String, Option<Box<[u8]>>) {
+        let path = self.path.take().unwrap_or_else(|| path.to_string());
+        (path, node_data(&mut self.data, data))
+    }
+}
+
+fn created(path: String, r: Result<Stat, ErrorCode>) -> TxnResult {
     match r {
-        Ok(stat) => TxnResult::Created { path: path.to_string(), stat },
+        Ok(stat) => TxnResult::Created { path, stat },
         Err(e) => TxnResult::Error(e),
     }
 }

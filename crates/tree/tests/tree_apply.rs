@@ -356,8 +356,9 @@ fn digest_is_equal_for_equal_histories_and_sees_data_stat_and_acl() {
     assert_ne!(n.tree.digest(), e.tree.digest());
 }
 
-/// `apply_taking_data` moves a create's and a setData's data into the node (the txn keeps none)
-/// and otherwise applies exactly as `apply` does; a multi's data is copied.
+/// `apply_taking_data` moves a create's and a setData's data into the node and a create's path into
+/// its result (the txn keeps neither) and otherwise applies exactly as `apply` does; a multi's data
+/// is copied.
 #[test]
 fn taking_data_applies_as_copying_does() {
     let txns = vec![
@@ -393,11 +394,22 @@ fn taking_data_applies_as_copying_does() {
         let h = hdr(i as i64 + 1, 1000, 5);
         let want = copying.apply(&h, &txn);
         let mut moved = txn.clone();
+        let path_at = match &moved {
+            Txn::Create { path, .. } => Some(path.as_ptr()),
+            _ => None,
+        };
         let got = taking.apply_taking_data(&h, &mut moved, Vec::new());
         assert_eq!(got.result, want.result, "{txn:?}");
         assert_eq!(got.events.len(), want.events.len());
+        if let (Some(at), TxnResult::Created { path, .. }) = (path_at, &got.result) {
+            assert_eq!(path.as_ptr(), at, "the result holds the txn's own path");
+        }
         match moved {
-            Txn::Create { data, .. } | Txn::SetData { data, .. } => assert_eq!(data, None, "data moved out of {txn:?}"),
+            Txn::Create { data, path, .. } => {
+                assert_eq!(data, None, "data moved out of {txn:?}");
+                assert_eq!(path, "", "path moved out of {txn:?}");
+            }
+            Txn::SetData { data, .. } => assert_eq!(data, None, "data moved out of {txn:?}"),
             other => assert_eq!(other, txn, "a multi keeps its data"),
         }
     }
