@@ -170,11 +170,15 @@ impl Prep {
     }
 
     fn add(&mut self, zxid: i64, path: &str, node: Option<PendingNode>) {
-        let path: Arc<str> = match self.latest.get_key_value(path) {
+        self.add_shared(zxid, self.shared(path), node);
+    }
+
+    /// `path` as the latest map already holds it, else a new copy.
+    fn shared(&self, path: &str) -> Arc<str> {
+        match self.latest.get_key_value(path) {
             Some((k, _)) => k.clone(),
             None => path.into(),
-        };
-        self.add_shared(zxid, path, node);
+        }
     }
 
     fn add_shared(&mut self, zxid: i64, path: Arc<str>, node: Option<PendingNode>) {
@@ -378,7 +382,7 @@ impl Prep {
         }
         for path in &es {
             if let Ok((parent_path, parent)) = self.record_with_path(tree, crate::path::parent(path)) {
-                self.record_delete(zxid, parent_path, parent, path.as_str().into());
+                self.record_delete(zxid, parent_path, parent, self.shared(path));
             } else {
                 self.add(zxid, path, None);
             }

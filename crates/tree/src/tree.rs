@@ -355,7 +355,7 @@ impl DataTree {
                 Err(e) => TxnResult::Error(e),
             },
             Txn::SetData { path, data, version } => {
-                match self.set_data(path, node_data(&mut taken.data, data), *version, zxid, time, ev) {
+                match self.set_data(path, taken.data(data), *version, zxid, time, ev) {
                     Ok(stat) => TxnResult::SetData { stat },
                     Err(e) => TxnResult::Error(e),
                 }
@@ -696,14 +696,6 @@ fn stored_mut_with_path<'a>(nodes: &'a mut NodeMap, path: &str) -> Option<(Arc<s
     nodes.get_key_value_mut(Probe::new(path).view()).map(|(k, n)| (k.shared_path().clone(), Arc::make_mut(n)))
 }
 
-/// A node's data: the data already moved out of the txn if there is one, else a copy of `data`.
-fn node_data(taken: &mut Option<Option<Vec<u8>>>, data: &Option<Vec<u8>>) -> Option<Box<[u8]>> {
-    match taken.take() {
-        Some(moved) => moved.map(Vec::into_boxed_slice),
-        None => data.as_deref().map(Box::from),
-    }
-}
-
 /// What `apply_taking_data` moved out of the top-level txn.
 #[derive(Default)]
 struct Taken {
@@ -714,10 +706,18 @@ struct Taken {
 }
 
 impl Taken {
+    /// A node's data: the data already moved out of the txn if there is one, else a copy of `data`.
+    fn data(&mut self, data: &Option<Vec<u8>>) -> Option<Box<[u8]>> {
+        match self.data.take() {
+            Some(moved) => moved.map(Vec::into_boxed_slice),
+            None => data.as_deref().map(Box::from),
+        }
+    }
+
     /// A create's path (for its result) and data (for its node): moved if taken, else copied.
     fn create(&mut self, path: &str, data: &Option<Vec<u8>>) -> (String, Option<Box<[u8]>>) {
         let path = self.path.take().unwrap_or_else(|| path.to_string());
-        (path, node_data(&mut self.data, data))
+        (path, self.data(data))
     }
 }
 
