@@ -691,7 +691,7 @@ impl Node {
         if let Err(e) = self.watches.check_invariants() {
             panic!("watch invariant: {e}");
         }
-        if let Err(e) = self.prep.check_invariants() {
+        if let Err(e) = self.prep.check_invariants(&self.tree) {
             panic!("prep invariant: {e}");
         }
         self.sessions.check_invariants();

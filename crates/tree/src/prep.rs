@@ -20,6 +20,10 @@ struct PendingNode {
     stat: StatPersisted,
     child_count: i64,
     acl: Arc<[Acl]>,
+    /// The child counter wrapped in this record or one it was made from: the applied tree keeps
+    /// the counter from before the wrap (`createNode` only moves it forward), so from here on the
+    /// records of this node differ from what the tree will hold.
+    wrapped: bool,
 }
 
 /// One pending change; `node` is `None` for a pending delete.
@@ -29,18 +33,30 @@ struct ChangeRecord {
     zxid: i64,
     path: Arc<str>,
     node: Option<PendingNode>,
+    /// A parent whose children changed: kept in `applied_parents` once its txn applies.
+    parent: bool,
 }
 
 /// Pending change records, oldest first, plus the latest record per path (as its `seq`).
 ///
 /// The records in `outstanding` have consecutive `seq` numbers, so the record with sequence
 /// number `s` sits at index `s - front.seq`: the latest map holds only that number.
+///
+/// `applied_parents` keeps, for parents whose children changed recently, the state their last
+/// applied record gave them: the tree's state of those fields, since in the role that preps (leader
+/// or standalone) every change to the tree is prepped here first and applies as prepped. Creates
+/// under one parent (sequential nodes, queues, locks) then find the parent without a descent of the
+/// node map. A role change or a new tree clears it with the rest (`clear`, `Prep::new`).
 #[derive(Debug, Clone, Default)]
 pub struct Prep {
     outstanding: VecDeque<ChangeRecord>,
     latest: HashMap<Arc<str>, u64, crate::FastHash>,
     next_seq: u64,
+    applied_parents: HashMap<Arc<str>, PendingNode, crate::FastHash>,
 }
+
+/// At most this many applied parents are kept; reaching it starts the map again.
+const APPLIED_PARENTS: usize = 2048;
 
 /// A create request after flag and TTL decoding.
 /// A create's request fields; the path and ACL are taken from the op (it is not used again).
@@ -150,16 +166,22 @@ impl Prep {
             let node = rec.node.clone().ok_or(ErrorCode::NoNode)?;
             return Ok((rec.path.clone(), node));
         }
+        if let Some((stored, node)) = self.applied_parents.get_key_value(path) {
+            return Ok((stored.clone(), node.clone()));
+        }
         // The paths recorded here are validated, never "" (which `DataTree::node` maps to "/").
         let (stored, n) = tree.get_with_path(path).ok_or(ErrorCode::NoNode)?;
-        Ok((stored.clone(), PendingNode { stat: n.stat, child_count: i64::from(n.num_children), acl: n.acl.clone() }))
+        Ok((
+            stored.clone(),
+            PendingNode { stat: n.stat, child_count: i64::from(n.num_children), acl: n.acl.clone(), wrapped: false },
+        ))
     }
 
     /// Whether `path` exists once pending changes apply (`record(..).is_ok()` without the copy).
     fn exists(&self, tree: &DataTree, path: &str) -> bool {
         match self.latest_record(path) {
             Some(rec) => rec.node.is_some(),
-            None => tree.node(path).is_some(),
+            None => self.applied_parents.contains_key(path) || tree.node(path).is_some(),
         }
     }
 
@@ -173,6 +195,15 @@ impl Prep {
         self.add_shared(zxid, self.shared(path), node);
     }
 
+    /// Records a parent's new state (its children changed); `keep`: the applied tree will hold
+    /// this state, so it may serve later preps once applied.
+    fn add_parent(&mut self, zxid: i64, path: Arc<str>, node: PendingNode, keep: bool) {
+        self.add_shared(zxid, path, Some(node));
+        if let Some(r) = self.outstanding.back_mut() {
+            r.parent = keep;
+        }
+    }
+
     /// `path` as the latest map already holds it, else a new copy.
     fn shared(&self, path: &str) -> Arc<str> {
         match self.latest.get_key_value(path) {
@@ -182,7 +213,7 @@ impl Prep {
     }
 
     fn add_shared(&mut self, zxid: i64, path: Arc<str>, node: Option<PendingNode>) {
-        let rec = ChangeRecord { seq: self.next_seq, zxid, path: path.clone(), node };
+        let rec = ChangeRecord { seq: self.next_seq, zxid, path: path.clone(), node, parent: false };
         self.next_seq += 1;
         self.latest.insert(path, rec.seq);
         self.outstanding.push_back(rec);
@@ -214,13 +245,29 @@ impl Prep {
             if self.latest.get(&r.path).is_some_and(|&l| l == r.seq) {
                 self.latest.remove(&r.path);
             }
+            match r.node {
+                Some(node) if r.parent => {
+                    if self.applied_parents.len() >= APPLIED_PARENTS {
+                        self.applied_parents.clear();
+                    }
+                    self.applied_parents.insert(r.path, node);
+                }
+                // Any other change to the node: the tree holds its state.
+                _ => {
+                    if !self.applied_parents.is_empty() {
+                        self.applied_parents.remove(&r.path);
+                    }
+                }
+            }
         }
     }
 
-    /// Forgets every pending change (e.g. when leadership is lost).
+    /// Forgets every pending change and applied parent (e.g. when leadership is lost: the tree
+    /// changes next by txns prepped elsewhere).
     pub fn clear(&mut self) {
         self.outstanding.clear();
         self.latest.clear();
+        self.applied_parents.clear();
     }
 
     fn prep_create(
@@ -256,11 +303,13 @@ impl Prep {
         parent.child_count += 1;
         parent.stat.cversion = new_cversion;
         parent.stat.pzxid = zxid;
-        self.add_shared(zxid, parent_path, Some(parent));
+        parent.wrapped |= new_cversion < cversion;
+        let keep = !parent.wrapped;
+        self.add_parent(zxid, parent_path, parent, keep);
         let owner = create_owner(&a, ctx.session_id);
         let stat =
             StatPersisted { czxid: zxid, mzxid: zxid, pzxid: zxid, ephemeral_owner: owner, ..StatPersisted::default() };
-        self.add(zxid, &path, Some(PendingNode { stat, child_count: 0, acl: pending_acl }));
+        self.add(zxid, &path, Some(PendingNode { stat, child_count: 0, acl: pending_acl, wrapped: false }));
         Ok(create_txn(a, path, acl, new_cversion))
     }
 
@@ -302,7 +351,8 @@ impl Prep {
     fn record_delete(&mut self, zxid: i64, parent_path: Arc<str>, mut parent: PendingNode, path: Arc<str>) {
         parent.child_count -= 1;
         parent.stat.pzxid = zxid;
-        self.add_shared(zxid, parent_path, Some(parent));
+        let keep = !parent.wrapped;
+        self.add_parent(zxid, parent_path, parent, keep);
         self.add_shared(zxid, path, None);
     }
 
@@ -390,9 +440,10 @@ impl Prep {
         Txn::CloseSession { paths_to_delete: es.into_iter().collect() }
     }
 
-    /// Checks that the latest-per-path map mirrors the newest outstanding record of each path
-    /// and that zxids never decrease.
-    pub fn check_invariants(&self) -> Result<(), String> {
+    /// Checks that the latest-per-path map mirrors the newest outstanding record of each path,
+    /// that zxids never decrease, and that each applied parent without a pending record shows
+    /// what `tree` holds.
+    pub fn check_invariants(&self, tree: &DataTree) -> Result<(), String> {
         let mut last = i64::MIN;
         let mut newest: HashMap<&str, u64> = HashMap::new();
         for (i, r) in self.outstanding.iter().enumerate() {
@@ -413,6 +464,26 @@ impl Prep {
         for (path, seq) in &self.latest {
             if newest.get(&**path) != Some(seq) {
                 return Err(format!("{path}: latest record is not the newest outstanding one"));
+            }
+        }
+        let seen = |n: &PendingNode| {
+            (n.stat.version, n.stat.cversion, n.stat.aversion, n.stat.ephemeral_owner, n.child_count, n.acl.to_vec())
+        };
+        for (path, kept) in &self.applied_parents {
+            if self.latest.contains_key(path) {
+                continue;
+            }
+            let Some(n) = tree.get(path) else {
+                return Err(format!("applied parent {path} is not in the tree"));
+            };
+            let held = PendingNode {
+                stat: n.stat,
+                child_count: i64::from(n.num_children),
+                acl: n.acl.clone(),
+                wrapped: false,
+            };
+            if seen(kept) != seen(&held) {
+                return Err(format!("applied parent {path}: kept {:?}, tree {:?}", seen(kept), seen(&held)));
             }
         }
         Ok(())

@@ -347,3 +347,37 @@ fn close_session_includes_pending_ephemerals() {
     assert_eq!(h.tree.children("/").unwrap(), vec!["zookeeper"]);
     assert_eq!(h.prep.pending_count(), 0);
 }
+
+#[test]
+fn applied_parents_follow_the_tree() {
+    // Creates and deletes under one parent, each applied before the next prep: the parent's
+    // applied state serves the next prep (the harness checks it against the tree after every
+    // apply), so sequence numbers, NotEmpty and NodeExists still follow the tree.
+    let mut h = Harness::new();
+    h.write(1, create("/q", 0)).unwrap();
+    for i in 0..5 {
+        assert_eq!(created_path(&h.write(1, create("/q/n-", 2)).unwrap()), format!("/q/n-{i:010}"));
+    }
+    h.write(1, delete("/q/n-0000000001", -1)).unwrap();
+    assert_eq!(h.prep_only(1, &delete("/q", -1)).map(|_| ()), Err(ErrorCode::NotEmpty));
+    assert_eq!(h.prep_only(1, &create("/q/n-0000000002", 0)).map(|_| ()), Err(ErrorCode::NodeExists));
+    assert_eq!(created_path(&h.write(1, create("/q/n-", 2)).unwrap()), "/q/n-0000000005");
+    for i in [0, 2, 3, 4, 5] {
+        h.write(1, delete(&format!("/q/n-{i:010}"), -1)).unwrap();
+    }
+    h.write(1, delete("/q", -1)).unwrap();
+    assert_eq!(h.prep_only(1, &create("/q/x", 0)).map(|_| ()), Err(ErrorCode::NoNode));
+
+    // A txn prepped elsewhere (as a follower applies the leader's) changes the parent behind
+    // this Prep's back; `clear`, which every role change does, makes the next prep read the tree.
+    h.write(1, create("/r", 0)).unwrap();
+    h.write(1, create("/r/", 2)).unwrap();
+    h.zxid += 1;
+    let c =
+        Txn::Create { path: "/r/b".into(), data: None, acl: Acl::open_unsafe(), ephemeral: false, parent_cversion: 2 };
+    h.tree.apply(&h.header(1, h.zxid, &c), &c);
+    assert!(h.prep.check_invariants(&h.tree).is_err(), "the kept parent no longer matches the tree");
+    h.prep.clear();
+    h.check();
+    assert_eq!(created_path(&h.write(1, create("/r/", 2)).unwrap()), "/r/0000000002");
+}
