@@ -155,6 +155,11 @@ fn order_of(path: &str) -> u64 {
     (hash32(parent(path)) << 32) | name_word(basename(path))
 }
 
+/// The low half of `path`'s order word: what `Znode::child_bound` bounds.
+pub(crate) fn child_word(path: &str) -> u32 {
+    name_word(basename(path)) as u32
+}
+
 /// The low half of a key's order word: the number a name ends with (its last nine digits at most,
 /// which fit 32 bits), or the name's hash if it does not end in a digit.
 fn name_word(name: &str) -> u64 {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use warden_proto::{perms, Acl, ErrorCode, StatPersisted, Txn};
 
 use crate::acl::{check_acl, fixup_acl_owned};
+use crate::node_key::child_word;
 use crate::owner::{is_session_ephemeral, ttl_owner, CONTAINER_OWNER, MAX_TTL_MS};
 use crate::path::{is_special_path, validate_path};
 use crate::tree::DataTree;
@@ -20,6 +21,8 @@ struct PendingNode {
     stat: StatPersisted,
     child_count: i64,
     acl: Arc<[Acl]>,
+    /// `Znode::child_bound` as the applied tree will hold it.
+    child_bound: u32,
     /// The child counter wrapped in this record or one it was made from: the applied tree keeps
     /// the counter from before the wrap (`createNode` only moves it forward), so from here on the
     /// records of this node differ from what the tree will hold.
@@ -173,7 +176,13 @@ impl Prep {
         let (stored, n) = tree.get_with_path(path).ok_or(ErrorCode::NoNode)?;
         Ok((
             stored.clone(),
-            PendingNode { stat: n.stat, child_count: i64::from(n.num_children), acl: n.acl.clone(), wrapped: false },
+            PendingNode {
+                stat: n.stat,
+                child_count: i64::from(n.num_children),
+                acl: n.acl.clone(),
+                child_bound: n.child_bound,
+                wrapped: false,
+            },
         ))
     }
 
@@ -290,7 +299,11 @@ impl Prep {
             let _ = write!(path, "{cversion:010}");
         }
         validate_path(&path)?;
-        if self.exists(tree, &path) {
+        // A name word above the parent's bound (the next number of a sequence, usually) is a
+        // child the parent never had, applied or pending (a pending create raised the bound of
+        // the parent's pending record): no descent of the node map then.
+        let word = child_word(&path);
+        if word <= parent.child_bound && self.exists(tree, &path) {
             return Err(ErrorCode::NodeExists);
         }
         if is_session_ephemeral(parent.stat.ephemeral_owner) {
@@ -301,6 +314,7 @@ impl Prep {
         // so the txn can take the list itself.
         let pending_acl = tree.acls.shared(&acl).unwrap_or_else(|| acl.as_slice().into());
         parent.child_count += 1;
+        parent.child_bound = parent.child_bound.max(word);
         parent.stat.cversion = new_cversion;
         parent.stat.pzxid = zxid;
         parent.wrapped |= new_cversion < cversion;
@@ -309,7 +323,11 @@ impl Prep {
         let owner = create_owner(&a, ctx.session_id);
         let stat =
             StatPersisted { czxid: zxid, mzxid: zxid, pzxid: zxid, ephemeral_owner: owner, ..StatPersisted::default() };
-        self.add(zxid, &path, Some(PendingNode { stat, child_count: 0, acl: pending_acl, wrapped: false }));
+        self.add(
+            zxid,
+            &path,
+            Some(PendingNode { stat, child_count: 0, acl: pending_acl, child_bound: 0, wrapped: false }),
+        );
         Ok(create_txn(a, path, acl, new_cversion))
     }
 
@@ -467,7 +485,8 @@ impl Prep {
             }
         }
         let seen = |n: &PendingNode| {
-            (n.stat.version, n.stat.cversion, n.stat.aversion, n.stat.ephemeral_owner, n.child_count, n.acl.to_vec())
+            let s = &n.stat;
+            (s.version, s.cversion, s.aversion, s.ephemeral_owner, n.child_count, n.child_bound, n.acl.to_vec())
         };
         for (path, kept) in &self.applied_parents {
             if self.latest.contains_key(path) {
@@ -480,6 +499,7 @@ impl Prep {
                 stat: n.stat,
                 child_count: i64::from(n.num_children),
                 acl: n.acl.clone(),
+                child_bound: n.child_bound,
                 wrapped: false,
             };
             if seen(kept) != seen(&held) {

@@ -8,7 +8,7 @@ use imbl::ordmap::Entry;
 use imbl::{OrdMap, OrdSet};
 
 use crate::acl_cache::AclCache;
-use crate::node_key::{NodeKey, Probe};
+use crate::node_key::{child_word, NodeKey, Probe};
 use crate::path::{basename, parent};
 use crate::quota::{quota_target, QuotaIndex, LIMIT_NODE};
 use crate::tree::{node_size, DataTree, NodeMap, CONFIG_NODE, QUOTA_ROOT};
@@ -56,6 +56,7 @@ impl DataTree {
                 return Err(format!("invalid path {path:?} in snapshot"));
             }
             node.num_children = 0;
+            node.child_bound = 0;
             // Neighbouring nodes usually share their ACL: skip the cache lookup then.
             node.acl = match &last_acl {
                 Some(prev) if Arc::ptr_eq(prev, &node.acl) || **prev == *node.acl => prev.clone(),
@@ -89,7 +90,7 @@ impl DataTree {
         };
         // Count children and collect the owned nodes in one pass over the keys, holding copies
         // of parent paths and non-persistent paths only.
-        let mut counts: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+        let mut counts: std::collections::HashMap<String, (u32, u32)> = std::collections::HashMap::new();
         let mut owned = Vec::new();
         for (key, n) in &tree.nodes {
             let path = key.path();
@@ -100,19 +101,24 @@ impl DataTree {
             if !tree.has(p) {
                 return Err(format!("invalid data tree: parent {p} of {path} is missing"));
             }
+            let word = child_word(path);
             match counts.get_mut(p) {
-                Some(c) => *c += 1,
+                Some((c, bound)) => {
+                    *c += 1;
+                    *bound = (*bound).max(word);
+                }
                 None => {
-                    counts.insert(p.to_string(), 1);
+                    counts.insert(p.to_string(), (1, word));
                 }
             }
             if n.stat.ephemeral_owner != 0 {
                 owned.push((path.to_string(), n.stat.ephemeral_owner));
             }
         }
-        for (p, c) in counts {
+        for (p, (c, bound)) in counts {
             if let Some(pn) = tree.node_mut(&p) {
                 pn.num_children = c;
+                pn.child_bound = bound;
             }
         }
         for (path, owner) in owned {

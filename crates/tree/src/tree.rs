@@ -11,7 +11,7 @@ use imbl::{OrdMap, OrdSet};
 use warden_proto::{Acl, ErrorCode, Stat, StatPersisted, Txn, TxnHeader};
 
 use crate::acl_cache::AclCache;
-use crate::node_key::{high_half, is_child_of, parent_half, KeyView, NodeKey, Probe};
+use crate::node_key::{child_word, high_half, is_child_of, parent_half, KeyView, NodeKey, Probe};
 use crate::outcome::{ApplyOutcome, TreeEvent, TreeEventKind, TxnResult};
 use crate::owner::{ttl_owner, OwnerKind, CONTAINER_OWNER};
 use crate::path::{basename, join, parent, validate_path};
@@ -85,6 +85,7 @@ impl DataTree {
         if path != "/" {
             if let Some(p) = self.node_mut(parent(path)) {
                 p.num_children += 1;
+                p.child_bound = p.child_bound.max(child_word(path));
             }
         }
         self.data_size += node_size(path, Some(&[]));
@@ -454,6 +455,7 @@ impl DataTree {
             parent_node.stat.pzxid = zxid;
         }
         parent_node.num_children += 1;
+        parent_node.child_bound = parent_node.child_bound.max(child_word(path));
         self.index_owner(path, owner);
         self.quota_on_create(path, data_len);
         ev.push(event(key.shared_path().clone(), TreeEventKind::Created, zxid, acl));
@@ -637,6 +639,9 @@ impl DataTree {
         }
         if let Some(c) = children.iter().find(|c| !self.has(&join(path, c))) {
             return Err(format!("{path}: child {c} missing"));
+        }
+        if let Some(c) = children.iter().find(|c| child_word(&join(path, c)) > n.child_bound) {
+            return Err(format!("{path}: child {c} above the child bound {}", n.child_bound));
         }
         if crate::owner::is_session_ephemeral(n.stat.ephemeral_owner) && n.num_children != 0 {
             return Err(format!("{path}: ephemeral node has children"));

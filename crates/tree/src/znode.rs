@@ -11,7 +11,7 @@ use crate::owner::client_visible_owner;
 /// (`Arc<[Acl]>`, interned by the tree, as ZooKeeper's `ReferenceCountedACLCache` does) and the
 /// child names are not stored here: they are the tree's paths one level down
 /// (`DataTree::children`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Znode {
     /// Node data; `None` is the null buffer a client may send.
     pub data: Option<Box<[u8]>>,
@@ -21,18 +21,34 @@ pub struct Znode {
     pub stat: StatPersisted,
     /// Number of children. Maintained by the tree; `DataTree::from_snapshot` recomputes it.
     pub num_children: u32,
+    /// At least the name word (`node_key::child_word`) of every child; it only grows while the
+    /// node lives. A new child whose word is above it cannot exist yet: creates of sequential or
+    /// numbered nodes skip the descent that would look for it. A hint that fits the struct's
+    /// padding, not state: two nodes that differ only here are equal.
+    pub child_bound: u32,
 }
+
+impl PartialEq for Znode {
+    fn eq(&self, other: &Self) -> bool {
+        self.data == other.data
+            && self.acl == other.acl
+            && self.stat == other.stat
+            && self.num_children == other.num_children
+    }
+}
+
+impl Eq for Znode {}
 
 impl Default for Znode {
     fn default() -> Self {
-        Znode { data: None, acl: empty_acl(), stat: StatPersisted::default(), num_children: 0 }
+        Znode { data: None, acl: empty_acl(), stat: StatPersisted::default(), num_children: 0, child_bound: 0 }
     }
 }
 
 impl Znode {
     /// A node with no children.
     pub fn new(data: Option<Box<[u8]>>, acl: Arc<[Acl]>, stat: StatPersisted) -> Self {
-        Znode { data, acl, stat, num_children: 0 }
+        Znode { data, acl, stat, num_children: 0, child_bound: 0 }
     }
 
     /// Length of the data; null counts as 0.

@@ -381,3 +381,39 @@ fn applied_parents_follow_the_tree() {
     h.check();
     assert_eq!(created_path(&h.write(1, create("/r/", 2)).unwrap()), "/r/0000000002");
 }
+
+#[test]
+fn creates_above_the_child_bound_skip_the_lookup_and_stay_exact() {
+    // The parent's child bound (the largest name word of a child it ever had) lets a create of
+    // a name above it skip the node-map lookup; names at or below it are still looked up, and a
+    // pending create raises the bound of the parent's pending record.
+    let mut h = Harness::new();
+    h.write(1, create("/b", 0)).unwrap();
+    h.write(1, create("/b/5", 0)).unwrap();
+    h.write(1, create("/b/3", 0)).unwrap();
+    assert_eq!(h.prep_only(1, &create("/b/5", 0)).map(|_| ()), Err(ErrorCode::NodeExists));
+    assert_eq!(h.prep_only(1, &create("/b/3", 0)).map(|_| ()), Err(ErrorCode::NodeExists));
+    h.write(1, create("/b/7", 0)).unwrap();
+    assert_eq!(h.prep_only(1, &create("/b/7", 0)).map(|_| ()), Err(ErrorCode::NodeExists));
+    let (h9, t9) = h.prep_only(1, &create("/b/9", 0)).unwrap();
+    assert_eq!(h.prep_only(1, &create("/b/9", 0)).map(|_| ()), Err(ErrorCode::NodeExists));
+    h.apply(&h9, &t9);
+    // A delete keeps the bound; the name can be created again.
+    h.write(1, delete("/b/9", -1)).unwrap();
+    h.write(1, create("/b/9", 0)).unwrap();
+    // Sequential names are numbers, always above the bound until the counter's last nine digits
+    // wrap; a non-numeric name's word is its hash.
+    h.write(1, create("/b/x", 0)).unwrap();
+    assert_eq!(h.prep_only(1, &create("/b/x", 0)).map(|_| ()), Err(ErrorCode::NodeExists));
+    assert_eq!(created_path(&h.write(1, create("/b/s-", 2)).unwrap()), "/b/s-0000000006");
+    assert_eq!(h.prep_only(1, &create("/b/s-0000000006", 0)).map(|_| ()), Err(ErrorCode::NodeExists));
+    // A tree rebuilt from its nodes recomputes the bound from the children it has.
+    let nodes: Vec<(String, warden_tree::Znode)> =
+        h.tree.snapshot_nodes().map(|(p, n)| (p.to_string(), n.clone())).collect();
+    let rebuilt = warden_tree::DataTree::from_snapshot(nodes, h.zxid).unwrap();
+    rebuilt.check_invariants().unwrap();
+    let mut prep = Prep::new();
+    let ids = vec![];
+    let ctx = PrepContext { session_id: 1, auth_ids: &ids, ttl_enabled: true, is_ephemeral_allowed: true };
+    assert_eq!(prep.prep(&rebuilt, &ctx, h.zxid + 1, &create("/b/9", 0)).map(|_| ()), Err(ErrorCode::NodeExists));
+}
