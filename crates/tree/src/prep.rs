@@ -36,8 +36,21 @@ struct ChangeRecord {
     zxid: i64,
     path: Arc<str>,
     node: Option<PendingNode>,
-    /// A parent whose children changed: kept in `applied_parents` once its txn applies.
-    parent: bool,
+    /// What `applied_parents` does with the path once the record's txn applies.
+    then: Then,
+    /// A newer record of the path is outstanding (`latest` does not point here).
+    superseded: bool,
+}
+
+/// What an applied record does to `applied_parents`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Then {
+    /// A parent whose children changed, as the tree now holds it: keep it.
+    Keep,
+    /// The node changed otherwise (or went): drop any kept state.
+    Forget,
+    /// A new node, which `applied_parents` cannot hold.
+    Nothing,
 }
 
 /// Pending change records, oldest first, plus the latest record per path (as its `seq`).
@@ -200,17 +213,15 @@ impl Prep {
         self.outstanding.get((seq - front) as usize)
     }
 
-    fn add(&mut self, zxid: i64, path: &str, node: Option<PendingNode>) {
-        self.add_shared(zxid, self.shared(path), node);
+    fn add(&mut self, zxid: i64, path: &str, node: Option<PendingNode>, then: Then) {
+        self.add_shared(zxid, self.shared(path), node, then);
     }
 
-    /// Records a parent's new state (its children changed); `keep`: the applied tree will hold
-    /// this state, so it may serve later preps once applied.
-    fn add_parent(&mut self, zxid: i64, path: Arc<str>, node: PendingNode, keep: bool) {
-        self.add_shared(zxid, path, Some(node));
-        if let Some(r) = self.outstanding.back_mut() {
-            r.parent = keep;
-        }
+    /// Records a parent's new state (its children changed), kept once applied unless its child
+    /// counter wrapped (the tree will not hold it then).
+    fn add_parent(&mut self, zxid: i64, path: Arc<str>, node: PendingNode) {
+        let then = if node.wrapped { Then::Forget } else { Then::Keep };
+        self.add_shared(zxid, path, Some(node), then);
     }
 
     /// `path` as the latest map already holds it, else a new copy.
@@ -221,10 +232,15 @@ impl Prep {
         }
     }
 
-    fn add_shared(&mut self, zxid: i64, path: Arc<str>, node: Option<PendingNode>) {
-        let rec = ChangeRecord { seq: self.next_seq, zxid, path: path.clone(), node, parent: false };
+    fn add_shared(&mut self, zxid: i64, path: Arc<str>, node: Option<PendingNode>, then: Then) {
+        let rec = ChangeRecord { seq: self.next_seq, zxid, path: path.clone(), node, then, superseded: false };
         self.next_seq += 1;
-        self.latest.insert(path, rec.seq);
+        if let Some(older) = self.latest.insert(path, rec.seq) {
+            let front = self.outstanding.front().map_or(rec.seq, |r| r.seq);
+            if let Some(r) = self.outstanding.get_mut((older - front) as usize) {
+                r.superseded = true;
+            }
+        }
         self.outstanding.push_back(rec);
     }
 
@@ -239,8 +255,11 @@ impl Prep {
             }
         }
         for path in touched {
-            match self.outstanding.iter().rev().find(|r| r.path == path) {
-                Some(r) => self.latest.insert(path, r.seq),
+            match self.outstanding.iter_mut().rev().find(|r| r.path == path) {
+                Some(r) => {
+                    r.superseded = false;
+                    self.latest.insert(path, r.seq)
+                }
                 None => self.latest.remove(&path),
             };
         }
@@ -251,16 +270,17 @@ impl Prep {
     pub fn applied(&mut self, zxid: i64) {
         while self.outstanding.front().is_some_and(|r| r.zxid <= zxid) {
             let Some(r) = self.outstanding.pop_front() else { break };
-            if self.latest.get(&r.path).is_some_and(|&l| l == r.seq) {
+            if !r.superseded {
                 self.latest.remove(&r.path);
             }
-            match r.node {
-                Some(node) if r.parent => {
+            match (r.then, r.node) {
+                (Then::Keep, Some(node)) => {
                     if self.applied_parents.len() >= APPLIED_PARENTS {
                         self.applied_parents.clear();
                     }
                     self.applied_parents.insert(r.path, node);
                 }
+                (Then::Nothing, _) => {}
                 // Any other change to the node: the tree holds its state.
                 _ => {
                     if !self.applied_parents.is_empty() {
@@ -318,8 +338,7 @@ impl Prep {
         parent.stat.cversion = new_cversion;
         parent.stat.pzxid = zxid;
         parent.wrapped |= new_cversion < cversion;
-        let keep = !parent.wrapped;
-        self.add_parent(zxid, parent_path, parent, keep);
+        self.add_parent(zxid, parent_path, parent);
         let owner = create_owner(&a, ctx.session_id);
         let stat =
             StatPersisted { czxid: zxid, mzxid: zxid, pzxid: zxid, ephemeral_owner: owner, ..StatPersisted::default() };
@@ -327,6 +346,7 @@ impl Prep {
             zxid,
             &path,
             Some(PendingNode { stat, child_count: 0, acl: pending_acl, child_bound: 0, wrapped: false }),
+            Then::Nothing,
         );
         Ok(create_txn(a, path, acl, new_cversion))
     }
@@ -369,9 +389,8 @@ impl Prep {
     fn record_delete(&mut self, zxid: i64, parent_path: Arc<str>, mut parent: PendingNode, path: Arc<str>) {
         parent.child_count -= 1;
         parent.stat.pzxid = zxid;
-        let keep = !parent.wrapped;
-        self.add_parent(zxid, parent_path, parent, keep);
-        self.add_shared(zxid, path, None);
+        self.add_parent(zxid, parent_path, parent);
+        self.add_shared(zxid, path, None, Then::Forget);
     }
 
     fn prep_set_data(
@@ -391,7 +410,7 @@ impl Prep {
         let new_version = check_and_inc_version(node.stat.version, version)?;
         node.stat.version = new_version;
         node.stat.mzxid = zxid;
-        self.add_shared(zxid, stored, Some(node));
+        self.add_shared(zxid, stored, Some(node), Then::Forget);
         Ok(Txn::SetData { path, data, version: new_version })
     }
 
@@ -413,7 +432,7 @@ impl Prep {
         let new_version = check_and_inc_version(node.stat.aversion, version)?;
         node.stat.aversion = new_version;
         node.acl = acl.as_slice().into();
-        self.add(zxid, &path, Some(node));
+        self.add(zxid, &path, Some(node), Then::Forget);
         Ok(Txn::SetAcl { path, acl, version: new_version })
     }
 
@@ -452,7 +471,7 @@ impl Prep {
             if let Ok((parent_path, parent)) = self.record_with_path(tree, crate::path::parent(path)) {
                 self.record_delete(zxid, parent_path, parent, self.shared(path));
             } else {
-                self.add(zxid, path, None);
+                self.add(zxid, path, None, Then::Forget);
             }
         }
         Txn::CloseSession { paths_to_delete: es.into_iter().collect() }
@@ -474,6 +493,15 @@ impl Prep {
                 return Err(format!("zxid {} after {last}", r.zxid));
             }
             last = r.zxid;
+            if r.superseded != (self.latest.get(&r.path) != Some(&r.seq)) {
+                return Err(format!(
+                    "{}: record {} marked superseded {}, latest {:?}",
+                    r.path,
+                    r.seq,
+                    r.superseded,
+                    self.latest.get(&r.path)
+                ));
+            }
             newest.insert(&r.path, r.seq);
         }
         if newest.len() != self.latest.len() {
