@@ -420,3 +420,30 @@ fn taking_data_applies_as_copying_does() {
     assert_eq!(taking.approximate_data_size(), copying.approximate_data_size());
     taking.check_invariants().unwrap();
 }
+
+#[test]
+fn set_data_of_the_same_length_rewrites_the_held_buffer() {
+    let mut t = DataTree::new();
+    let c = Txn::Create {
+        path: "/a".into(),
+        data: Some(b"one".to_vec()),
+        acl: Acl::open_unsafe(),
+        ephemeral: false,
+        parent_cversion: -1,
+    };
+    t.apply(&hdr(1, 1000, 5), &c);
+    let held = t.node("/a").unwrap().data.as_ref().unwrap().as_ptr();
+    let s = Txn::SetData { path: "/a".into(), data: Some(b"two".to_vec()), version: 1 };
+    t.apply(&hdr(2, 1001, 5), &s);
+    let n = t.node("/a").unwrap();
+    assert_eq!(n.data.as_deref(), Some(&b"two"[..]));
+    assert_eq!(n.data.as_ref().unwrap().as_ptr(), held, "same length: the node keeps its buffer");
+    for (zxid, data) in [(3, Some(b"longer".to_vec())), (4, None), (5, Some(Vec::new())), (6, Some(b"abc".to_vec()))] {
+        let s = Txn::SetData { path: "/a".into(), data: data.clone(), version: zxid as i32 - 1 };
+        t.apply(&hdr(zxid, 1000 + zxid, 5), &s);
+        assert_eq!(t.node("/a").unwrap().data.as_deref(), data.as_deref());
+        assert_eq!(t.node("/a").unwrap().stat.version, zxid as i32 - 1);
+    }
+    assert_eq!(t.approximate_data_size(), DataTree::new().approximate_data_size() + "/a".len() as u64 + 3);
+    t.check_invariants().unwrap();
+}
