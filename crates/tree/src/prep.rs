@@ -14,6 +14,7 @@ use crate::owner::{is_session_ephemeral, ttl_owner, CONTAINER_OWNER, MAX_TTL_MS}
 use crate::path::{is_special_path, validate_path};
 use crate::tree::DataTree;
 use crate::write_op::{CreateKind, CreateMode, PrepContext, WriteOp};
+use crate::znode::Znode;
 
 /// What a node will look like once pending txns apply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +28,19 @@ struct PendingNode {
     /// the counter from before the wrap (`createNode` only moves it forward), so from here on the
     /// records of this node differ from what the tree will hold.
     wrapped: bool,
+}
+
+impl PendingNode {
+    /// What the tree holds of `n`.
+    fn held(n: &Znode) -> Self {
+        PendingNode {
+            stat: n.stat,
+            child_count: i64::from(n.num_children),
+            acl: n.acl.clone(),
+            child_bound: n.child_bound,
+            wrapped: false,
+        }
+    }
 }
 
 /// One pending change; `node` is `None` for a pending delete.
@@ -187,16 +201,7 @@ impl Prep {
         }
         // The paths recorded here are validated, never "" (which `DataTree::node` maps to "/").
         let (stored, n) = tree.get_with_path(path).ok_or(ErrorCode::NoNode)?;
-        Ok((
-            stored.clone(),
-            PendingNode {
-                stat: n.stat,
-                child_count: i64::from(n.num_children),
-                acl: n.acl.clone(),
-                child_bound: n.child_bound,
-                wrapped: false,
-            },
-        ))
+        Ok((stored.clone(), PendingNode::held(n)))
     }
 
     /// Whether `path` exists once pending changes apply (`record(..).is_ok()` without the copy).
@@ -523,13 +528,7 @@ impl Prep {
             let Some(n) = tree.get(path) else {
                 return Err(format!("applied parent {path} is not in the tree"));
             };
-            let held = PendingNode {
-                stat: n.stat,
-                child_count: i64::from(n.num_children),
-                acl: n.acl.clone(),
-                child_bound: n.child_bound,
-                wrapped: false,
-            };
+            let held = PendingNode::held(n);
             if seen(kept) != seen(&held) {
                 return Err(format!("applied parent {path}: kept {:?}, tree {:?}", seen(kept), seen(&held)));
             }

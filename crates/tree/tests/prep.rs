@@ -412,8 +412,9 @@ fn creates_above_the_child_bound_skip_the_lookup_and_stay_exact() {
         h.tree.snapshot_nodes().map(|(p, n)| (p.to_string(), n.clone())).collect();
     let rebuilt = warden_tree::DataTree::from_snapshot(nodes, h.zxid).unwrap();
     rebuilt.check_invariants().unwrap();
-    let mut prep = Prep::new();
-    let ids = vec![];
-    let ctx = PrepContext { session_id: 1, auth_ids: &ids, ttl_enabled: true, is_ephemeral_allowed: true };
-    assert_eq!(prep.prep(&rebuilt, &ctx, h.zxid + 1, &create("/b/9", 0)).map(|_| ()), Err(ErrorCode::NodeExists));
+    let ctx = h.ctx(1);
+    assert_eq!(
+        Prep::new().prep(&rebuilt, &ctx, h.zxid + 1, &create("/b/9", 0)).map(|_| ()),
+        Err(ErrorCode::NodeExists)
+    );
 }
