@@ -173,18 +173,33 @@ async fn read_loop(
     let mut connected = false;
     let deadline = tokio::time::Instant::now() + SESSIONLESS_TIMEOUT;
     loop {
-        while let Some(frame) = decoder.decode(&mut buf).map_err(|e| format!("bad frame: {e}"))? {
-            let input = if connected {
-                // Bound the requests in flight: stop reading until replies return permits.
-                permits.acquire().await.map_err(|_| "closed".to_string())?.forget();
-                decode_request(conn, &frame)?
-            } else {
-                connected = true;
-                let req = ConnectRequest::from_bytes(&frame).map_err(|e| format!("bad ConnectRequest: {e}"))?;
-                Input::Connect { conn, addr: peer, req }
-            };
-            events.send(Event::Node(input)).await.map_err(|_| "server stopping".to_string())?;
+        // The requests one read brought go to the owner as one event, in order.
+        let mut inputs = Vec::new();
+        let decoded: Result<(), String> = async {
+            while let Some(frame) = decoder.decode(&mut buf).map_err(|e| format!("bad frame: {e}"))? {
+                let input = if connected {
+                    // Bound the requests in flight: stop reading until replies return permits,
+                    // which the requests decoded so far will return once the owner has them.
+                    if let Ok(permit) = permits.try_acquire() {
+                        permit.forget();
+                    } else {
+                        send_inputs(events, &mut inputs).await?;
+                        permits.acquire().await.map_err(|_| "closed".to_string())?.forget();
+                    }
+                    decode_request(conn, &frame)?
+                } else {
+                    connected = true;
+                    let req = ConnectRequest::from_bytes(&frame).map_err(|e| format!("bad ConnectRequest: {e}"))?;
+                    Input::Connect { conn, addr: peer, req }
+                };
+                inputs.push(input);
+            }
+            Ok(())
         }
+        .await;
+        // What decoded before a bad frame is still served, as if read one by one.
+        send_inputs(events, &mut inputs).await?;
+        decoded?;
         let sessionless = async {
             if connected {
                 std::future::pending::<()>().await
@@ -206,6 +221,16 @@ async fn read_loop(
             _ = sessionless => return Err("no ConnectRequest within the sessionless timeout".into()),
         }
     }
+}
+
+/// Hands `inputs` to the owner (one event), leaving it empty.
+async fn send_inputs(events: &mpsc::Sender<Event>, inputs: &mut Vec<Input>) -> Result<(), String> {
+    let event = match inputs.len() {
+        0 => return Ok(()),
+        1 => Event::Node(inputs.pop().expect("one input")),
+        _ => Event::Inputs(std::mem::take(inputs)),
+    };
+    events.send(event).await.map_err(|_| "server stopping".to_string())
 }
 
 /// Turns a request frame into the node's input. Unknown opcodes and undecodable bodies become
@@ -238,12 +263,12 @@ async fn write_loop(
     'outer: while let Some(mut msg) = rx.recv().await {
         loop {
             match msg {
-                ConnMsg::Frame { frame, completes_request } => {
-                    if w.write_all(&frame).await.is_err() {
+                ConnMsg::Frames { bytes, completes } => {
+                    if w.write_all(&bytes).await.is_err() {
                         break 'outer;
                     }
-                    if completes_request {
-                        permits.add_permits(1);
+                    if completes > 0 {
+                        permits.add_permits(completes as usize);
                     }
                 }
                 ConnMsg::Close => break 'outer,

@@ -38,6 +38,8 @@ pub(crate) enum Event {
         tx: mpsc::Sender<ConnMsg>,
     },
     Node(Input),
+    /// Inputs from one connection, in order (the requests one read brought).
+    Inputs(Vec<Input>),
     FourLetter {
         cmd: FourLetterWord,
         reply: oneshot::Sender<String>,
@@ -46,9 +48,26 @@ pub(crate) enum Event {
 
 #[derive(Debug)]
 pub(crate) enum ConnMsg {
-    Frame { frame: Vec<u8>, completes_request: bool },
+    /// Complete frames, back to back: what one turn of the owner's loop collected for the
+    /// connection (or 64 KiB of it). `completes` of them are replies to client requests (the rest
+    /// are notifications), each returning a permit.
+    Frames {
+        bytes: Vec<u8>,
+        completes: u32,
+    },
     Close,
 }
+
+/// Frames collected for one connection during a turn of the owner's loop.
+#[derive(Debug, Default)]
+struct Pending {
+    bytes: Vec<u8>,
+    completes: u32,
+}
+
+/// Collected frames for one connection go out once they reach this many bytes, so that a large
+/// dispatch does not copy a growing buffer over and over.
+const PENDING_BYTES: usize = 64 * 1024;
 
 pub(crate) struct Owner {
     cfg: Arc<Config>,
@@ -59,6 +78,9 @@ pub(crate) struct Owner {
     started: Instant,
     mono_base_ms: u64,
     out: Vec<Output>,
+    /// Frames of the current dispatch, per connection: each connection's writer gets one message
+    /// per dispatch instead of one per frame.
+    pending: HashMap<ConnId, Pending>,
     /// Txns persisted while stepping the current batch of events, for the storage thread.
     to_persist: Batch,
     storage: Storage,
@@ -121,6 +143,7 @@ impl Owner {
             started: Instant::now(),
             mono_base_ms,
             out: Vec::new(),
+            pending: HashMap::new(),
             to_persist: Vec::new(),
             storage,
             snapshots,
@@ -194,11 +217,10 @@ impl Owner {
             tokio::select! {
                 ev = self.events.recv() => {
                     let Some(ev) = ev else { break };
-                    self.handle(ev);
-                    let mut n = 1;
+                    let mut n = self.handle(ev);
                     while n < BATCH {
                         match self.events.try_recv() {
-                            Ok(ev) => { self.handle(ev); n += 1; }
+                            Ok(ev) => n += self.handle(ev),
                             Err(_) => break,
                         }
                     }
@@ -223,10 +245,12 @@ impl Owner {
             if self.node.last_processed_zxid() - self.last_snapshot_zxid >= self.snap_threshold {
                 self.take_snapshot();
             }
+            self.send_all_pending();
             if self.fatal.is_some() {
                 break;
             }
         }
+        self.send_all_pending();
         for (_, tx) in self.conns.drain() {
             let _ = tx.try_send(ConnMsg::Close);
         }
@@ -385,23 +409,35 @@ impl Owner {
         }
     }
 
-    fn handle(&mut self, ev: Event) {
+    /// Handles one event; returns the number of inputs it held (at least 1), which counts towards
+    /// the loop's batch.
+    fn handle(&mut self, ev: Event) -> usize {
         match ev {
             Event::Fatal(why) => self.fatal = Some(why),
             Event::Register { conn, tx } => {
                 self.conns.insert(conn, tx);
             }
-            Event::Node(input) => {
-                if let Input::Durable { zxid } = &input {
-                    self.durable = self.durable.max(*zxid);
+            Event::Node(input) => self.input(input),
+            Event::Inputs(inputs) => {
+                let n = inputs.len();
+                for input in inputs {
+                    self.input(input);
                 }
-                self.step(input)
+                return n.max(1);
             }
             Event::FourLetter { cmd, reply } => {
                 let text = fourlw::run(cmd, &mut self.node, &self.cfg, self.started.elapsed().as_millis() as u64);
                 let _ = reply.send(text);
             }
         }
+        1
+    }
+
+    fn input(&mut self, input: Input) {
+        if let Input::Durable { zxid } = &input {
+            self.durable = self.durable.max(*zxid);
+        }
+        self.step(input)
     }
 
     fn step(&mut self, input: Input) {
@@ -425,9 +461,20 @@ impl Owner {
         for o in out.drain(..) {
             match o {
                 Output::Send { conn, frame, completes_request } => {
-                    self.send(conn, ConnMsg::Frame { frame, completes_request })
+                    let p = self.pending.entry(conn).or_default();
+                    if p.bytes.is_empty() {
+                        p.bytes = frame;
+                    } else {
+                        p.bytes.extend_from_slice(&frame);
+                    }
+                    p.completes += u32::from(completes_request);
+                    if p.bytes.len() >= PENDING_BYTES {
+                        self.send_pending(conn);
+                    }
                 }
                 Output::Close { conn } => {
+                    // What was collected for it goes first.
+                    self.send_pending(conn);
                     if let Some(tx) = self.conns.remove(&conn) {
                         let _ = tx.try_send(ConnMsg::Close);
                     }
@@ -439,6 +486,30 @@ impl Owner {
         if self.out.is_empty() {
             self.out = out;
         }
+    }
+
+    /// Sends what was collected for every connection: once per turn of the owner's loop, so that
+    /// the replies to a batch of requests, or to a batch of txns found durable, go to each
+    /// connection's writer as one message.
+    fn send_all_pending(&mut self) {
+        // A failed send steps the node (the connection is gone), whose outputs may collect more.
+        while !self.pending.is_empty() || !self.out.is_empty() {
+            let mut pending = std::mem::take(&mut self.pending);
+            for (conn, p) in pending.drain() {
+                self.send(conn, ConnMsg::Frames { bytes: p.bytes, completes: p.completes });
+            }
+            if self.pending.is_empty() {
+                // Keep the map's capacity.
+                self.pending = pending;
+            }
+            self.dispatch();
+        }
+    }
+
+    /// Sends the frames collected for `conn`, if any.
+    fn send_pending(&mut self, conn: ConnId) {
+        let Some(p) = self.pending.remove(&conn) else { return };
+        self.send(conn, ConnMsg::Frames { bytes: p.bytes, completes: p.completes });
     }
 
     fn send(&mut self, conn: ConnId, msg: ConnMsg) {
