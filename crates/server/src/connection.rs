@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ use warden_proto::request::{Request, RequestDecodeError};
 use warden_proto::{ErrorCode, Reader, Record};
 
 use crate::config::Config;
-use crate::owner::{ConnMsg, Event, CONN_QUEUE};
+use crate::owner::{ConnMsg, ConnTx, Event, CONN_QUEUE};
 
 /// A connection that has not sent its ConnectRequest within this time is dropped
 /// (`zookeeper.nio.sessionlessCnxnTimeout`).
@@ -117,12 +118,13 @@ async fn serve(
         return;
     }
     let (tx, rx) = mpsc::channel(CONN_QUEUE);
-    if events.send(Event::Register { conn, tx }).await.is_err() {
+    let queued = Arc::new(AtomicUsize::new(0));
+    if events.send(Event::Register { conn, tx: ConnTx { tx, queued: queued.clone() } }).await.is_err() {
         return;
     }
     let permits = Arc::new(Semaphore::new(cfg.max_outstanding_per_connection));
     let (closed_tx, closed_rx) = oneshot::channel();
-    let writer = tokio::spawn(write_loop(wr, rx, permits.clone(), closed_tx));
+    let writer = tokio::spawn(write_loop(wr, rx, queued, permits.clone(), closed_tx));
     if let Err(why) = read_loop(rd, buf, peer, conn, &cfg, &events, permits, closed_rx).await {
         tracing::info!(%peer, conn, %why, "closing client connection");
     }
@@ -256,6 +258,7 @@ fn decode_request(conn: ConnId, frame: &[u8]) -> Result<Input, String> {
 async fn write_loop(
     wr: OwnedWriteHalf,
     mut rx: mpsc::Receiver<ConnMsg>,
+    queued: Arc<AtomicUsize>,
     permits: Arc<Semaphore>,
     closed: oneshot::Sender<()>,
 ) {
@@ -263,10 +266,11 @@ async fn write_loop(
     'outer: while let Some(mut msg) = rx.recv().await {
         loop {
             match msg {
-                ConnMsg::Frames { bytes, completes } => {
+                ConnMsg::Frames { bytes, frames, completes } => {
                     if w.write_all(&bytes).await.is_err() {
                         break 'outer;
                     }
+                    queued.fetch_sub(frames as usize, Ordering::AcqRel);
                     if completes > 0 {
                         permits.add_permits(completes as usize);
                     }

@@ -7,6 +7,7 @@
 //! `Input::Durable` at once.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -26,6 +27,7 @@ use crate::storage::{lone_writer, Batch, Storage, StorageMsg};
 /// Bound of the queue from connection tasks to the owner.
 pub(crate) const EVENT_QUEUE: usize = 4096;
 /// Frames buffered for one connection's writer; a client that lets this fill is disconnected.
+/// Counted in frames (`ConnTx::queued`), not messages: a message carries many.
 pub(crate) const CONN_QUEUE: usize = 16_384;
 /// Events stepped per batch before persisted txns are reported durable.
 const BATCH: usize = 256;
@@ -35,7 +37,7 @@ pub(crate) enum Event {
     Fatal(String),
     Register {
         conn: ConnId,
-        tx: mpsc::Sender<ConnMsg>,
+        tx: ConnTx,
     },
     Node(Input),
     /// Inputs from one connection, in order (the requests one read brought).
@@ -46,13 +48,21 @@ pub(crate) enum Event {
     },
 }
 
+/// The owner's end of a connection's writer queue.
+pub(crate) struct ConnTx {
+    pub tx: mpsc::Sender<ConnMsg>,
+    /// Frames sent and not yet written; the writer takes off what it wrote.
+    pub queued: Arc<AtomicUsize>,
+}
+
 #[derive(Debug)]
 pub(crate) enum ConnMsg {
     /// Complete frames, back to back: what one turn of the owner's loop collected for the
-    /// connection (or 64 KiB of it). `completes` of them are replies to client requests (the rest
-    /// are notifications), each returning a permit.
+    /// connection (or 64 KiB of it): `frames` frames, `completes` of them replies to client
+    /// requests (the rest are notifications), each returning a permit.
     Frames {
         bytes: Vec<u8>,
+        frames: u32,
         completes: u32,
     },
     Close,
@@ -62,6 +72,7 @@ pub(crate) enum ConnMsg {
 #[derive(Debug, Default)]
 struct Pending {
     bytes: Vec<u8>,
+    frames: u32,
     completes: u32,
 }
 
@@ -72,7 +83,7 @@ const PENDING_BYTES: usize = 64 * 1024;
 pub(crate) struct Owner {
     cfg: Arc<Config>,
     node: Node,
-    conns: HashMap<ConnId, mpsc::Sender<ConnMsg>>,
+    conns: HashMap<ConnId, ConnTx>,
     events: mpsc::Receiver<Event>,
     shutdown: watch::Receiver<bool>,
     started: Instant,
@@ -251,8 +262,8 @@ impl Owner {
             }
         }
         self.send_all_pending();
-        for (_, tx) in self.conns.drain() {
-            let _ = tx.try_send(ConnMsg::Close);
+        for (_, c) in self.conns.drain() {
+            let _ = c.tx.try_send(ConnMsg::Close);
         }
         if let Some(ens) = self.ens.take() {
             ens.stop().await;
@@ -467,6 +478,7 @@ impl Owner {
                     } else {
                         p.bytes.extend_from_slice(&frame);
                     }
+                    p.frames += 1;
                     p.completes += u32::from(completes_request);
                     if p.bytes.len() >= PENDING_BYTES {
                         self.send_pending(conn);
@@ -475,8 +487,8 @@ impl Owner {
                 Output::Close { conn } => {
                     // What was collected for it goes first.
                     self.send_pending(conn);
-                    if let Some(tx) = self.conns.remove(&conn) {
-                        let _ = tx.try_send(ConnMsg::Close);
+                    if let Some(c) = self.conns.remove(&conn) {
+                        let _ = c.tx.try_send(ConnMsg::Close);
                     }
                 }
                 Output::Persist { hdr, txn } => self.to_persist.push((hdr, txn)),
@@ -496,7 +508,7 @@ impl Owner {
         while !self.pending.is_empty() || !self.out.is_empty() {
             let mut pending = std::mem::take(&mut self.pending);
             for (conn, p) in pending.drain() {
-                self.send(conn, ConnMsg::Frames { bytes: p.bytes, completes: p.completes });
+                self.send(conn, p);
             }
             if self.pending.is_empty() {
                 // Keep the map's capacity.
@@ -509,13 +521,20 @@ impl Owner {
     /// Sends the frames collected for `conn`, if any.
     fn send_pending(&mut self, conn: ConnId) {
         let Some(p) = self.pending.remove(&conn) else { return };
-        self.send(conn, ConnMsg::Frames { bytes: p.bytes, completes: p.completes });
+        self.send(conn, p);
     }
 
-    fn send(&mut self, conn: ConnId, msg: ConnMsg) {
-        let Some(tx) = self.conns.get(&conn) else { return };
-        if let Err(e) = tx.try_send(msg) {
-            if matches!(e, mpsc::error::TrySendError::Full(_)) {
+    fn send(&mut self, conn: ConnId, p: Pending) {
+        let Some(c) = self.conns.get(&conn) else { return };
+        let frames = p.frames as usize;
+        let full = c.queued.load(Ordering::Acquire) + frames > CONN_QUEUE;
+        let sent = !full && {
+            c.queued.fetch_add(frames, Ordering::AcqRel);
+            let msg = ConnMsg::Frames { bytes: p.bytes, frames: p.frames, completes: p.completes };
+            c.tx.try_send(msg).is_ok()
+        };
+        if !sent {
+            if full {
                 tracing::warn!(conn, "client is not reading its replies; closing the connection");
             }
             self.conns.remove(&conn);

@@ -7,6 +7,7 @@ use warden_proto::connect::{ConnectRequest, ConnectResponse};
 use warden_proto::header::ReplyHeader;
 use warden_proto::request::{PathWatch, Request};
 use warden_proto::Record;
+use zookeeper_client as zk;
 
 mod common;
 use common::TestServer;
@@ -47,5 +48,48 @@ async fn pipelined_requests_beyond_the_outstanding_limit_are_all_answered_in_ord
     };
     tokio::time::timeout(std::time::Duration::from_secs(60), reader).await.expect("every request answered");
     drop(writer.await.unwrap());
+    server.stop().await;
+}
+
+/// A client that stops reading while its watch fires is disconnected once its writer's queue holds
+/// `CONN_QUEUE` frames (counted in frames, though the owner hands the writer a turn's frames as one
+/// message); the server goes on serving everyone else.
+#[tokio::test]
+async fn a_client_that_does_not_read_its_notifications_is_disconnected() {
+    use common::RawClient;
+    use warden_proto::header::add_watch_mode;
+    use warden_proto::request::AddWatchRequest;
+
+    let server = TestServer::start().await;
+    let mut idle = RawClient::new_session(server.addr, 30_000).await;
+    let watch = AddWatchRequest { path: "/".into(), mode: add_watch_mode::PERSISTENT_RECURSIVE };
+    assert_eq!(idle.call(&Request::AddWatch(watch)).await.0.err, 0);
+
+    let writer = server.client().await;
+    writer.create("/n", b"", &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await.unwrap();
+    // Each multi fires 1,000 notifications at the idle client in one turn of the owner's loop. The
+    // socket buffers take some megabytes of them before the queue starts to fill.
+    const MULTIS: usize = 500;
+    for _ in 0..MULTIS {
+        let mut m = writer.new_multi_writer();
+        for _ in 0..1000 {
+            m.add_set_data("/n", b"x", None).unwrap();
+        }
+        m.commit().await.unwrap();
+    }
+    // The writer's session is served all along, and after.
+    assert!(writer.check_stat("/n").await.unwrap().is_some());
+
+    let mut notifications = 0usize;
+    let read_all = async {
+        while let common::Frame::Reply(_) = idle.read_frame().await {
+            notifications += 1;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), read_all).await.expect("the connection was closed");
+    assert!(
+        notifications < MULTIS * 1000,
+        "{notifications} notifications arrived: the connection should have been closed before all did"
+    );
     server.stop().await;
 }
