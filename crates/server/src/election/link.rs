@@ -272,7 +272,7 @@ impl Link {
                 tracing::debug!(host = self.spec.local_host, "our own address does not resolve for this peer's family")
             }
         }
-        let mut stream = socket.connect(addr).await?;
+        let mut stream = crate::peer_conn::refuse_self_connection(socket.connect(addr).await?)?;
         stream.set_nodelay(true)?;
         stream.write_all(&self.spec.hello).await?;
         stream.flush().await?;

@@ -264,5 +264,6 @@ async fn dial(leader: SocketAddr, bind: Option<SocketAddr>) -> Result<TcpStream,
     if let Some(bind) = bind {
         socket.bind(bind).map_err(DialError::Bind)?;
     }
-    socket.connect(leader).await.map_err(DialError::Connect)
+    let stream = socket.connect(leader).await.map_err(DialError::Connect)?;
+    crate::peer_conn::refuse_self_connection(stream).map_err(DialError::Connect)
 }
