@@ -77,7 +77,7 @@ struct Pending {
 }
 
 /// Collected frames for one connection go out once they reach this many bytes, so that a large
-/// dispatch does not copy a growing buffer over and over.
+/// turn does not copy a growing buffer over and over.
 const PENDING_BYTES: usize = 64 * 1024;
 
 pub(crate) struct Owner {
@@ -89,8 +89,8 @@ pub(crate) struct Owner {
     started: Instant,
     mono_base_ms: u64,
     out: Vec<Output>,
-    /// Frames of the current dispatch, per connection: each connection's writer gets one message
-    /// per dispatch instead of one per frame.
+    /// Frames of the current turn of the loop, per connection: each connection's writer gets one
+    /// message per turn (or per 64 KiB) instead of one per frame.
     pending: HashMap<ConnId, Pending>,
     /// Txns persisted while stepping the current batch of events, for the storage thread.
     to_persist: Batch,
