@@ -201,7 +201,7 @@ fn parse_workload(s: &str) -> anyhow::Result<Vec<(Op, u32)>> {
     Ok(out)
 }
 
-fn persistent() -> zk::CreateOptions<'static> {
+pub(crate) fn persistent() -> zk::CreateOptions<'static> {
     zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())
 }
 
@@ -719,8 +719,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if !prefix.starts_with('/') || prefix.len() < 2 {
         bail!("--prefix must be an absolute path other than / (got {:?})", args.prefix);
     }
+    block_on(run_async(args, workload, prefix))
+}
+
+/// Runs `f` to completion on [`EXECUTOR`], driven by this thread, with the tasks
+/// `zookeeper-client` spawns on the same executor.
+pub(crate) fn block_on<T>(f: impl Future<Output = T>) -> T {
     let _scope = spawns_core::enter(&ExecutorSpawn);
-    async_io::block_on(EXECUTOR.run(run_async(args, workload, prefix)))
+    async_io::block_on(EXECUTOR.run(f))
 }
 
 /// The bench's executor. The `zookeeper-client` crate's sockets and timers run on `async-io`'s

@@ -8,24 +8,30 @@
 //! without the fdatasync (the round trip alone), and fdatasync back to back with no round trip in
 //! between, which on a virtual machine is faster than one that follows an idle wait.
 //!
-//! With `--server`, it also runs that loop against a real server with a minimal blocking client
-//! (one connection, raw protocol frames, no client library): synchronous 1 KiB setData requests on
-//! a node of its own, created first and deleted after. That separates the server's latency from
-//! what a client library adds.
+//! With `--server`, it also times synchronous 1 KiB setData requests against a real server, each
+//! on an ephemeral node of its own, from two clients: a minimal blocking one (one connection, raw
+//! protocol frames, no client library), which separates the server's latency from what a client
+//! library adds, and the `zookeeper-client` crate driven as `warden bench` drives it. The rounds are
+//! then split into segments, each timing the floor loop and both clients one after the other, so
+//! that the three medians see the machine in the same states: on a shared virtual machine the
+//! disk's latency drifts from one second to the next.
 
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use serde::Serialize;
-use warden_proto::request::{CreateRequest, PathVersion, SetDataRequest};
+use warden_proto::request::{CreateRequest, SetDataRequest};
 use warden_proto::{
     frame_with, Acl, ConnectRequest, OpCode, Reader, Record, ReplyHeader, RequestHeader, Writer, DEFAULT_MAX_BUFFER,
 };
+use zookeeper_client as zk;
+
+use crate::bench;
 
 const REQUEST: usize = 1024;
 const REPLY: usize = 100;
@@ -44,9 +50,13 @@ pub struct FloorArgs {
     #[arg(long)]
     json: Option<PathBuf>,
     /// Also time synchronous setData requests against this server (`host:port`) with a minimal
-    /// blocking client.
+    /// blocking client and with the `zookeeper-client` crate.
     #[arg(long)]
     server: Option<String>,
+    /// With `--server`: segments the rounds are split into, each timing the floor loop and both
+    /// clients in turn.
+    #[arg(long, default_value_t = 10)]
+    segments: usize,
 }
 
 /// Medians in milliseconds.
@@ -61,24 +71,27 @@ struct Floor {
     /// With `--server`: a synchronous 1 KiB setData from a minimal blocking client.
     #[serde(skip_serializing_if = "Option::is_none")]
     server_set_data_ms: Option<f64>,
+    /// With `--server`: a synchronous 1 KiB setData through the `zookeeper-client` crate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_set_data_ms: Option<f64>,
 }
 
 #[inline(never)]
 pub fn run(args: FloorArgs) -> anyhow::Result<()> {
     let path = args.dir.join(format!("warden-floor.{}.probe", std::process::id()));
     let rounds = args.rounds.max(10);
-    let result = measure(&path, rounds);
+    let segments = if args.server.is_some() { args.segments.clamp(1, rounds) } else { 1 };
+    let result = measure(&path, rounds, segments, args.server.as_deref());
     let _ = std::fs::remove_file(&path);
-    let mut floor = result?;
-    if let Some(server) = &args.server {
-        floor.server_set_data_ms =
-            Some(raw_set_data(server, rounds).with_context(|| format!("synchronous setData against {server}"))?);
-    }
+    let floor = result?;
     println!("round trip (1 KiB request, 100 B reply), p50:           {:.3} ms", floor.round_trip_ms);
     println!("round trip with append + fdatasync (write floor), p50:  {:.3} ms", floor.write_ms);
     println!("fdatasync after a 1 KiB append, back to back, p50:      {:.3} ms", floor.fdatasync_back_to_back_ms);
     if let Some(ms) = floor.server_set_data_ms {
         println!("setData 1 KiB from a minimal blocking client, p50:      {ms:.3} ms");
+    }
+    if let Some(ms) = floor.client_set_data_ms {
+        println!("setData 1 KiB through zookeeper-client, p50:            {ms:.3} ms");
     }
     if let Some(json) = args.json {
         std::fs::write(&json, serde_json::to_string_pretty(&floor)?)
@@ -87,8 +100,8 @@ pub fn run(args: FloorArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn measure(path: &std::path::Path, rounds: usize) -> anyhow::Result<Floor> {
-    let round_trip_ms = round_trips(None, rounds)?;
+fn measure(path: &std::path::Path, rounds: usize, segments: usize, server: Option<&str>) -> anyhow::Result<Floor> {
+    let round_trip_ms = median(round_trips(None, rounds)?);
     let file = OpenOptions::new()
         .create(true)
         .truncate(true)
@@ -103,22 +116,46 @@ fn measure(path: &std::path::Path, rounds: usize) -> anyhow::Result<Floor> {
         file.write_all_at(&zeros, offset)?;
     }
     file.sync_all()?;
-    let write_ms = round_trips(Some(&file), rounds)?;
+    let mut probes = match server {
+        Some(server) => Some(Probes::open(server).with_context(|| format!("connecting to {server}"))?),
+        None => None,
+    };
+    let per_segment = rounds / segments;
+    let (mut writes, mut raw, mut client) = (Vec::new(), Vec::new(), Vec::new());
+    let mut offset = 0;
+    for _ in 0..segments {
+        writes.extend(round_trips(Some((&file, offset)), per_segment)?);
+        offset += (per_segment * REQUEST) as u64;
+        if let Some(p) = &mut probes {
+            raw.extend(p.raw_set_data(per_segment)?);
+            client.extend(p.client_set_data(per_segment)?);
+        }
+    }
+    if let Some(p) = probes {
+        p.close()?;
+    }
     let record = [b'x'; REQUEST];
     let mut syncs = Vec::with_capacity(rounds);
-    let base = (rounds * REQUEST) as u64;
     for i in 0..rounds {
-        file.write_all_at(&record, base + (i * REQUEST) as u64)?;
+        file.write_all_at(&record, offset + (i * REQUEST) as u64)?;
         let t0 = Instant::now();
         file.sync_data()?;
         syncs.push(t0.elapsed().as_secs_f64() * 1e3);
     }
-    Ok(Floor { round_trip_ms, write_ms, fdatasync_back_to_back_ms: median(syncs), server_set_data_ms: None })
+    let server_set_data_ms = (!raw.is_empty()).then(|| median(raw));
+    let client_set_data_ms = (!client.is_empty()).then(|| median(client));
+    Ok(Floor {
+        round_trip_ms,
+        write_ms: median(writes),
+        fdatasync_back_to_back_ms: median(syncs),
+        server_set_data_ms,
+        client_set_data_ms,
+    })
 }
 
-/// Median of `rounds` synchronous round trips; with `file`, the server appends each request to it
-/// and fdatasyncs before replying.
-fn round_trips(file: Option<&std::fs::File>, rounds: usize) -> anyhow::Result<f64> {
+/// Times of `rounds` synchronous round trips, in milliseconds; with `file`, the server appends each
+/// request to it (from the offset given) and fdatasyncs before replying.
+fn round_trips(file: Option<(&std::fs::File, u64)>, rounds: usize) -> anyhow::Result<Vec<f64>> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
     std::thread::scope(|s| {
@@ -129,8 +166,8 @@ fn round_trips(file: Option<&std::fs::File>, rounds: usize) -> anyhow::Result<f6
             let reply = [b'y'; REPLY];
             for i in 0..rounds {
                 conn.read_exact(&mut request)?;
-                if let Some(f) = file {
-                    f.write_all_at(&request, (i * REQUEST) as u64)?;
+                if let Some((f, offset)) = file {
+                    f.write_all_at(&request, offset + (i * REQUEST) as u64)?;
                     f.sync_data()?;
                 }
                 conn.write_all(&reply)?;
@@ -149,34 +186,82 @@ fn round_trips(file: Option<&std::fs::File>, rounds: usize) -> anyhow::Result<f6
             times.push(t0.elapsed().as_secs_f64() * 1e3);
         }
         server.join().map_err(|_| anyhow::anyhow!("probe server panicked"))??;
-        Ok(median(times))
+        Ok(times)
     })
 }
 
-/// Median of `rounds` synchronous setData requests (1 KiB) on a node of this probe's own, over one
-/// session with blocking sockets; the node is created first and deleted, and the session closed,
-/// after.
-fn raw_set_data(addr: &str, rounds: usize) -> anyhow::Result<f64> {
-    let mut conn = TcpStream::connect(addr)?;
-    conn.set_nodelay(true)?;
-    let hello = ConnectRequest { timeout_ms: 10_000, passwd: vec![0; 16], ..ConnectRequest::default() };
-    conn.write_all(&frame_with(|w| hello.encode(w)))?;
-    read_frame(&mut conn)?;
-    let path = format!("/warden-floor-{}", std::process::id());
-    let value = vec![b'x'; REQUEST];
-    let create = CreateRequest { path: path.clone(), data: Some(value.clone()), acl: Acl::open_unsafe(), flags: 0 };
-    call(&mut conn, 1, OpCode::Create, |w| create.encode(w))?;
-    let set = SetDataRequest { path: path.clone(), data: Some(value), version: -1 };
-    let mut times = Vec::with_capacity(rounds);
-    for xid in 2..rounds as i32 + 2 {
-        let t0 = Instant::now();
-        call(&mut conn, xid, OpCode::SetData, |w| set.encode(w))?;
-        times.push(t0.elapsed().as_secs_f64() * 1e3);
+/// The two clients timed against a server, each with a session and an ephemeral node of its own
+/// (so that nothing is left behind if the probe dies).
+struct Probes {
+    /// The minimal blocking client's connection, its next xid and its request.
+    conn: TcpStream,
+    xid: i32,
+    set: SetDataRequest,
+    client: zk::Client,
+    client_path: String,
+    value: Vec<u8>,
+}
+
+impl Probes {
+    fn open(server: &str) -> anyhow::Result<Probes> {
+        let mut conn = TcpStream::connect(server)?;
+        conn.set_nodelay(true)?;
+        let hello = ConnectRequest { timeout_ms: 10_000, passwd: vec![0; 16], ..ConnectRequest::default() };
+        conn.write_all(&frame_with(|w| hello.encode(w)))?;
+        read_frame(&mut conn)?;
+        let path = format!("/warden-floor-{}", std::process::id());
+        let value = vec![b'x'; REQUEST];
+        let create = CreateRequest {
+            path: path.clone(),
+            data: Some(value.clone()),
+            acl: Acl::open_unsafe(),
+            flags: 1, // ephemeral
+        };
+        call(&mut conn, 1, OpCode::Create, |w| create.encode(w))?;
+        let set = SetDataRequest { path: path.clone(), data: Some(value.clone()), version: -1 };
+        let client_path = format!("{path}-client");
+        let client = bench::block_on(async {
+            let client = zk::Client::connector().with_session_timeout(Duration::from_secs(10)).connect(server).await?;
+            let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+            client.create(&client_path, &value, &ephemeral).await?;
+            anyhow::Ok(client)
+        })?;
+        Ok(Probes { conn, xid: 2, set, client, client_path, value })
     }
-    let delete = PathVersion { path, version: -1 };
-    call(&mut conn, rounds as i32 + 2, OpCode::Delete, |w| delete.encode(w))?;
-    call(&mut conn, rounds as i32 + 3, OpCode::CloseSession, |_| {})?;
-    Ok(median(times))
+
+    /// Times of `rounds` synchronous setData requests from the minimal blocking client.
+    fn raw_set_data(&mut self, rounds: usize) -> anyhow::Result<Vec<f64>> {
+        let mut times = Vec::with_capacity(rounds);
+        for _ in 0..rounds {
+            let t0 = Instant::now();
+            call(&mut self.conn, self.xid, OpCode::SetData, |w| self.set.encode(w))?;
+            times.push(t0.elapsed().as_secs_f64() * 1e3);
+            self.xid += 1;
+        }
+        Ok(times)
+    }
+
+    /// Times of `rounds` synchronous setData requests through `zookeeper-client`, on the executor
+    /// `warden bench` uses.
+    fn client_set_data(&self, rounds: usize) -> anyhow::Result<Vec<f64>> {
+        bench::block_on(async {
+            let mut times = Vec::with_capacity(rounds);
+            for _ in 0..rounds {
+                let t0 = Instant::now();
+                self.client.set_data(&self.client_path, &self.value, None).await?;
+                times.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+            Ok(times)
+        })
+    }
+
+    /// Closes the blocking client's session, which removes its node, and deletes the other
+    /// client's node (that session ends with the process).
+    fn close(mut self) -> anyhow::Result<()> {
+        call(&mut self.conn, self.xid, OpCode::CloseSession, |_| {})?;
+        bench::block_on(self.client.delete(&self.client_path, None))?;
+        Ok(())
+    }
 }
 
 /// Sends one request and waits for its reply; Err if the server answers with an error code.

@@ -94,3 +94,38 @@ fn floor_measures_and_cleans_up() {
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left, vec![std::ffi::OsString::from("floor.json")], "probe file left behind");
 }
+
+/// `warden floor --server` times both clients against a live server in segments, and leaves no
+/// node of its own behind.
+#[test]
+fn floor_against_a_server_times_both_clients_and_leaves_no_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, port) = start_standalone(dir.path(), |_| {});
+    let json = dir.path().join("floor.json");
+    let out = Command::new(BIN)
+        .args(["floor", "--rounds", "60", "--segments", "3", "--server", &format!("127.0.0.1:{port}"), "--dir"])
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run warden floor");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "warden floor failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("through zookeeper-client"), "no client figure on stdout:\n{stdout}");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for key in ["write_ms", "server_set_data_ms", "client_set_data_ms"] {
+        let v = f(&report, key);
+        assert!(v > 0.0 && v < 10_000.0, "{key} = {v}");
+    }
+    let children = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let client = zookeeper_client::Client::connect(&format!("127.0.0.1:{port}")).await.unwrap();
+        client.list_children("/").await.unwrap()
+    });
+    assert!(!children.iter().any(|c| c.starts_with("warden-floor")), "probe nodes left: {children:?}");
+}
