@@ -18,7 +18,7 @@ use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use crate::path::{basename, parent};
+use crate::path::{basename, parent, split_last};
 
 /// A stored key.
 #[derive(Debug, Clone)]
@@ -152,7 +152,8 @@ fn order_of(path: &str) -> u64 {
     if path == "/" {
         return 0;
     }
-    (hash32(parent(path)) << 32) | name_word(basename(path))
+    let (parent, name) = split_last(path);
+    (hash32(parent) << 32) | name_word(name)
 }
 
 /// The low half of `path`'s order word: what `Znode::child_bound` bounds.
