@@ -612,10 +612,12 @@ impl Node {
         session_id: i64,
         cxid: i32,
         txn_type: i32,
-        txn: Txn,
+        mut txn: Txn,
         origin: Origin,
         out: &mut Vec<Output>,
     ) -> i64 {
+        // The leader keeps committed txns for DIFF; they must not hold client read buffers.
+        txn.detach_data();
         let wall_ms = self.now.wall_ms;
         let result = match self.quorum.as_mut().map(|q| &mut q.machine) {
             Some(Machine::Leader(l)) => {

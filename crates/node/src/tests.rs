@@ -282,7 +282,7 @@ fn skip_acl_lets_a_write_past_the_acl() {
     let set = |path: &str| {
         Request::SetData(warden_proto::request::SetDataRequest {
             path: path.into(),
-            data: Some(b"y".to_vec()),
+            data: Some(b"y".to_vec().into()),
             version: -1,
         })
     };

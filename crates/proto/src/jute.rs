@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 
+use bytes::Bytes;
 use thiserror::Error;
 
 /// Why bytes could not be decoded. `Incomplete` is not an error in a stream: wait for more bytes.
@@ -41,6 +42,9 @@ pub struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
     max_len: usize,
+    /// The `Bytes` that `buf` is, when the reader was made from one: [`Reader::read_shared_buffer`]
+    /// then returns slices of it instead of copies.
+    source: Option<&'a Bytes>,
 }
 
 /// Default `jute.maxbuffer`: 0xfffff bytes.
@@ -48,11 +52,17 @@ pub const DEFAULT_MAX_BUFFER: usize = 0xfffff;
 
 impl<'a> Reader<'a> {
     pub fn new(buf: &'a [u8]) -> Self {
-        Self { buf, pos: 0, max_len: DEFAULT_MAX_BUFFER * 2 }
+        Self { buf, pos: 0, max_len: DEFAULT_MAX_BUFFER * 2, source: None }
     }
 
     pub fn with_max_len(buf: &'a [u8], max_len: usize) -> Self {
-        Self { buf, pos: 0, max_len }
+        Self { buf, pos: 0, max_len, source: None }
+    }
+
+    /// A reader over `src` whose shared buffers are slices of `src` (see
+    /// [`Reader::read_shared_buffer`]).
+    pub fn over_bytes(src: &'a Bytes) -> Self {
+        Self { buf: src, pos: 0, max_len: DEFAULT_MAX_BUFFER * 2, source: Some(src) }
     }
 
     pub fn position(&self) -> usize {
@@ -112,6 +122,21 @@ impl<'a> Reader<'a> {
         match self.read_len()? {
             None => Ok(None),
             Some(n) => Ok(Some(self.take(n)?.to_vec())),
+        }
+    }
+
+    /// A buffer as `Bytes`: with a reader made by [`Reader::over_bytes`], a slice of its source that
+    /// shares its memory (no allocation, no copy); otherwise a copy.
+    pub fn read_shared_buffer(&mut self) -> Result<Option<Bytes>, DecodeError> {
+        match self.read_len()? {
+            None => Ok(None),
+            Some(n) => {
+                let b = self.take(n)?;
+                Ok(Some(match self.source {
+                    Some(src) => src.slice_ref(b),
+                    None => Bytes::copy_from_slice(b),
+                }))
+            }
         }
     }
 

@@ -2,6 +2,7 @@
 //! opcode a client may send. Decoding distrusts every byte: an opcode a client may not send is
 //! [`RequestDecodeError::UnknownOpcode`]; a body that does not parse is [`RequestDecodeError::Malformed`].
 
+use bytes::Bytes;
 use thiserror::Error;
 
 use crate::data::Acl;
@@ -145,7 +146,8 @@ impl Record for GetEphemeralsRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
 pub struct SetDataRequest {
     pub path: String,
-    pub data: Option<Vec<u8>>,
+    /// Decoded by a reader over the frame's `Bytes` ([`Request::decode_from`]), a slice of them.
+    pub data: Option<Bytes>,
     pub version: i32,
 }
 
@@ -156,7 +158,7 @@ impl Record for SetDataRequest {
         w.write_i32(self.version);
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(Self { path: r.read_ustring()?, data: r.read_buffer()?, version: r.read_i32()? })
+        Ok(Self { path: r.read_ustring()?, data: r.read_shared_buffer()?, version: r.read_i32()? })
     }
 }
 
@@ -532,8 +534,14 @@ impl Request {
     /// Decodes the body of a request whose header carried `op_code`. Trailing bytes are ignored,
     /// as the Java server does.
     pub fn decode(op_code: i32, body: &[u8]) -> Result<Request, RequestDecodeError> {
+        Self::decode_from(op_code, &mut Reader::new(body))
+    }
+
+    /// As [`Request::decode`], from the rest of `r`'s input; with a reader over `Bytes`
+    /// ([`Reader::over_bytes`]), a setData's data is a slice of them, not a copy.
+    pub fn decode_from(op_code: i32, r: &mut Reader<'_>) -> Result<Request, RequestDecodeError> {
         let op = OpCode::from_code(op_code).ok_or(RequestDecodeError::UnknownOpcode(op_code))?;
-        Self::decode_op(op, &mut Reader::new(body))?.ok_or(RequestDecodeError::UnknownOpcode(op_code))
+        Self::decode_op(op, r)?.ok_or(RequestDecodeError::UnknownOpcode(op_code))
     }
 
     /// Decodes a frame payload: RequestHeader, then the body.
@@ -681,7 +689,11 @@ pub(crate) mod tests {
     }
 
     fn set_data() -> impl Strategy<Value = SetDataRequest> {
-        (path(), data(), any::<i32>()).prop_map(|(path, data, version)| SetDataRequest { path, data, version })
+        (path(), data(), any::<i32>()).prop_map(|(path, data, version)| SetDataRequest {
+            path,
+            data: data.map(Bytes::from),
+            version,
+        })
     }
 
     fn write_op() -> impl Strategy<Value = MultiOp> {
@@ -811,7 +823,7 @@ pub(crate) mod tests {
         rt(PathWatch { path: "/a".into(), watch: true });
         rt(PathRequest { path: "/".into() });
         rt(GetEphemeralsRequest { prefix: "/e".into() });
-        rt(SetDataRequest { path: "/a".into(), data: Some(b"x".to_vec()), version: 2 });
+        rt(SetDataRequest { path: "/a".into(), data: Some(Bytes::from_static(b"x")), version: 2 });
         rt(SetAclRequest { path: "/a".into(), acl: Acl::creator_all(), version: 0 });
         rt(AuthPacket { auth_type: 0, scheme: "digest".into(), auth: b"u:p".to_vec() });
         rt(SetWatches { relative_zxid: 9, data: vec!["/d".into()], exist: vec![], child: vec!["/c".into()] });
@@ -824,6 +836,24 @@ pub(crate) mod tests {
         rt(WatchesRequest { path: "/a".into(), watcher_type: 3 });
         rt(SaslRequest { token: vec![1, 2] });
         rt(ReconfigRequest { joining: None, leaving: Some("3".into()), new_members: None, cur_config_id: -1 });
+    }
+
+    /// A setData decoded by a reader over the frame's `Bytes` keeps its data in the frame; a plain
+    /// reader copies it.
+    #[test]
+    fn set_data_from_bytes_shares_the_frame() {
+        let req = SetDataRequest { path: "/a".into(), data: Some(Bytes::from(vec![7u8; 100])), version: 3 };
+        let frame = Bytes::from(req.to_bytes());
+        let within = |r: Request| match r {
+            Request::SetData(got) => {
+                assert_eq!(got, req);
+                frame.as_ptr_range().contains(&got.data.unwrap().as_ptr())
+            }
+            other => panic!("decoded as {other:?}"),
+        };
+        let op = OpCode::SetData as i32;
+        assert!(within(Request::decode_from(op, &mut Reader::over_bytes(&frame)).unwrap()), "data was copied");
+        assert!(!within(Request::decode(op, &frame).unwrap()), "a plain reader shared the caller's slice");
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Transaction records (reference section 5.3): what the leader orders, the log stores and every
 //! server applies. Encoded exactly as ZooKeeper's `txn` module so logs and proposals interoperate.
 
+use bytes::Bytes;
+
 use crate::data::Acl;
 use crate::jute::{DecodeError, Reader, Record, Writer};
 use crate::opcode::OpCode;
@@ -67,7 +69,8 @@ pub enum Txn {
     },
     SetData {
         path: String,
-        data: Option<Vec<u8>>,
+        /// A client's setData keeps the request's data here: a slice of the frame it came in.
+        data: Option<Bytes>,
         version: i32,
     },
     SetAcl {
@@ -93,6 +96,18 @@ pub enum Txn {
 }
 
 impl Txn {
+    /// Gives every setData in the txn data of its own. A client's setData keeps its data in the
+    /// frame it arrived in, and that frame shares its allocation with the rest of the read that
+    /// brought it (tens of KiB): a txn kept for long (a leader's committed log holds 500) must not
+    /// keep all that alive.
+    pub fn detach_data(&mut self) {
+        match self {
+            Txn::SetData { data: Some(d), .. } => *d = Bytes::copy_from_slice(d),
+            Txn::Multi(txns) => txns.iter_mut().for_each(Txn::detach_data),
+            _ => {}
+        }
+    }
+
     /// The txn type written into the TxnHeader.
     pub fn op(&self) -> OpCode {
         match self {
@@ -208,7 +223,9 @@ impl Txn {
             },
             OpCode::Delete => Txn::Delete { path: r.read_ustring()? },
             OpCode::DeleteContainer => Txn::DeleteContainer { path: r.read_ustring()? },
-            OpCode::SetData => Txn::SetData { path: r.read_ustring()?, data: r.read_buffer()?, version: r.read_i32()? },
+            OpCode::SetData => {
+                Txn::SetData { path: r.read_ustring()?, data: r.read_shared_buffer()?, version: r.read_i32()? }
+            }
             OpCode::SetAcl => Txn::SetAcl { path: r.read_ustring()?, acl: r.read_vec()?, version: r.read_i32()? },
             OpCode::Check => Txn::Check { path: r.read_ustring()?, version: r.read_i32()? },
             OpCode::CreateSession => Txn::CreateSession { timeout_ms: r.read_i32()? },
@@ -234,6 +251,21 @@ impl Txn {
 mod tests {
     use super::*;
     use crate::data::Acl;
+
+    #[test]
+    fn detach_data_copies_set_data_out_of_its_buffer() {
+        let read = Bytes::from(vec![9u8; 4096]);
+        let set = |at: usize| Txn::SetData { path: "/a".into(), data: Some(read.slice(at..at + 8)), version: 1 };
+        let mut txn = Txn::Multi(vec![set(0), Txn::Check { path: "/a".into(), version: 1 }, set(100)]);
+        let before = txn.clone();
+        txn.detach_data();
+        assert_eq!(txn, before, "the same values");
+        let Txn::Multi(txns) = &txn else { unreachable!() };
+        for t in [&txns[0], &txns[2]] {
+            let Txn::SetData { data: Some(d), .. } = t else { unreachable!() };
+            assert!(!read.as_ptr_range().contains(&d.as_ptr()), "still a slice of the read buffer");
+        }
+    }
 
     /// ZooKeeper 3.8 follower applying a type-1 header for a create2 request threw a
     /// NullPointerException building Create2Response (no Stat in its ProcessTxnResult).
@@ -262,7 +294,7 @@ mod tests {
     fn multi_txn_round_trips() {
         let t = Txn::Multi(vec![
             Txn::Create { path: "/a".into(), data: None, acl: Acl::open_unsafe(), ephemeral: true, parent_cversion: 3 },
-            Txn::SetData { path: "/a".into(), data: Some(b"x".to_vec()), version: 1 },
+            Txn::SetData { path: "/a".into(), data: Some(Bytes::from_static(b"x")), version: 1 },
             Txn::Error { err: -101 },
         ]);
         let mut w = Writer::new();

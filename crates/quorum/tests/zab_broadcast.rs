@@ -88,7 +88,7 @@ impl Ens {
     }
 
     fn propose(&mut self, n: i64) -> Zxid {
-        let txn = Txn::SetData { path: "/x".into(), data: Some(n.to_be_bytes().to_vec()), version: -1 };
+        let txn = Txn::SetData { path: "/x".into(), data: Some(n.to_be_bytes().to_vec().into()), version: -1 };
         let (zxid, out) = self.leader.propose(7, n as i32, n, txn).unwrap();
         self.leader_actions(out);
         zxid

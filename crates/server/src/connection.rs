@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
@@ -238,11 +238,11 @@ async fn send_inputs(events: &mpsc::Sender<Event>, inputs: &mut Vec<Input>) -> R
 /// Turns a request frame into the node's input. Unknown opcodes and undecodable bodies become
 /// `Invalid`, which the node answers with ZooKeeper's error before closing; a frame too short for
 /// its header ends the connection here.
-fn decode_request(conn: ConnId, frame: &[u8]) -> Result<Input, String> {
-    let mut r = Reader::new(frame);
+fn decode_request(conn: ConnId, frame: &Bytes) -> Result<Input, String> {
+    // Over the frame's `Bytes`: a setData's data stays in the frame rather than being copied.
+    let mut r = Reader::over_bytes(frame);
     let hdr = RequestHeader::decode(&mut r).map_err(|e| format!("bad request header: {e}"))?;
-    let body = &frame[r.position()..];
-    Ok(match Request::decode(hdr.op_type, body) {
+    Ok(match Request::decode_from(hdr.op_type, &mut r) {
         Ok(req) => Input::Request { conn, xid: hdr.xid, req },
         Err(RequestDecodeError::UnknownOpcode(op)) => {
             tracing::info!(conn, op, "unknown opcode");

@@ -192,7 +192,11 @@ async fn multi_result_types_mirror_sub_ops_raw() {
         MultiOp::Create(create_req("/c1", Some(b"a"), 0)),
         MultiOp::Create2(create_req("/c2", Some(b"bb"), 0)),
         MultiOp::CreateContainer(create_req("/c3", Some(b""), 4)),
-        MultiOp::SetData(warden_proto::SetDataRequest { path: "/c1".into(), data: Some(b"x".to_vec()), version: 0 }),
+        MultiOp::SetData(warden_proto::SetDataRequest {
+            path: "/c1".into(),
+            data: Some(b"x".to_vec().into()),
+            version: 0,
+        }),
         MultiOp::Check(PathVersion { path: "/c1".into(), version: 1 }),
         MultiOp::Delete(PathVersion { path: "/c2".into(), version: 0 }),
     ];

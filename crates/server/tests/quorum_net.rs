@@ -49,7 +49,7 @@ async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 fn entry(zxid: Zxid, n: u64) -> TxnEntry {
-    let txn = Txn::SetData { path: "/x".into(), data: Some(n.to_be_bytes().to_vec()), version: -1 };
+    let txn = Txn::SetData { path: "/x".into(), data: Some(n.to_be_bytes().to_vec().into()), version: -1 };
     TxnEntry {
         hdr: TxnHeader { client_id: 1, cxid: n as i32, zxid, time_ms: 0, txn_type: txn.op().code() },
         txn: txn.into(),

@@ -423,7 +423,7 @@ async fn own_write_notification_precedes_its_reply_raw() {
     let (h, _) = r
         .call(&Request::SetData(warden_proto::SetDataRequest {
             path: "/self".into(),
-            data: Some(b"x".to_vec()),
+            data: Some(b"x".to_vec().into()),
             version: -1,
         }))
         .await;

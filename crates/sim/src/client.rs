@@ -200,7 +200,7 @@ fn issue(w: &mut World, client: usize) {
     if roll < 65 {
         // Until the reply, the version is unknown: no second setData on it in flight.
         let version = w.clients[client].own.insert(path.clone(), None).flatten().unwrap_or(-1);
-        let data = Some(format!("v{}", version + 1).into_bytes());
+        let data = Some(format!("v{}", version + 1).into_bytes().into());
         let req = Request::SetData(SetDataRequest { path: path.clone(), data, version });
         send(w, client, Op::SetData { path }, req);
     } else if roll < 93 {

@@ -188,7 +188,7 @@ fn gen_txn(z: i64, rng: &mut StdRng) -> Rec {
     let mut data = vec![0u8; size];
     rng.fill(&mut data[..]);
     let txn = match rng.gen_range(0..10) {
-        0 => Txn::SetData { path: format!("/n{}", z - 1), data: Some(data), version: -1 },
+        0 => Txn::SetData { path: format!("/n{}", z - 1), data: Some(data.into()), version: -1 },
         1 => Txn::CreateSession { timeout_ms: 30_000 },
         2 => Txn::CloseSession { paths_to_delete: vec![] },
         _ => Txn::Create {

@@ -23,12 +23,12 @@ fn expected() -> Vec<Txn> {
         create("/a", b"hello", false, 1),
         create("/a/eph", b"e", true, 1),
         create("/a/seq-0000000001", b"s", false, 2),
-        Txn::SetData { path: "/a".into(), data: Some(b"world".to_vec()), version: 1 },
+        Txn::SetData { path: "/a".into(), data: Some(b"world".to_vec().into()), version: 1 },
         create("/b", b"", false, 2),
         Txn::Delete { path: "/b".into() },
         Txn::Multi(vec![
             create("/m", b"m1", false, 3),
-            Txn::SetData { path: "/a".into(), data: Some(b"in-multi".to_vec()), version: 2 },
+            Txn::SetData { path: "/a".into(), data: Some(b"in-multi".to_vec().into()), version: 2 },
             // ZooKeeper logs CheckVersionTxn with the version incremented (checkAndIncVersion).
             Txn::Check { path: "/a".into(), version: 3 },
         ]),

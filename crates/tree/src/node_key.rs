@@ -253,7 +253,7 @@ mod tests {
         assert_eq!(events.len(), 2);
         assert!(Arc::ptr_eq(&events[0].path, &stored(&t, "/p/c")));
         assert!(Arc::ptr_eq(&events[1].path, &stored(&t, "/p")));
-        let events = apply(&mut t, Txn::SetData { path: "/p/c".into(), data: Some(vec![1]), version: 1 });
+        let events = apply(&mut t, Txn::SetData { path: "/p/c".into(), data: Some(vec![1].into()), version: 1 });
         assert!(Arc::ptr_eq(&events[0].path, &stored(&t, "/p/c")));
         let events = apply(&mut t, Txn::Delete { path: "/p/c".into() });
         assert_eq!(&*events[0].path, "/p/c");

@@ -6,6 +6,8 @@
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
+
+use bytes::Bytes;
 use warden_proto::{perms, Acl, ErrorCode, StatPersisted, Txn};
 
 use crate::acl::{check_acl, fixup_acl_owned};
@@ -404,7 +406,7 @@ impl Prep {
         ctx: &PrepContext<'_>,
         zxid: i64,
         path: String,
-        data: Option<Vec<u8>>,
+        data: Option<Bytes>,
         version: i32,
     ) -> Result<Txn, ErrorCode> {
         validate_path(&path)?;

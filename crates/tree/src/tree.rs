@@ -298,8 +298,9 @@ impl DataTree {
         self.apply_with(hdr, txn, &mut Taken::default(), Vec::new())
     }
 
-    /// As `apply`, moving the data of a create or setData into the node instead of copying it,
-    /// and a create's path into its result (the txn is left with neither; a multi's are copied).
+    /// As `apply`, moving the data of a create into the node instead of copying it, and its path
+    /// into its result (the txn is left with neither; a multi's are copied). A setData's data is
+    /// copied: into the node's own buffer when the length is unchanged, the usual case.
     /// The events go into `events`, an empty list whose allocation the caller reuses from one
     /// apply to the next.
     pub fn apply_taking_data(&mut self, hdr: &TxnHeader, txn: &mut Txn, events: Vec<TreeEvent>) -> ApplyOutcome {
@@ -307,7 +308,6 @@ impl DataTree {
             Txn::Create { data, path, .. }
             | Txn::CreateContainer { data, path, .. }
             | Txn::CreateTtl { data, path, .. } => Taken { data: Some(data.take()), path: Some(std::mem::take(path)) },
-            Txn::SetData { data, .. } => Taken { data: Some(data.take()), path: None },
             _ => Taken::default(),
         };
         self.apply_with(hdr, txn, &mut taken, events)
@@ -356,7 +356,7 @@ impl DataTree {
                 Err(e) => TxnResult::Error(e),
             },
             Txn::SetData { path, data, version } => {
-                match self.set_data(path, taken.data(data), *version, zxid, time, ev) {
+                match self.set_data(path, data.as_deref(), *version, zxid, time, ev) {
                     Ok(stat) => TxnResult::SetData { stat },
                     Err(e) => TxnResult::Error(e),
                 }
@@ -543,7 +543,7 @@ impl DataTree {
     fn set_data(
         &mut self,
         path: &str,
-        data: Option<Box<[u8]>>,
+        data: Option<&[u8]>,
         version: i32,
         zxid: i64,
         time: i64,
@@ -553,10 +553,11 @@ impl DataTree {
         let old_len = n.data_len();
         match (&mut n.data, data) {
             // The same length (a value rewritten in place, the usual case): the bytes go into the
-            // node's buffer and the request's, allocated moments ago, is the one freed. Freeing
-            // the node's instead (cold by now) costs the allocator cache misses and coalescing.
-            (Some(held), Some(new)) if held.len() == new.len() => held.copy_from_slice(&new),
-            (held, new) => *held = new,
+            // node's buffer, and nothing is allocated or freed (the request's data is a slice of
+            // the frame it came in). Freeing the node's buffer (cold by now) would cost the
+            // allocator cache misses and coalescing.
+            (Some(held), Some(new)) if held.len() == new.len() => held.copy_from_slice(new),
+            (held, new) => *held = new.map(Box::from),
         }
         n.stat.mtime = time;
         n.stat.mzxid = zxid;

@@ -1,5 +1,6 @@
 //! The input of `Prep`: a write request, already decoded, plus the caller's context.
 
+use bytes::Bytes;
 use warden_proto::{Acl, Id};
 
 /// Which create opcode carried the request; the node type itself comes from `flags`.
@@ -23,7 +24,7 @@ pub enum WriteOp {
     /// deleteContainer (20), issued by the container manager.
     DeleteContainer { path: String },
     /// setData (5).
-    SetData { path: String, data: Option<Vec<u8>>, version: i32 },
+    SetData { path: String, data: Option<Bytes>, version: i32 },
     /// setACL (7); `version` is the expected aversion.
     SetAcl { path: String, acl: Vec<Acl>, version: i32 },
     /// check (13), inside a multi.

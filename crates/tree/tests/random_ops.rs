@@ -27,7 +27,11 @@ fn op_strategy() -> impl Strategy<Value = WriteOp> {
         }),
         (path.clone(), -1..2i32).prop_map(|(path, version)| WriteOp::Delete { path, version }),
         path.clone().prop_map(|path| WriteOp::DeleteContainer { path }),
-        (path.clone(), -1..2i32).prop_map(|(path, version)| WriteOp::SetData { path, data: Some(vec![1; 3]), version }),
+        (path.clone(), -1..2i32).prop_map(|(path, version)| WriteOp::SetData {
+            path,
+            data: Some(vec![1; 3].into()),
+            version
+        }),
         (path.clone(), -1..2i32).prop_map(|(path, version)| WriteOp::Check { path, version }),
     ];
     prop_oneof![4 => leaf.clone(), 1 => prop::collection::vec(leaf, 0..4).prop_map(WriteOp::Multi)]

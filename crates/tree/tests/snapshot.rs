@@ -59,7 +59,7 @@ fn sample() -> DataTree {
         (1, create("/zookeeper/quota/a", None, false)),
         (1, create("/zookeeper/quota/a/zookeeper_limits", Some(b"count=10,bytes=-1"), false)),
         (1, create("/zookeeper/quota/a/zookeeper_stats", Some(b"count=0,bytes=0"), false)),
-        (1, Txn::SetData { path: "/b".into(), data: Some(b"bee2".to_vec()), version: 1 }),
+        (1, Txn::SetData { path: "/b".into(), data: Some(b"bee2".to_vec().into()), version: 1 }),
         (1, create("/c/child", None, false)),
     ];
     for (i, (session, txn)) in txns.into_iter().enumerate() {
@@ -189,7 +189,7 @@ fn clone_is_shared_send_and_isolated() {
     assert_send_static(&snap);
     // Unchanged nodes are shared, not copied.
     assert!(std::ptr::eq(t.node("/b").unwrap(), snap.node("/b").unwrap()));
-    t.apply(&hdr(200, 1), &Txn::SetData { path: "/b".into(), data: Some(b"new".to_vec()), version: 2 });
+    t.apply(&hdr(200, 1), &Txn::SetData { path: "/b".into(), data: Some(b"new".to_vec().into()), version: 2 });
     t.apply(&hdr(201, 1), &create("/new", None, false));
     assert_eq!(snap.node("/b").unwrap().data.as_deref(), Some(&b"bee2"[..]));
     assert!(snap.node("/new").is_none());

@@ -33,7 +33,7 @@ fn txn_line(hdr: &TxnHeader, txn: &Txn) -> String {
     )
 }
 
-fn data_text(data: &Option<Vec<u8>>) -> String {
+fn data_text(data: Option<&[u8]>) -> String {
     match data {
         None => "null".into(),
         Some(d) => format!("#{}", d.iter().map(|b| format!("{b:02x}")).collect::<String>()),
@@ -50,17 +50,21 @@ fn describe(txn: &Txn) -> String {
         Txn::Create { path, data, acl, ephemeral, parent_cversion } => {
             format!(
                 "create '{path},{},{},ephemeral={ephemeral},parentCVersion={parent_cversion}",
-                data_text(data),
+                data_text(data.as_deref()),
                 acl_text(acl)
             )
         }
         Txn::CreateContainer { path, data, parent_cversion, .. } => {
-            format!("createContainer '{path},{},parentCVersion={parent_cversion}", data_text(data))
+            format!("createContainer '{path},{},parentCVersion={parent_cversion}", data_text(data.as_deref()))
         }
-        Txn::CreateTtl { path, data, ttl_ms, .. } => format!("createTTL '{path},{},ttl={ttl_ms}", data_text(data)),
+        Txn::CreateTtl { path, data, ttl_ms, .. } => {
+            format!("createTTL '{path},{},ttl={ttl_ms}", data_text(data.as_deref()))
+        }
         Txn::Delete { path } => format!("delete '{path}"),
         Txn::DeleteContainer { path } => format!("deleteContainer '{path}"),
-        Txn::SetData { path, data, version } => format!("setData '{path},{},version={version}", data_text(data)),
+        Txn::SetData { path, data, version } => {
+            format!("setData '{path},{},version={version}", data_text(data.as_deref()))
+        }
         Txn::SetAcl { path, acl, version } => format!("setACL '{path},{},version={version}", acl_text(acl)),
         Txn::Check { path, version } => format!("check '{path},version={version}"),
         Txn::CreateSession { timeout_ms } => format!("createSession timeout={timeout_ms}"),
@@ -89,7 +93,7 @@ pub fn print_snapshot(path: &Path, with_data: bool) -> anyhow::Result<String> {
         );
         let _ = writeln!(o, "  ephemeralOwner = {:#018x}\n  dataLength = {}", s.ephemeral_owner, node.data_len());
         if with_data {
-            let _ = writeln!(o, "  data = {}", data_text(&node.data.as_deref().map(<[u8]>::to_vec)));
+            let _ = writeln!(o, "  data = {}", data_text(node.data.as_deref()));
         }
     }
     let _ = writeln!(o, "----\nSession Details (sid, timeout):");

@@ -218,7 +218,7 @@ impl Probes {
             flags: 1, // ephemeral
         };
         call(&mut conn, 1, OpCode::Create, |w| create.encode(w))?;
-        let set = SetDataRequest { path: path.clone(), data: Some(value.clone()), version: -1 };
+        let set = SetDataRequest { path: path.clone(), data: Some(value.clone().into()), version: -1 };
         let client_path = format!("{path}-client");
         let client = bench::block_on(async {
             let client = zk::Client::connector().with_session_timeout(Duration::from_secs(10)).connect(server).await?;

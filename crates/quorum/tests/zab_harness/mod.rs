@@ -517,7 +517,7 @@ impl Cluster {
         let Some(sid) = self.leader else { return false };
         let n = self.proposals;
         let Role::Leader(l) = &mut self.nodes.get_mut(&sid).unwrap().role else { return false };
-        let txn = Txn::SetData { path: "/x".into(), data: Some(n.to_be_bytes().to_vec()), version: -1 };
+        let txn = Txn::SetData { path: "/x".into(), data: Some(n.to_be_bytes().to_vec().into()), version: -1 };
         match l.propose(7, n as i32, n as i64, txn) {
             Ok((_, out)) => {
                 self.proposals += 1;

@@ -56,7 +56,9 @@ impl RawClient {
             RawKind::Delete => Request::Delete(PathVersion { path, version: -1 }),
             RawKind::Exists => Request::Exists(PathWatch { path, watch: false }),
             RawKind::GetData => Request::GetData(PathWatch { path, watch: false }),
-            RawKind::SetData => Request::SetData(SetDataRequest { path, data: Some(b"x".to_vec()), version: -1 }),
+            RawKind::SetData => {
+                Request::SetData(SetDataRequest { path, data: Some(b"x".to_vec().into()), version: -1 })
+            }
             RawKind::GetChildren => Request::GetChildren(PathWatch { path, watch: false }),
         };
         let (hdr, body) = self.conn.call(7, &req)?;

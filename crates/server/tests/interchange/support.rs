@@ -57,7 +57,11 @@ impl RawClient {
 
     /// setData (opcode 5), any version, possibly null data; returns the error code.
     pub fn set_data(&mut self, path: &str, data: Option<&[u8]>) -> std::io::Result<i32> {
-        let req = Request::SetData(SetDataRequest { path: path.into(), data: data.map(<[u8]>::to_vec), version: -1 });
+        let req = Request::SetData(SetDataRequest {
+            path: path.into(),
+            data: data.map(bytes::Bytes::copy_from_slice),
+            version: -1,
+        });
         let xid = self.next_xid();
         Ok(self.call(xid, &req)?.0.err)
     }

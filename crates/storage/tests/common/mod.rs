@@ -15,7 +15,7 @@ pub fn txn(z: i64) -> (TxnHeader, Txn) {
             ephemeral: z % 4 == 0,
             parent_cversion: z as i32,
         },
-        1 => Txn::SetData { path, data: Some(b"value".to_vec()), version: 3 },
+        1 => Txn::SetData { path, data: Some(b"value".to_vec().into()), version: 3 },
         2 => Txn::Delete { path },
         3 => Txn::CreateSession { timeout_ms: 30_000 },
         4 => Txn::CloseSession { paths_to_delete: vec![path, "/x".into()] },

@@ -121,7 +121,7 @@ pub fn delete(path: &str, version: i32) -> WriteOp {
 }
 
 pub fn set_data(path: &str, data: &[u8], version: i32) -> WriteOp {
-    WriteOp::SetData { path: path.into(), data: Some(data.to_vec()), version }
+    WriteOp::SetData { path: path.into(), data: Some(data.to_vec().into()), version }
 }
 
 pub fn created_path(r: &TxnResult) -> String {
