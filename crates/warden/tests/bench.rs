@@ -119,7 +119,7 @@ fn floor_against_a_server_times_both_clients_and_leaves_no_node() {
     );
     assert!(stdout.contains("through zookeeper-client"), "no client figure on stdout:\n{stdout}");
     let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    for key in ["write_ms", "server_set_data_ms", "client_set_data_ms"] {
+    for key in ["write_ms", "write_alone_ms", "server_set_data_ms", "client_set_data_ms"] {
         let v = f(&report, key);
         assert!(v > 0.0 && v < 10_000.0, "{key} = {v}");
     }
