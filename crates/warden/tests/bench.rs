@@ -65,32 +65,42 @@ fn bench_reports_unreachable_server() {
     assert!(stderr.contains(&format!("127.0.0.1:{port}")), "unclear error:\n{stderr}");
 }
 
-/// `warden floor` runs its three probes, removes its probe file, and writes the medians as JSON.
-#[test]
-fn floor_measures_and_cleans_up() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("floor.json");
+/// Runs `warden floor` with `args`, its probe file and JSON in `dir`; checks that it succeeded and
+/// that each of `keys` is a plausible time. Returns its stdout.
+fn run_floor(dir: &std::path::Path, args: &[&str], keys: &[&str]) -> String {
+    let json = dir.join("floor.json");
     let out = Command::new(BIN)
-        .args(["floor", "--rounds", "50", "--dir"])
-        .arg(dir.path())
+        .arg("floor")
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
         .arg("--json")
         .arg(&json)
         .stdin(Stdio::null())
         .output()
         .expect("run warden floor");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "warden floor failed: {}\n{stdout}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("write floor"), "no figures on stdout:\n{stdout}");
     let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    for key in ["round_trip_ms", "write_ms", "fdatasync_back_to_back_ms"] {
+    for key in keys {
         let v = f(&report, key);
         assert!(v > 0.0 && v < 10_000.0, "{key} = {v}");
     }
+    stdout
+}
+
+/// `warden floor` runs its three probes, removes its probe file, and writes the medians as JSON.
+#[test]
+fn floor_measures_and_cleans_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let stdout =
+        run_floor(dir.path(), &["--rounds", "50"], &["round_trip_ms", "write_ms", "fdatasync_back_to_back_ms"]);
+    assert!(stdout.contains("write floor"), "no figures on stdout:\n{stdout}");
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left, vec![std::ffi::OsString::from("floor.json")], "probe file left behind");
 }
@@ -101,30 +111,15 @@ fn floor_measures_and_cleans_up() {
 fn floor_against_a_server_times_both_clients_and_leaves_no_node() {
     let dir = tempfile::tempdir().unwrap();
     let (_server, port) = start_standalone(dir.path(), |_| {});
-    let json = dir.path().join("floor.json");
-    let out = Command::new(BIN)
-        .args(["floor", "--rounds", "60", "--segments", "3", "--server", &format!("127.0.0.1:{port}"), "--dir"])
-        .arg(dir.path())
-        .arg("--json")
-        .arg(&json)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run warden floor");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "warden floor failed: {}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    let server = format!("127.0.0.1:{port}");
+    let stdout = run_floor(
+        dir.path(),
+        &["--rounds", "60", "--segments", "3", "--server", &server],
+        &["write_ms", "write_alone_ms", "server_set_data_ms", "client_set_data_ms"],
     );
     assert!(stdout.contains("through zookeeper-client"), "no client figure on stdout:\n{stdout}");
-    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    for key in ["write_ms", "write_alone_ms", "server_set_data_ms", "client_set_data_ms"] {
-        let v = f(&report, key);
-        assert!(v > 0.0 && v < 10_000.0, "{key} = {v}");
-    }
     let children = tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let client = zookeeper_client::Client::connect(&format!("127.0.0.1:{port}")).await.unwrap();
+        let client = zookeeper_client::Client::connect(&server).await.unwrap();
         client.list_children("/").await.unwrap()
     });
     assert!(!children.iter().any(|c| c.starts_with("warden-floor")), "probe nodes left: {children:?}");
