@@ -708,28 +708,24 @@ fn stored_mut_with_path<'a>(nodes: &'a mut NodeMap, path: &str) -> Option<(Arc<s
     nodes.get_key_value_mut(Probe::new(path).view()).map(|(k, n)| (k.shared_path().clone(), Arc::make_mut(n)))
 }
 
-/// What `apply_taking_data` moved out of the top-level txn.
+/// What `apply_taking_data` moved out of the top-level txn: a create's data and path.
 #[derive(Default)]
 struct Taken {
-    /// The data of a create or setData.
+    /// The data of a create.
     data: Option<Option<Vec<u8>>>,
     /// The path of a create, which becomes the path of its result.
     path: Option<String>,
 }
 
 impl Taken {
-    /// A node's data: the data already moved out of the txn if there is one, else a copy of `data`.
-    fn data(&mut self, data: &Option<Vec<u8>>) -> Option<Box<[u8]>> {
-        match self.data.take() {
-            Some(moved) => moved.map(Vec::into_boxed_slice),
-            None => data.as_deref().map(Box::from),
-        }
-    }
-
     /// A create's path (for its result) and data (for its node): moved if taken, else copied.
     fn create(&mut self, path: &str, data: &Option<Vec<u8>>) -> (String, Option<Box<[u8]>>) {
         let path = self.path.take().unwrap_or_else(|| path.to_string());
-        (path, self.data(data))
+        let data = match self.data.take() {
+            Some(moved) => moved.map(Vec::into_boxed_slice),
+            None => data.as_deref().map(Box::from),
+        };
+        (path, data)
     }
 }
 
