@@ -21,7 +21,7 @@ use warden_proto::request::{Request, RequestDecodeError};
 use warden_proto::{ErrorCode, Reader, Record};
 
 use crate::config::Config;
-use crate::owner::{ConnMsg, ConnTx, Event, CONN_QUEUE};
+use crate::owner::{ConnMsg, ConnTx, Event, Frames, CONN_QUEUE};
 
 /// A connection that has not sent its ConnectRequest within this time is dropped
 /// (`zookeeper.nio.sessionlessCnxnTimeout`).
@@ -266,7 +266,7 @@ async fn write_loop(
     'outer: while let Some(mut msg) = rx.recv().await {
         loop {
             match msg {
-                ConnMsg::Frames { bytes, frames, completes } => {
+                ConnMsg::Frames(Frames { bytes, frames, completes }) => {
                     if w.write_all(&bytes).await.is_err() {
                         break 'outer;
                     }

@@ -57,23 +57,32 @@ pub(crate) struct ConnTx {
 
 #[derive(Debug)]
 pub(crate) enum ConnMsg {
-    /// Complete frames, back to back: what one turn of the owner's loop collected for the
-    /// connection (or 64 KiB of it): `frames` frames, `completes` of them replies to client
-    /// requests (the rest are notifications), each returning a permit.
-    Frames {
-        bytes: Vec<u8>,
-        frames: u32,
-        completes: u32,
-    },
+    /// What one turn of the owner's loop collected for the connection (or 64 KiB of it).
+    Frames(Frames),
     Close,
 }
 
-/// Frames collected for one connection during a turn of the owner's loop.
+/// Complete frames for one connection, back to back: `frames` of them, `completes` of those
+/// replies to client requests (the rest are notifications), each returning a permit. Collected
+/// during a turn of the owner's loop, then sent to the connection's writer as they are.
 #[derive(Debug, Default)]
-struct Pending {
-    bytes: Vec<u8>,
-    frames: u32,
-    completes: u32,
+pub(crate) struct Frames {
+    pub bytes: Vec<u8>,
+    pub frames: u32,
+    pub completes: u32,
+}
+
+impl Frames {
+    /// Appends one frame (the first is taken as it is, not copied).
+    fn push(&mut self, frame: Vec<u8>, completes_request: bool) {
+        if self.bytes.is_empty() {
+            self.bytes = frame;
+        } else {
+            self.bytes.extend_from_slice(&frame);
+        }
+        self.frames += 1;
+        self.completes += u32::from(completes_request);
+    }
 }
 
 /// Collected frames for one connection go out once they reach this many bytes, so that a large
@@ -91,7 +100,7 @@ pub(crate) struct Owner {
     out: Vec<Output>,
     /// Frames of the current turn of the loop, per connection: each connection's writer gets one
     /// message per turn (or per 64 KiB) instead of one per frame.
-    pending: HashMap<ConnId, Pending>,
+    pending: HashMap<ConnId, Frames>,
     /// Txns persisted while stepping the current batch of events, for the storage thread.
     to_persist: Batch,
     storage: Storage,
@@ -473,13 +482,7 @@ impl Owner {
             match o {
                 Output::Send { conn, frame, completes_request } => {
                     let p = self.pending.entry(conn).or_default();
-                    if p.bytes.is_empty() {
-                        p.bytes = frame;
-                    } else {
-                        p.bytes.extend_from_slice(&frame);
-                    }
-                    p.frames += 1;
-                    p.completes += u32::from(completes_request);
+                    p.push(frame, completes_request);
                     if p.bytes.len() >= PENDING_BYTES {
                         self.send_pending(conn);
                     }
@@ -524,14 +527,13 @@ impl Owner {
         self.send(conn, p);
     }
 
-    fn send(&mut self, conn: ConnId, p: Pending) {
+    fn send(&mut self, conn: ConnId, p: Frames) {
         let Some(c) = self.conns.get(&conn) else { return };
         let frames = p.frames as usize;
         let full = c.queued.load(Ordering::Acquire) + frames > CONN_QUEUE;
         let sent = !full && {
             c.queued.fetch_add(frames, Ordering::AcqRel);
-            let msg = ConnMsg::Frames { bytes: p.bytes, frames: p.frames, completes: p.completes };
-            c.tx.try_send(msg).is_ok()
+            c.tx.try_send(ConnMsg::Frames(p)).is_ok()
         };
         if !sent {
             if full {
