@@ -129,8 +129,8 @@ fn measure(path: &std::path::Path, rounds: usize, segments: usize, server: Optio
     };
     let mut offset = 0;
     // With a server, the floor loop also runs alone first: interleaved with the clients it has
-    // measured up to a quarter slower on this VM (and the server faster), for reasons not pinned
-    // down, so a comparison should use the lower of the two.
+    // measured up to a third slower on this VM (not from the segmenting, nor the order within a
+    // segment; the server's own fdatasyncs in between remain), so compare with the lower of the two.
     let write_alone_ms = match probes {
         Some(_) => {
             let alone = median(round_trips(Some((&file, offset)), rounds)?);
