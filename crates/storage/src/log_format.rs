@@ -53,20 +53,21 @@ pub(crate) fn adler32(bytes: &[u8]) -> u32 {
     a.finish()
 }
 
-/// Encodes one complete record into `out` (cleared first; its allocation is reused): the body is
-/// written once, after room for the checksum and length, which are patched in afterwards.
-pub(crate) fn encode_record_into(hdr: &TxnHeader, txn: &Txn, out: &mut Vec<u8>) {
+/// Appends one complete record to `out`: the body is written once, after room for the checksum
+/// and length, which are patched in afterwards.
+pub(crate) fn append_record(hdr: &TxnHeader, txn: &Txn, out: &mut Vec<u8>) {
     const PREFIX: usize = 12;
-    out.clear();
-    out.resize(PREFIX, 0);
+    let start = out.len();
+    out.resize(start + PREFIX, 0);
     let mut w = Writer::from_vec(std::mem::take(out));
     hdr.encode(&mut w);
     txn.encode_body(&mut w);
     let mut buf = w.into_inner();
-    let body_len = buf.len() - PREFIX;
-    let sum = i64::from(adler32(&buf[PREFIX..]));
-    buf[..8].copy_from_slice(&sum.to_be_bytes());
-    buf[8..PREFIX].copy_from_slice(&(body_len as i32).to_be_bytes());
+    let body = start + PREFIX;
+    let sum = i64::from(adler32(&buf[body..]));
+    let body_len = buf.len() - body;
+    buf[start..start + 8].copy_from_slice(&sum.to_be_bytes());
+    buf[start + 8..body].copy_from_slice(&(body_len as i32).to_be_bytes());
     buf.push(RECORD_END);
     *out = buf;
 }

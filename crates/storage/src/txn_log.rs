@@ -1,20 +1,20 @@
 //! The transaction log: `<dataLogDir>/version-2/log.<hex zxid of first txn>`, ZooKeeper's format.
 //! Appends are buffered; `sync` makes everything appended so far durable.
 
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use warden_proto::{Txn, TxnHeader};
 
 use crate::fs::{Fs, FsFile, RealFs};
-use crate::log_format::{encode_record_into, file_header, parse_file, FileEnd, FILE_HEADER_LEN};
+use crate::log_format::{append_record, file_header, parse_file, FileEnd, FILE_HEADER_LEN};
 use crate::StorageError;
 
 /// ZooKeeper's default `preAllocSize`: 64 MiB.
 pub const DEFAULT_PRE_ALLOC_BYTES: u64 = 64 * 1024 * 1024;
 /// Extend the file when the write position comes this close to its end (ZooKeeper's FilePadding).
 const PAD_MARGIN: u64 = 4096;
+/// Bytes of records collected before they are written (a sync writes them whatever their size).
 const WRITE_BUFFER: usize = 64 * 1024;
 
 /// `log.<zxid>` with the zxid in lowercase hex, no padding (Java's `Long.toHexString`).
@@ -33,14 +33,14 @@ pub struct TxnLog {
     dir_needs_sync: bool,
     failed: bool,
     recovered_tail: Option<String>,
-    /// The record being encoded; its allocation is reused from one append to the next.
-    scratch: Vec<u8>,
 }
 
 #[derive(Debug)]
 struct CurrentFile {
     path: PathBuf,
-    out: BufWriter<Box<dyn FsFile>>,
+    file: Box<dyn FsFile>,
+    /// Records not yet written to `file`; they are encoded straight into it.
+    buf: Vec<u8>,
     /// Logical end of the written data, including bytes still in the buffer.
     position: u64,
     /// File length including zero padding.
@@ -116,7 +116,6 @@ impl TxnLog {
             dir_needs_sync: false,
             failed: false,
             recovered_tail,
-            scratch: Vec::new(),
         };
         Ok((log, txns))
     }
@@ -127,10 +126,7 @@ impl TxnLog {
         if hdr.zxid <= self.last_zxid {
             return Err(StorageError::OutOfOrder { zxid: hdr.zxid, last: self.last_zxid });
         }
-        let mut record = std::mem::take(&mut self.scratch);
-        encode_record_into(hdr, txn, &mut record);
-        let result = self.write_record(hdr.zxid, &record);
-        self.scratch = record;
+        let result = self.write_record(hdr, txn);
         self.failed = result.is_err();
         result?;
         self.last_zxid = hdr.zxid;
@@ -151,7 +147,7 @@ impl TxnLog {
     pub fn flush(&mut self) -> Result<(), StorageError> {
         self.check_usable()?;
         let result = match self.current.as_mut() {
-            Some(cur) => cur.out.flush().map_err(StorageError::io("write", &cur.path)),
+            Some(cur) => cur.write_buffer(),
             None => Ok(()),
         };
         self.failed = result.is_err();
@@ -235,22 +231,22 @@ impl TxnLog {
         Ok(())
     }
 
-    fn write_record(&mut self, zxid: i64, record: &[u8]) -> Result<(), StorageError> {
+    fn write_record(&mut self, hdr: &TxnHeader, txn: &Txn) -> Result<(), StorageError> {
         if self.current.is_none() {
-            let path = self.dir.join(log_file_name(zxid));
+            let path = self.dir.join(log_file_name(hdr.zxid));
             self.current = Some(CurrentFile::create(&*self.fs, path)?);
             self.dir_needs_sync = true;
         }
         match self.current.as_mut() {
-            Some(cur) => cur.write(record, self.pre_alloc_bytes),
+            Some(cur) => cur.append(hdr, txn, self.pre_alloc_bytes),
             None => Ok(()),
         }
     }
 
     fn sync_inner(&mut self) -> Result<(), StorageError> {
         if let Some(cur) = self.current.as_mut() {
-            cur.out.flush().map_err(StorageError::io("write", &cur.path))?;
-            cur.out.get_mut().sync_data().map_err(StorageError::io("fdatasync", &cur.path))?;
+            cur.write_buffer()?;
+            cur.file.sync_data().map_err(StorageError::io("fdatasync", &cur.path))?;
         }
         if self.dir_needs_sync {
             sync_dir(&*self.fs, &self.dir)?;
@@ -264,26 +260,48 @@ impl CurrentFile {
     /// Creates (or replaces: `open` proved it holds no txn at or after `zxid`) a log file.
     fn create(fs: &dyn Fs, path: PathBuf) -> Result<Self, StorageError> {
         let file = fs.create(&path).map_err(StorageError::io("create", &path))?;
-        let mut out = BufWriter::with_capacity(WRITE_BUFFER, file);
-        out.write_all(&file_header()).map_err(StorageError::io("write", &path))?;
-        Ok(CurrentFile { path, out, position: FILE_HEADER_LEN as u64, size: 0, zeroed: 0 })
+        let mut buf = Vec::with_capacity(WRITE_BUFFER);
+        buf.extend_from_slice(&file_header());
+        Ok(CurrentFile { path, file, buf, position: FILE_HEADER_LEN as u64, size: 0, zeroed: 0 })
     }
 
-    fn write(&mut self, record: &[u8], pre_alloc: u64) -> Result<(), StorageError> {
-        let end = self.position + record.len() as u64;
+    /// Encodes a record at the end of the buffer, grows the file ahead of it, and writes the
+    /// buffer once it holds `WRITE_BUFFER` bytes.
+    fn append(&mut self, hdr: &TxnHeader, txn: &Txn, pre_alloc: u64) -> Result<(), StorageError> {
+        let held = self.buf.len();
+        append_record(hdr, txn, &mut self.buf);
+        let end = self.position + (self.buf.len() - held) as u64;
+        if let Err(e) = self.grow(end, pre_alloc) {
+            self.buf.truncate(held);
+            return Err(e);
+        }
+        self.position = end;
+        if self.buf.len() >= WRITE_BUFFER {
+            self.write_buffer()?;
+        }
+        Ok(())
+    }
+
+    /// Extends the file and writes its zeros ahead of a record that will end at `end`. Nothing at
+    /// or past the record's start has been written to the file yet.
+    fn grow(&mut self, end: u64, pre_alloc: u64) -> Result<(), StorageError> {
         if let Some(size) = padded_size(end, self.size, pre_alloc) {
-            self.out.get_mut().set_len(size).map_err(StorageError::io("preallocate", &self.path))?;
+            self.file.set_len(size).map_err(StorageError::io("preallocate", &self.path))?;
             self.size = size;
         }
         if end > self.zeroed && self.size > self.zeroed {
-            // Nothing at or past `position` has been handed to the buffer yet.
             let from = self.zeroed.max(self.position);
             let to = (end + ZERO_AHEAD).min(self.size).max(from);
-            self.out.get_mut().fill_zeros(from, to - from).map_err(StorageError::io("preallocate", &self.path))?;
+            self.file.fill_zeros(from, to - from).map_err(StorageError::io("preallocate", &self.path))?;
             self.zeroed = to;
         }
-        self.out.write_all(record).map_err(StorageError::io("write", &self.path))?;
-        self.position = end;
+        Ok(())
+    }
+
+    /// Hands the buffered records to the file.
+    fn write_buffer(&mut self) -> Result<(), StorageError> {
+        self.file.write_all(&self.buf).map_err(StorageError::io("write", &self.path))?;
+        self.buf.clear();
         Ok(())
     }
 }
