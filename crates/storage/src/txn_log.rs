@@ -298,10 +298,12 @@ impl CurrentFile {
         Ok(())
     }
 
-    /// Hands the buffered records to the file.
+    /// Hands the buffered records to the file. A record larger than `WRITE_BUFFER` grew the buffer;
+    /// its room is given back here rather than kept until the log rolls.
     fn write_buffer(&mut self) -> Result<(), StorageError> {
         self.file.write_all(&self.buf).map_err(StorageError::io("write", &self.path))?;
         self.buf.clear();
+        self.buf.shrink_to(WRITE_BUFFER);
         Ok(())
     }
 }

@@ -63,6 +63,38 @@ fn round_trip_across_two_files_with_padding() {
 }
 
 #[test]
+fn records_larger_than_the_write_buffer_round_trip_among_small_ones() {
+    // The log buffers 64 KiB of records; a larger record grows the buffer, which gives the room
+    // back once written. Small records before, between and after, synced and not.
+    let big = |z: i64, len: usize| {
+        let (mut hdr, _) = txn(z);
+        let t =
+            warden_proto::Txn::SetData { path: format!("/big{z}"), data: Some(vec![z as u8; len].into()), version: 1 };
+        hdr.txn_type = t.op().code();
+        (hdr, t)
+    };
+    let mut recs = txns(1..=3);
+    recs.push(big(4, 200 * 1024));
+    recs.extend(txns(5..=7));
+    recs.push(big(8, 70 * 1024));
+    recs.push(big(9, 1024 * 1024));
+    recs.extend(txns(10..=12));
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = TxnLog::open(dir.path(), 4096).unwrap();
+    for (i, (h, t)) in recs.iter().enumerate() {
+        log.append(h, t).unwrap();
+        if i % 4 == 3 {
+            log.sync().unwrap();
+        }
+    }
+    log.sync().unwrap();
+    drop(log);
+    let (log, back) = TxnLog::open(dir.path(), 4096).unwrap();
+    assert_eq!(back, recs);
+    assert_eq!(log.last_zxid(), 12);
+}
+
+#[test]
 fn reopen_and_append_continues() {
     let dir = tempfile::tempdir().unwrap();
     let (mut log, _) = TxnLog::open(dir.path(), 4096).unwrap();
