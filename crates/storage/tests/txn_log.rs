@@ -367,3 +367,50 @@ fn padding_ahead_of_the_records_is_allocated() {
     let (_, back) = TxnLog::open(dir.path(), 64 << 20).unwrap();
     assert_eq!(back, txns(1..=3));
 }
+
+/// Under load (fdatasyncs of many records) the padding stays sparse, as ZooKeeper's does: writing
+/// zeros ahead would double what the disk writes. Once syncs are small again (a record or a few),
+/// the zeros ahead resume.
+#[test]
+fn padding_ahead_stays_sparse_while_syncs_are_large() {
+    use std::os::unix::fs::MetadataExt;
+    let record = |z: i64| {
+        let (mut hdr, _) = txn(z);
+        let t = warden_proto::Txn::SetData { path: format!("/k{z}"), data: Some(vec![7; 4096].into()), version: 1 };
+        hdr.txn_type = t.op().code();
+        (hdr, t)
+    };
+    let allocated = |file: &Path| fs::metadata(file).unwrap().blocks() * 512;
+    let records_end = |file: &Path| fs::read(file).unwrap().iter().rposition(|&b| b != 0).unwrap() as u64 + 1;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = TxnLog::open(dir.path(), 64 << 20).unwrap();
+    // The first sync is small: the megabyte ahead is zeroed.
+    append_all(&mut log, &[record(1)]);
+    let file = log.current_file().unwrap().to_path_buf();
+    assert!(allocated(&file) >= 1 << 20, "after a small sync, {} bytes allocated", allocated(&file));
+    // Syncs of 64 records (256 KiB): past the zeroed megabyte, nothing is allocated ahead.
+    let mut z = 2;
+    for _ in 0..12 {
+        let batch: Vec<_> = (z..z + 64).map(record).collect();
+        append_all(&mut log, &batch);
+        z += 64;
+    }
+    assert_eq!(fs::metadata(&file).unwrap().len(), 64 << 20, "the file keeps its preallocated length");
+    let end = records_end(&file);
+    assert!(end > 3 << 20, "records end at {end}");
+    assert!(allocated(&file) < end + (64 << 10), "{} bytes allocated for {end} bytes of records", allocated(&file));
+    // Small syncs again: zeros ahead resume a megabyte past the records.
+    for _ in 0..3 {
+        append_all(&mut log, &[record(z)]);
+        z += 1;
+    }
+    let end = records_end(&file);
+    assert!(
+        allocated(&file) >= end + (1 << 20) - (8 << 10),
+        "{} bytes allocated for {end} bytes of records",
+        allocated(&file)
+    );
+    drop(log);
+    let (_, back) = TxnLog::open(dir.path(), 64 << 20).unwrap();
+    assert_eq!(back, (1..z).map(record).collect::<Vec<_>>());
+}
