@@ -3,7 +3,7 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::{log_files, txn, txns};
+use common::{log_files, set_data_txn, txn, txns};
 use warden_storage::{StorageError, TxnLog};
 
 fn append_all(log: &mut TxnLog, recs: &[(warden_proto::TxnHeader, warden_proto::Txn)]) {
@@ -66,13 +66,7 @@ fn round_trip_across_two_files_with_padding() {
 fn records_larger_than_the_write_buffer_round_trip_among_small_ones() {
     // The log buffers 64 KiB of records; a larger record grows the buffer, which gives the room
     // back once written. Small records before, between and after, synced and not.
-    let big = |z: i64, len: usize| {
-        let (mut hdr, _) = txn(z);
-        let t =
-            warden_proto::Txn::SetData { path: format!("/big{z}"), data: Some(vec![z as u8; len].into()), version: 1 };
-        hdr.txn_type = t.op().code();
-        (hdr, t)
-    };
+    let big = set_data_txn;
     let mut recs = txns(1..=3);
     recs.push(big(4, 200 * 1024));
     recs.extend(txns(5..=7));
@@ -374,12 +368,7 @@ fn padding_ahead_of_the_records_is_allocated() {
 #[test]
 fn padding_ahead_stays_sparse_while_syncs_are_large() {
     use std::os::unix::fs::MetadataExt;
-    let record = |z: i64| {
-        let (mut hdr, _) = txn(z);
-        let t = warden_proto::Txn::SetData { path: format!("/k{z}"), data: Some(vec![7; 4096].into()), version: 1 };
-        hdr.txn_type = t.op().code();
-        (hdr, t)
-    };
+    let record = |z: i64| set_data_txn(z, 4096);
     let allocated = |file: &Path| fs::metadata(file).unwrap().blocks() * 512;
     let records_end = |file: &Path| fs::read(file).unwrap().iter().rposition(|&b| b != 0).unwrap() as u64 + 1;
     let dir = tempfile::tempdir().unwrap();

@@ -40,6 +40,14 @@ pub fn txn(z: i64) -> (TxnHeader, Txn) {
     (hdr, t)
 }
 
+/// A setData of `len` bytes (each `z as u8`) for zxid `z`, with `txn(z)`'s header.
+pub fn set_data_txn(z: i64, len: usize) -> (TxnHeader, Txn) {
+    let (mut hdr, _) = txn(z);
+    let t = Txn::SetData { path: format!("/n{z}"), data: Some(vec![z as u8; len].into()), version: 1 };
+    hdr.txn_type = t.op().code();
+    (hdr, t)
+}
+
 pub fn txns(range: std::ops::RangeInclusive<i64>) -> Vec<(TxnHeader, Txn)> {
     range.map(txn).collect()
 }
