@@ -92,13 +92,14 @@ impl Server {
             cfg.pre_alloc_bytes,
             recovered.log,
         );
-        let (storage, storage_thread) = storage::spawn(store, cfg.force_sync, events_tx.clone())?;
+        let log_activity = snapshot::LogActivity::new();
+        let (storage, storage_thread) = storage::spawn(store, cfg.force_sync, log_activity.clone(), events_tx.clone())?;
         let dirs = snapshot::SnapshotDirs {
             data_dir: cfg.data_dir.clone(),
             data_log_dir: cfg.data_log_dir.clone(),
             retain: cfg.purge_enabled.then_some(cfg.snap_retain_count),
         };
-        let (snapshots, snapshot_thread) = snapshot::spawn(dirs)?;
+        let (snapshots, snapshot_thread) = snapshot::spawn(dirs, log_activity)?;
         let mut owner = owner::Owner::new(cfg.clone(), events_rx, shutdown_rx.clone(), storage, snapshots, quorum);
         let had_snapshot = recovered.snapshot.is_some();
         owner.restore(

@@ -6,14 +6,22 @@
 //! write load it would otherwise take a core's share from the threads that serve requests. On an idle
 //! or lightly loaded machine it runs as fast as before; on a saturated one it is written more slowly
 //! and the snapshots that fall due meanwhile are skipped, so the log since the last snapshot grows.
+//!
+//! It also gives way to the log on the disk. Each fdatasync of the log has to wait for every byte
+//! written before it on the device, and a snapshot writes hundreds of megabytes: under a write load
+//! the log's fsyncs took three times as long while a snapshot write was under way. So while the log
+//! has synced within the last `LOG_BUSY_WINDOW`, the thread sleeps `PACE` times as long as each of
+//! its writes took (`Pacer`): the snapshot keeps at most 1/(PACE + 1) of the disk's time, and takes
+//! that many times longer to write under load. An idle log lets it write at full speed.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
-use warden_storage::{purge, write_snapshot};
+use warden_storage::{purge, write_snapshot_paced};
 use warden_tree::DataTree;
 
 /// One snapshot to write.
@@ -65,17 +73,29 @@ impl Snapshots {
 
 /// Starts the thread; it ends when the job sender is dropped. A failed snapshot is logged and the
 /// server goes on: the log still holds every txn, and purge only runs after a successful snapshot.
-pub(crate) fn spawn(dirs: SnapshotDirs) -> std::io::Result<(Snapshots, JoinHandle<()>)> {
+pub(crate) fn spawn(dirs: SnapshotDirs, log: Arc<LogActivity>) -> std::io::Result<(Snapshots, JoinHandle<()>)> {
     let (tx, mut jobs) = mpsc::channel::<SnapshotJob>(1);
     let busy = Arc::new(AtomicBool::new(false));
     let handle = Snapshots { jobs: tx, busy: busy.clone() };
     let thread = std::thread::Builder::new().name("warden-snapshot".into()).spawn(move || {
         lower_priority();
         while let Some(job) = jobs.blocking_recv() {
-            let started = std::time::Instant::now();
-            match write_snapshot(&dirs.data_dir, &job.tree, &job.sessions, job.zxid) {
+            let started = Instant::now();
+            let mut pacer = Pacer::default();
+            let mut pace = |took| {
+                if let Some(pause) = pacer.after_write(took, log.busy()) {
+                    std::thread::sleep(pause);
+                }
+            };
+            match write_snapshot_paced(&dirs.data_dir, &job.tree, &job.sessions, job.zxid, &mut pace) {
                 Ok(path) => {
-                    tracing::info!(file = %path.display(), nodes = job.tree.znode_count(), ms = started.elapsed().as_millis() as u64, "snapshot written");
+                    tracing::info!(
+                        file = %path.display(),
+                        nodes = job.tree.znode_count(),
+                        ms = started.elapsed().as_millis() as u64,
+                        paused_ms = pacer.paused.as_millis() as u64,
+                        "snapshot written"
+                    );
                     purge_old(&dirs);
                 }
                 Err(e) => tracing::error!(error = %e, zxid = format_args!("{:#x}", job.zxid), "snapshot failed"),
@@ -87,6 +107,78 @@ pub(crate) fn spawn(dirs: SnapshotDirs) -> std::io::Result<(Snapshots, JoinHandl
         }
     })?;
     Ok((handle, thread))
+}
+
+/// When the transaction log last synced to disk, as the storage side reports it and the snapshot
+/// thread reads it.
+#[derive(Debug)]
+pub(crate) struct LogActivity {
+    start: Instant,
+    /// Microseconds from `start` to the end of the last sync, plus one; 0: none yet.
+    last_sync: AtomicU64,
+}
+
+/// A log that synced this recently is busy: the snapshot writer gives way to it.
+const LOG_BUSY_WINDOW: Duration = Duration::from_millis(100);
+
+impl LogActivity {
+    pub fn new() -> Arc<LogActivity> {
+        Arc::new(LogActivity { start: Instant::now(), last_sync: AtomicU64::new(0) })
+    }
+
+    /// The log has just synced.
+    pub fn synced(&self) {
+        let since = u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX - 1);
+        self.last_sync.store(since + 1, Ordering::Relaxed);
+    }
+
+    /// True if the log synced within `LOG_BUSY_WINDOW`.
+    pub fn busy(&self) -> bool {
+        self.busy_at(Instant::now())
+    }
+
+    /// True if the log synced within `LOG_BUSY_WINDOW` before `now`.
+    fn busy_at(&self, now: Instant) -> bool {
+        match self.last_sync.load(Ordering::Relaxed) {
+            0 => false,
+            at => now.saturating_duration_since(self.start + Duration::from_micros(at - 1)) < LOG_BUSY_WINDOW,
+        }
+    }
+}
+
+/// While the log is busy, the snapshot writer sleeps this many times as long as its writes took.
+const PACE: u32 = 10;
+
+/// Sleeps shorter than this are saved up: most writes into the snapshot file only copy into its
+/// buffer (microseconds), and a sleep costs a timer wake-up.
+const MIN_PAUSE: Duration = Duration::from_millis(1);
+
+/// Turns the time the snapshot's writes took into the pauses that keep its share of the disk's
+/// time at most 1/(PACE + 1) while the log is busy.
+#[derive(Debug, Default)]
+struct Pacer {
+    /// Pause owed and not yet taken.
+    owed: Duration,
+    /// Pauses taken (for the log line).
+    paused: Duration,
+}
+
+impl Pacer {
+    /// A write took `took`; `log_busy` says whether the log synced lately. Returns the pause to
+    /// take now, if any. An idle log forgives what was owed.
+    fn after_write(&mut self, took: Duration, log_busy: bool) -> Option<Duration> {
+        if !log_busy {
+            self.owed = Duration::ZERO;
+            return None;
+        }
+        self.owed += took * PACE;
+        if self.owed < MIN_PAUSE {
+            return None;
+        }
+        let pause = std::mem::take(&mut self.owed);
+        self.paused += pause;
+        Some(pause)
+    }
 }
 
 /// The snapshot thread's nice value: the lowest priority a normal thread can have.
@@ -136,12 +228,45 @@ mod tests {
     }
 
     #[test]
+    fn the_log_is_busy_for_a_window_after_each_sync() {
+        let log = LogActivity::new();
+        assert!(!log.busy(), "no sync yet");
+        log.synced();
+        let now = Instant::now();
+        assert!(log.busy_at(now));
+        assert!(log.busy_at(now + LOG_BUSY_WINDOW - Duration::from_millis(1)));
+        assert!(!log.busy_at(now + LOG_BUSY_WINDOW));
+        std::thread::sleep(Duration::from_millis(2));
+        log.synced();
+        assert!(log.busy_at(now + LOG_BUSY_WINDOW), "a later sync moves the window");
+    }
+
+    #[test]
+    fn the_pacer_pauses_only_while_the_log_is_busy_and_saves_up_short_pauses() {
+        let mut pacer = Pacer::default();
+        let us = Duration::from_micros;
+        assert_eq!(pacer.after_write(Duration::from_millis(3), false), None, "an idle log: full speed");
+        // Copies into the file's buffer take microseconds: their pauses add up before one is taken.
+        assert_eq!(pacer.after_write(us(40), true), None);
+        assert_eq!(pacer.after_write(us(40), true), None);
+        assert_eq!(pacer.after_write(us(40), true), Some(us(120) * PACE), "three writes' pauses at once");
+        assert_eq!(pacer.after_write(Duration::from_millis(3), true), Some(Duration::from_millis(3) * PACE));
+        assert_eq!(pacer.paused, us(120) * PACE + Duration::from_millis(3) * PACE);
+        // What is owed when the log goes idle is forgiven.
+        assert_eq!(pacer.after_write(us(40), true), None);
+        assert_eq!(pacer.after_write(us(40), false), None);
+        assert_eq!(pacer.after_write(us(40), true), None, "the earlier 40 us were forgiven");
+        assert_eq!(pacer.after_write(us(40), true), None);
+        assert_eq!(pacer.after_write(us(40), true), Some(us(120) * PACE));
+    }
+
+    #[test]
     fn the_snapshot_thread_runs_at_the_lowest_priority() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let dirs = SnapshotDirs { data_dir: dir.path().into(), data_log_dir: dir.path().into(), retain: None };
         let own = std::path::Path::new("/proc/thread-self/stat");
         let own_before = nice_in(own);
-        let (snapshots, thread) = spawn(dirs).expect("the thread starts");
+        let (snapshots, thread) = spawn(dirs, LogActivity::new()).expect("the thread starts");
         let job = SnapshotJob { tree: DataTree::new(), sessions: Vec::new(), zxid: 0x100000001 };
         assert_eq!(snapshots.try_start(|| job), Start::Started);
         // The thread lowers its priority before it takes its first job; once the job is written,
@@ -164,7 +289,7 @@ mod tests {
     fn a_snapshot_due_while_one_is_in_hand_is_refused_until_it_is_written() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let dirs = SnapshotDirs { data_dir: dir.path().into(), data_log_dir: dir.path().into(), retain: None };
-        let (snapshots, thread) = spawn(dirs).expect("the thread starts");
+        let (snapshots, thread) = spawn(dirs, LogActivity::new()).expect("the thread starts");
         let job = |zxid| SnapshotJob { tree: DataTree::new(), sessions: vec![(7, 30_000)], zxid };
         assert_eq!(snapshots.try_start(|| job(0x500000003)), Start::Started);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -22,6 +22,7 @@ use warden_storage::{EpochFile, Store};
 use warden_tree::DataTree;
 
 use crate::owner::Event;
+use crate::snapshot::LogActivity;
 
 /// Batches of txns queued to the storage thread before the owner waits.
 const STORAGE_QUEUE: usize = 1024;
@@ -66,6 +67,8 @@ struct Shared {
     /// Messages sent to the thread and not yet finished (written, synced and reported). Only the
     /// owner adds to it, so when it reads 0 the thread is idle and stays idle until the owner sends.
     queued: AtomicUsize,
+    /// Told of every fsync, so that the snapshot writer gives way to the log.
+    activity: Arc<LogActivity>,
 }
 
 impl Storage {
@@ -102,7 +105,7 @@ impl Storage {
                 break;
             }
         }
-        Some(result.and_then(|()| sync_or_flush(&mut log, self.shared.force_sync)).map(|()| last.zxid))
+        Some(result.and_then(|()| sync_or_flush(&mut log, &self.shared)).map(|()| last.zxid))
     }
 }
 
@@ -114,8 +117,13 @@ pub(crate) fn lone_writer(batch: &Batch, last: &mut Option<i64>) -> bool {
     writer.is_some() && before == writer
 }
 
-fn sync_or_flush(log: &mut Store, force_sync: bool) -> Result<(), String> {
-    if force_sync { log.sync() } else { log.flush() }.map_err(|e| e.to_string())
+fn sync_or_flush(log: &mut Store, shared: &Shared) -> Result<(), String> {
+    if !shared.force_sync {
+        return log.flush().map_err(|e| e.to_string());
+    }
+    log.sync().map_err(|e| e.to_string())?;
+    shared.activity.synced();
+    Ok(())
 }
 
 /// Starts the thread and returns the owner's handle to it. The thread ends when the handle is
@@ -124,10 +132,11 @@ fn sync_or_flush(log: &mut Store, force_sync: bool) -> Result<(), String> {
 pub(crate) fn spawn(
     log: Store,
     force_sync: bool,
+    activity: Arc<LogActivity>,
     events: mpsc::Sender<Event>,
 ) -> std::io::Result<(Storage, JoinHandle<()>)> {
     let (tx, mut batches) = mpsc::channel(STORAGE_QUEUE);
-    let shared = Arc::new(Shared { store: Mutex::new(log), force_sync, queued: AtomicUsize::new(0) });
+    let shared = Arc::new(Shared { store: Mutex::new(log), force_sync, queued: AtomicUsize::new(0), activity });
     let thread_shared = shared.clone();
     let thread = std::thread::Builder::new().name("warden-storage".into()).spawn(move || {
         let shared = thread_shared;
@@ -146,7 +155,7 @@ pub(crate) fn spawn(
                     Err(_) => break,
                 }
             }
-            result = result.and_then(|()| sync_or_flush(&mut log, force_sync));
+            result = result.and_then(|()| sync_or_flush(&mut log, &shared));
             drop(log);
             if let Err(why) = result {
                 tracing::error!(%why, "transaction log write failed; stopping");
@@ -226,6 +235,67 @@ mod tests {
             .iter()
             .map(|&client_id| (TxnHeader { client_id, cxid: 0, zxid: 1, time_ms: 0, txn_type: 13 }, txn.clone()))
             .collect()
+    }
+
+    /// The storage thread on an in-memory file system, its log activity and the owner's events.
+    fn start(force_sync: bool) -> (Storage, JoinHandle<()>, Arc<LogActivity>, mpsc::Receiver<Event>) {
+        let fs = Arc::new(warden_storage::FaultFs::new());
+        let dir = std::path::Path::new("/data");
+        let recovered = warden_storage::recover_with_fs(fs.clone(), dir, dir, 4096).expect("an empty data dir");
+        let store = Store::new(fs, dir, dir, 4096, recovered.log);
+        let activity = LogActivity::new();
+        let (events_tx, events) = mpsc::channel(16);
+        let (storage, thread) = spawn(store, force_sync, activity.clone(), events_tx).expect("the thread starts");
+        (storage, thread, activity, events)
+    }
+
+    fn create(zxid: i64) -> Batch {
+        let txn = Txn::Create {
+            path: format!("/n{zxid}"),
+            data: Some(vec![1; 10]),
+            acl: warden_proto::Acl::open_unsafe(),
+            ephemeral: false,
+            parent_cversion: 1,
+        };
+        vec![(TxnHeader { client_id: 7, cxid: 1, zxid, time_ms: 0, txn_type: txn.op().code() }, Arc::new(txn))]
+    }
+
+    fn durable(events: &mut mpsc::Receiver<Event>) -> i64 {
+        match events.blocking_recv() {
+            Some(Event::Node(Input::Durable { zxid })) => zxid,
+            Some(Event::Fatal(why)) => panic!("the log failed: {why}"),
+            _ => panic!("expected Durable"),
+        }
+    }
+
+    /// The snapshot writer gives way to the log while it syncs: every sync, on the thread or
+    /// inline, is reported; a flush without fsync (forceSync=no) is not.
+    #[test]
+    fn syncs_are_reported_as_log_activity_and_flushes_are_not() {
+        let (storage, thread, activity, mut events) = start(true);
+        assert!(!activity.busy());
+        storage.try_send(StorageMsg::Append(create(1))).expect("queued");
+        assert_eq!(durable(&mut events), 1);
+        assert!(activity.busy(), "the thread's sync is reported");
+        drop((storage, events));
+        thread.join().expect("the thread ends");
+
+        let (storage, thread, activity, _events) = start(true);
+        while storage.shared.queued.load(Ordering::SeqCst) != 0 {
+            std::thread::yield_now();
+        }
+        assert_eq!(storage.append_inline(&create(1)), Some(Ok(1)));
+        assert!(activity.busy(), "an inline sync is reported");
+        drop(storage);
+        thread.join().expect("the thread ends");
+
+        let (storage, thread, activity, mut events) = start(false);
+        storage.try_send(StorageMsg::Append(create(1))).expect("queued");
+        assert_eq!(durable(&mut events), 1);
+        assert_eq!(storage.append_inline(&create(2)), Some(Ok(2)));
+        assert!(!activity.busy(), "forceSync=no: nothing waits on the disk");
+        drop((storage, events));
+        thread.join().expect("the thread ends");
     }
 
     #[test]

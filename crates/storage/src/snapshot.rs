@@ -28,6 +28,7 @@ use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use warden_proto::{Acl, Reader, Record, StatPersisted, Writer};
 use warden_tree::{DataTree, Znode};
@@ -148,6 +149,19 @@ pub fn write_snapshot_with(
     write_snapshot_with_fs(&RealFs, data_dir, tree, sessions, zxid, compression)
 }
 
+/// As `write_snapshot`, telling `pace` how long each write into the file took (the serialising
+/// between writes not counted). `pace` may sleep: the snapshot server thread uses it to give way to
+/// the transaction log's fsyncs.
+pub fn write_snapshot_paced(
+    data_dir: &Path,
+    tree: &DataTree,
+    sessions: &[(i64, i32)],
+    zxid: i64,
+    pace: &mut dyn FnMut(Duration),
+) -> Result<PathBuf, StorageError> {
+    write_snapshot_paced_with_fs(&RealFs, data_dir, tree, sessions, zxid, Compression::None, pace)
+}
+
 /// As `write_snapshot_with`, on the file system `fs`.
 pub fn write_snapshot_with_fs(
     fs: &dyn Fs,
@@ -157,6 +171,19 @@ pub fn write_snapshot_with_fs(
     zxid: i64,
     compression: Compression,
 ) -> Result<PathBuf, StorageError> {
+    write_snapshot_paced_with_fs(fs, data_dir, tree, sessions, zxid, compression, &mut |_| {})
+}
+
+/// As `write_snapshot_paced`, on the file system `fs`, with a compression method.
+fn write_snapshot_paced_with_fs(
+    fs: &dyn Fs,
+    data_dir: &Path,
+    tree: &DataTree,
+    sessions: &[(i64, i32)],
+    zxid: i64,
+    compression: Compression,
+    pace: &mut dyn FnMut(Duration),
+) -> Result<PathBuf, StorageError> {
     let dir = data_dir.join("version-2");
     fs.create_dir_all(&dir).map_err(StorageError::io("create directory", &dir))?;
     let name = snapshot_file_name(zxid, compression);
@@ -164,7 +191,7 @@ pub fn write_snapshot_with_fs(
     // A leading dot keeps ZooKeeper (and `find_valid_snapshots`) from taking it for a snapshot.
     let tmp = dir.join(format!(".{name}.tmp"));
     let file = fs.create_streamed(&tmp).map_err(StorageError::io("create", &tmp))?;
-    if let Err(e) = write_synced(file, &tmp, tree, sessions, compression) {
+    if let Err(e) = write_synced(file, &tmp, tree, sessions, compression, pace) {
         let _ = fs.remove_file(&tmp);
         return Err(e);
     }
@@ -180,6 +207,7 @@ fn write_synced(
     tree: &DataTree,
     sessions: &[(i64, i32)],
     compression: Compression,
+    pace: &mut dyn FnMut(Duration),
 ) -> Result<(), StorageError> {
     // No buffer of its own: the node writer hands over chunks, and the few small writes around
     // them cost a syscall each at most.
@@ -188,9 +216,9 @@ fn write_synced(
         Compression::Gzip => Sink::Gzip(flate2::write::GzEncoder::new(file, flate2::Compression::default())),
         Compression::Snappy => Sink::Snappy(SnappyJavaWriter::new(file)),
     };
-    let mut w = Checked { inner: sink, adler: simd_adler32::Adler32::new() };
+    let mut w = Checked { inner: Timed { inner: sink, pace }, adler: simd_adler32::Adler32::new() };
     write_body(&mut w, tree, sessions).map_err(StorageError::io("write", tmp))?;
-    let mut file = w.inner.finish().map_err(StorageError::io("write", tmp))?;
+    let mut file = w.inner.inner.finish().map_err(StorageError::io("write", tmp))?;
     file.sync_all().map_err(StorageError::io("fsync", tmp))
 }
 
@@ -473,6 +501,25 @@ impl<W: Write> Checked<W> {
         w.write_i64(i64::from(self.adler.finish()));
         w.write_ustring("/");
         self.put(w.as_slice())
+    }
+}
+
+/// A writer that reports how long each write into `inner` took.
+struct Timed<'a, W: Write> {
+    inner: W,
+    pace: &'a mut dyn FnMut(Duration),
+}
+
+impl<W: Write> Write for Timed<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let started = Instant::now();
+        let written = self.inner.write(buf);
+        (self.pace)(started.elapsed());
+        written
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
     }
 }
 

@@ -4,12 +4,13 @@
 mod common;
 use std::fs;
 use std::path::Path;
+use std::time::Duration;
 
 use common::snap::{dump, sample_tree, EPH_SESSION};
 use warden_proto::{perms, Acl, Id, Txn, TxnHeader};
 use warden_storage::{
     encode_snapshot, find_valid_snapshots, purge, read_snapshot, recover, snapshot_file_name, write_snapshot,
-    write_snapshot_with, Compression, SnapshotDigest, StorageError, TxnLog,
+    write_snapshot_paced, write_snapshot_with, Compression, SnapshotDigest, StorageError, TxnLog,
 };
 use warden_tree::DataTree;
 
@@ -104,6 +105,27 @@ fn large_tree_round_trip_across_buffers() {
         let back = read_snapshot(&path).unwrap().into_tree(&path).unwrap().0;
         assert_eq!(dump(&back), dump(&t));
     }
+}
+
+/// The paced writer reports the time of its writes and writes the same file as the plain one,
+/// whatever the pace does (here: sleeps after every write).
+#[test]
+fn a_paced_snapshot_reports_its_writes_and_writes_the_same_file() {
+    let t = sample_tree();
+    let plain = tempfile::tempdir().unwrap();
+    let paced = tempfile::tempdir().unwrap();
+    let a = write_snapshot(plain.path(), &t, SESSIONS, 0x500).unwrap();
+    let (mut writes, mut took) = (0, Duration::ZERO);
+    let mut pace = |d: Duration| {
+        writes += 1;
+        took += d;
+        std::thread::sleep(Duration::from_micros(200));
+    };
+    let b = write_snapshot_paced(paced.path(), &t, SESSIONS, 0x500, &mut pace).unwrap();
+    assert!(writes >= 2, "the header and the body at least: {writes} writes reported");
+    assert!(took > Duration::ZERO);
+    assert_eq!(a.file_name(), b.file_name());
+    assert_eq!(fs::read(&a).unwrap(), fs::read(&b).unwrap());
 }
 
 #[test]
