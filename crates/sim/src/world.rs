@@ -601,7 +601,7 @@ impl World {
         let Some(r) = self.running(sid, inc) else { return };
         r.snapshot_busy = false;
         let dir = data_dir();
-        match write_snapshot_with_fs(&fs, &dir, &tree, &sessions, zxid, Compression::None) {
+        match write_snapshot_with_fs(&fs, &dir, &tree, &sessions, zxid, Compression::None, &mut |_| {}) {
             Ok(_) => {
                 if let Err(e) = purge_with_fs(&fs, &dir, &dir, 3) {
                     self.trace(|| format!("server {sid}: purge failed: {e}"));

@@ -146,7 +146,7 @@ pub fn write_snapshot_with(
     zxid: i64,
     compression: Compression,
 ) -> Result<PathBuf, StorageError> {
-    write_snapshot_with_fs(&RealFs, data_dir, tree, sessions, zxid, compression)
+    write_snapshot_with_fs(&RealFs, data_dir, tree, sessions, zxid, compression, &mut |_| {})
 }
 
 /// As `write_snapshot`, telling `pace` how long each write into the file took (the serialising
@@ -159,23 +159,11 @@ pub fn write_snapshot_paced(
     zxid: i64,
     pace: &mut dyn FnMut(Duration),
 ) -> Result<PathBuf, StorageError> {
-    write_snapshot_paced_with_fs(&RealFs, data_dir, tree, sessions, zxid, Compression::None, pace)
-}
-
-/// As `write_snapshot_with`, on the file system `fs`.
-pub fn write_snapshot_with_fs(
-    fs: &dyn Fs,
-    data_dir: &Path,
-    tree: &DataTree,
-    sessions: &[(i64, i32)],
-    zxid: i64,
-    compression: Compression,
-) -> Result<PathBuf, StorageError> {
-    write_snapshot_paced_with_fs(fs, data_dir, tree, sessions, zxid, compression, &mut |_| {})
+    write_snapshot_with_fs(&RealFs, data_dir, tree, sessions, zxid, Compression::None, pace)
 }
 
 /// As `write_snapshot_paced`, on the file system `fs`, with a compression method.
-fn write_snapshot_paced_with_fs(
+pub fn write_snapshot_with_fs(
     fs: &dyn Fs,
     data_dir: &Path,
     tree: &DataTree,

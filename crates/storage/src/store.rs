@@ -82,7 +82,7 @@ impl Store {
         sessions: &[(i64, i32)],
         zxid: i64,
     ) -> Result<(), StorageError> {
-        write_snapshot_with_fs(&*self.fs, &self.data_dir, tree, sessions, zxid, Compression::None)?;
+        write_snapshot_with_fs(&*self.fs, &self.data_dir, tree, sessions, zxid, Compression::None, &mut |_| {})?;
         self.remove_snapshots_after(zxid)?;
         self.log.truncate_after(zxid)
     }
@@ -163,7 +163,7 @@ mod tests {
             mine.apply(&h, &t);
         }
         store.sync().unwrap();
-        write_snapshot_with_fs(&fs, dir, &mine, &[], 2, Compression::None).unwrap();
+        write_snapshot_with_fs(&fs, dir, &mine, &[], 2, Compression::None, &mut |_| {}).unwrap();
         // The leader kept only zxid 1.
         let mut leaders = DataTree::new();
         let (h, t) = txn(1, "/n1");

@@ -443,10 +443,11 @@ fn snapshot_roll_purge<E: Env>(env: &E, log: &mut TxnLog, m: &mut Model, rng: &m
         let name = format!(".snapshot.{:x}.tmp", m.acked);
         let path = if rng.gen_bool(0.5) { data.join("version-2").join(name) } else { data.join("version-2") };
         f.fail_next_sync(&path);
-        assert!(write_snapshot_with_fs(&*fs, &data, &tree, &sessions, m.acked as i64, Compression::None).is_err());
+        assert!(write_snapshot_with_fs(&*fs, &data, &tree, &sessions, m.acked as i64, Compression::None, &mut |_| {})
+            .is_err());
         return;
     }
-    write_snapshot_with_fs(&*fs, &data, &tree, &sessions, m.acked as i64, Compression::None).unwrap();
+    write_snapshot_with_fs(&*fs, &data, &tree, &sessions, m.acked as i64, Compression::None, &mut |_| {}).unwrap();
     log.roll().unwrap();
     purge_with_fs(&*fs, &data, &logd, 3).unwrap();
 }
@@ -484,7 +485,7 @@ fn flipped_bit_in_snapshot<E: Env>(env: E, seed: u64) {
         log.sync().unwrap();
         m.acked = m.appended.len();
         let (tree, sessions) = m.tree(m.acked);
-        write_snapshot_with_fs(&*fs, &data, &tree, &sessions, m.acked as i64, Compression::None).unwrap();
+        write_snapshot_with_fs(&*fs, &data, &tree, &sessions, m.acked as i64, Compression::None, &mut |_| {}).unwrap();
         log.roll().unwrap();
         purge_with_fs(&*fs, &data, &logd, 3).unwrap();
     }
