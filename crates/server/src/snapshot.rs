@@ -132,6 +132,12 @@ impl LogActivity {
         self.last_sync.store(since + 1, Ordering::Relaxed);
     }
 
+    /// True if the log has ever synced (tests of the reporting side, free of the clock).
+    #[cfg(test)]
+    pub(crate) fn has_synced(&self) -> bool {
+        self.last_sync.load(Ordering::Relaxed) != 0
+    }
+
     /// True if the log synced within `LOG_BUSY_WINDOW`.
     pub fn busy(&self) -> bool {
         self.busy_at(Instant::now())
