@@ -31,6 +31,13 @@ pub(crate) const EVENT_QUEUE: usize = 4096;
 pub(crate) const CONN_QUEUE: usize = 16_384;
 /// Events stepped per batch before persisted txns are reported durable.
 const BATCH: usize = 256;
+/// Standalone: durable txns applied per turn of the owner's loop (by zxid, which a standalone
+/// server numbers consecutively). Between chunks the loop yields, so the connection writers send
+/// the replies of one chunk while the next is applied, and handles the events that came in: the
+/// clients answer early replies with new requests, and the storage thread gets their txns while
+/// the rest of the batch is applied, instead of the owner and the storage thread taking turns with
+/// every request in flight (a batch's fsync, then its apply: each idle while the other works).
+const DURABLE_CHUNK: i64 = 64;
 
 pub(crate) enum Event {
     /// Storage failed; the server must stop rather than go on with a hole in its log.
@@ -119,6 +126,9 @@ pub(crate) struct Owner {
     /// Highest zxid handed to the storage thread, and highest reported durable.
     persisted: i64,
     durable: i64,
+    /// Standalone: the highest zxid stepped as durable. Up to `durable`, the rest is applied
+    /// `DURABLE_CHUNK` txns per turn of the loop.
+    applied_to: i64,
     /// The session that wrote every txn of the previous batch, if one did.
     last_writer: Option<i64>,
 }
@@ -175,6 +185,7 @@ impl Owner {
             decision: None,
             persisted: 0,
             durable: 0,
+            applied_to: 0,
             last_writer: None,
         }
     }
@@ -194,6 +205,7 @@ impl Owner {
         let zxid = tree.last_processed_zxid();
         self.persisted = zxid;
         self.durable = zxid;
+        self.applied_to = zxid;
         self.node.restore(tree, sessions, replayed);
         self.last_snapshot_zxid = snapshot_zxid;
         if !had_snapshot || zxid != snapshot_zxid {
@@ -234,26 +246,28 @@ impl Owner {
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + tick, tick);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tokio::select! {
-                ev = self.events.recv() => {
-                    let Some(ev) = ev else { break };
-                    let mut n = self.handle(ev);
-                    while n < BATCH {
-                        match self.events.try_recv() {
-                            Ok(ev) => n += self.handle(ev),
-                            Err(_) => break,
+            if self.ens.is_none() && self.applied_to < self.durable {
+                // The writers send the last chunk's replies, the readers bring what came in.
+                tokio::task::yield_now().await;
+                self.step_durable_chunk();
+                self.handle_queued(0);
+            } else {
+                tokio::select! {
+                    ev = self.events.recv() => {
+                        let Some(ev) = ev else { break };
+                        let n = self.handle(ev);
+                        self.handle_queued(n);
+                    }
+                    _ = ticker.tick() => self.step(Input::Tick),
+                    _ = self.shutdown.changed() => break,
+                    ev = ens_next(self.ens.as_mut()) => match ev {
+                        EnsEvent::Decided(e) => {
+                            tracing::info!(leader = e.leader, state = ?e.state, epoch = e.epoch, "election decided");
+                            self.decision = Some(e);
                         }
-                    }
+                        EnsEvent::Node(input) => self.step(input),
+                    },
                 }
-                _ = ticker.tick() => self.step(Input::Tick),
-                _ = self.shutdown.changed() => break,
-                ev = ens_next(self.ens.as_mut()) => match ev {
-                    EnsEvent::Decided(e) => {
-                        tracing::info!(leader = e.leader, state = ?e.state, epoch = e.epoch, "election decided");
-                        self.decision = Some(e);
-                    }
-                    EnsEvent::Node(input) => self.step(input),
-                },
             }
             self.carry_quorum().await;
             self.flush_persist().await;
@@ -453,11 +467,37 @@ impl Owner {
         1
     }
 
+    /// Handles queued events until `BATCH` (counting `handled` so far) or none is left.
+    fn handle_queued(&mut self, mut handled: usize) {
+        while handled < BATCH {
+            match self.events.try_recv() {
+                Ok(ev) => handled += self.handle(ev),
+                Err(_) => break,
+            }
+        }
+    }
+
     fn input(&mut self, input: Input) {
-        if let Input::Durable { zxid } = &input {
-            self.durable = self.durable.max(*zxid);
+        if let Input::Durable { zxid } = input {
+            self.durable = self.durable.max(zxid);
+            if self.ens.is_none() {
+                // The first chunk now; the loop applies the rest.
+                self.step_durable_chunk();
+                return;
+            }
         }
         self.step(input)
+    }
+
+    /// Standalone: applies the next chunk of the txns reported durable.
+    fn step_durable_chunk(&mut self) {
+        match durable_chunk_end(self.applied_to, self.node.last_processed_zxid(), self.durable) {
+            Some(to) => {
+                self.applied_to = to;
+                self.step(Input::Durable { zxid: to });
+            }
+            None => self.applied_to = self.applied_to.max(self.durable),
+        }
     }
 
     fn step(&mut self, input: Input) {
@@ -570,6 +610,30 @@ fn snap_threshold(snap_count: u64) -> i64 {
     rand::thread_rng().gen_range(snap_count / 2 + 1..=snap_count) as i64
 }
 
+/// The zxid to step as durable next: `DURABLE_CHUNK` past what was stepped (or processed), at most
+/// `durable`; `None` once everything durable has been stepped.
+fn durable_chunk_end(applied_to: i64, processed: i64, durable: i64) -> Option<i64> {
+    let to = durable.min(applied_to.max(processed).saturating_add(DURABLE_CHUNK));
+    (to > applied_to).then_some(to)
+}
+
 fn wall_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durable_txns_are_stepped_a_chunk_at_a_time() {
+        assert_eq!(durable_chunk_end(100, 100, 300), Some(100 + DURABLE_CHUNK));
+        assert_eq!(durable_chunk_end(100 + DURABLE_CHUNK, 100 + DURABLE_CHUNK, 300), Some(100 + 2 * DURABLE_CHUNK));
+        assert_eq!(durable_chunk_end(290, 290, 300), Some(300), "the last chunk ends at what is durable");
+        assert_eq!(durable_chunk_end(300, 300, 300), None);
+        // Restored or processed beyond what was stepped: the chunk starts there.
+        assert_eq!(durable_chunk_end(0, 5000, 5010), Some(5010));
+        assert_eq!(durable_chunk_end(0, 5000, 5000), Some(5000));
+        assert_eq!(durable_chunk_end(5000, 5000, 4000), None);
+    }
 }

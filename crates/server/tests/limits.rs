@@ -93,3 +93,63 @@ async fn a_client_that_does_not_read_its_notifications_is_disconnected() {
     );
     server.stop().await;
 }
+
+/// Hundreds of creates become durable in one fsync and are applied a chunk per turn of the owner's
+/// loop, while more requests come in: a session's getData pipelined right behind its create still
+/// sees the node, and every reply comes back in request order.
+#[tokio::test]
+async fn reads_pipelined_behind_a_large_batch_of_creates_see_them() {
+    use warden_proto::request::CreateRequest;
+    let server = TestServer::start().await;
+
+    let s = TcpStream::connect(server.addr).await.unwrap();
+    let (mut rd, mut wr) = s.into_split();
+    let req = ConnectRequest { timeout_ms: 10_000, passwd: vec![0; 16], ..Default::default() };
+    wr.write_all(&warden_proto::frame::encode_frame(&req)).await.unwrap();
+    let mut len = [0u8; 4];
+    rd.read_exact(&mut len).await.unwrap();
+    let mut body = vec![0; i32::from_be_bytes(len) as usize];
+    rd.read_exact(&mut body).await.unwrap();
+    assert_ne!(ConnectResponse::from_bytes(&body).unwrap().session_id, 0);
+
+    const N: i32 = 2_000;
+    let writer = tokio::spawn(async move {
+        let mut buf = Vec::new();
+        for i in 0..N {
+            let create = CreateRequest {
+                path: format!("/c{i}"),
+                data: Some(i.to_be_bytes().to_vec()),
+                acl: warden_proto::Acl::open_unsafe(),
+                flags: 0,
+            };
+            buf.extend_from_slice(&Request::Create(create).encode_frame(2 * i + 1));
+            let get = PathWatch { path: format!("/c{i}"), watch: false };
+            buf.extend_from_slice(&Request::GetData(get).encode_frame(2 * i + 2));
+        }
+        // One write: the server reads them as fast as it can, so the creates pile up behind fsyncs.
+        wr.write_all(&buf).await.unwrap();
+        wr
+    });
+    let reader = async {
+        let mut last_zxid = 0;
+        for i in 0..N {
+            for xid in [2 * i + 1, 2 * i + 2] {
+                rd.read_exact(&mut len).await.unwrap();
+                let mut body = vec![0; i32::from_be_bytes(len) as usize];
+                rd.read_exact(&mut body).await.unwrap();
+                let hdr = ReplyHeader::from_bytes(&body).unwrap();
+                assert_eq!((hdr.xid, hdr.err), (xid, 0), "replies in request order, all succeeding");
+                assert!(hdr.zxid >= last_zxid, "zxids never go back");
+                last_zxid = hdr.zxid;
+                if xid % 2 == 0 {
+                    // ReplyHeader (16 bytes), then the data as a jute buffer.
+                    assert_eq!(&body[16..20], &4i32.to_be_bytes(), "getData of /c{i}");
+                    assert_eq!(&body[20..24], &i.to_be_bytes(), "getData of /c{i} sees its create");
+                }
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), reader).await.expect("every request answered");
+    drop(writer.await.unwrap());
+    server.stop().await;
+}
