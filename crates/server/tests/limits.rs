@@ -2,6 +2,7 @@
 //! read more slowly (every request is still answered, in order), never dropped or reordered.
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use warden_proto::connect::{ConnectRequest, ConnectResponse};
 use warden_proto::header::ReplyHeader;
@@ -12,11 +13,9 @@ use zookeeper_client as zk;
 mod common;
 use common::TestServer;
 
-#[tokio::test]
-async fn pipelined_requests_beyond_the_outstanding_limit_are_all_answered_in_order() {
-    let server = TestServer::start_with(|cfg| cfg.max_outstanding_per_connection = 4).await;
-
-    let s = TcpStream::connect(server.addr).await.unwrap();
+/// A connection with a new session, split so that a test can write and read at once.
+async fn new_session(addr: std::net::SocketAddr) -> (OwnedReadHalf, OwnedWriteHalf) {
+    let s = TcpStream::connect(addr).await.unwrap();
     let (mut rd, mut wr) = s.into_split();
     let req = ConnectRequest { timeout_ms: 10_000, passwd: vec![0; 16], ..Default::default() };
     wr.write_all(&warden_proto::frame::encode_frame(&req)).await.unwrap();
@@ -25,6 +24,15 @@ async fn pipelined_requests_beyond_the_outstanding_limit_are_all_answered_in_ord
     let mut body = vec![0; i32::from_be_bytes(len) as usize];
     rd.read_exact(&mut body).await.unwrap();
     assert_ne!(ConnectResponse::from_bytes(&body).unwrap().session_id, 0);
+    (rd, wr)
+}
+
+#[tokio::test]
+async fn pipelined_requests_beyond_the_outstanding_limit_are_all_answered_in_order() {
+    let server = TestServer::start_with(|cfg| cfg.max_outstanding_per_connection = 4).await;
+
+    let (mut rd, mut wr) = new_session(server.addr).await;
+    let mut len = [0u8; 4];
 
     const N: i32 = 5_000;
     let writer = tokio::spawn(async move {
@@ -102,15 +110,8 @@ async fn reads_pipelined_behind_a_large_batch_of_creates_see_them() {
     use warden_proto::request::CreateRequest;
     let server = TestServer::start().await;
 
-    let s = TcpStream::connect(server.addr).await.unwrap();
-    let (mut rd, mut wr) = s.into_split();
-    let req = ConnectRequest { timeout_ms: 10_000, passwd: vec![0; 16], ..Default::default() };
-    wr.write_all(&warden_proto::frame::encode_frame(&req)).await.unwrap();
+    let (mut rd, mut wr) = new_session(server.addr).await;
     let mut len = [0u8; 4];
-    rd.read_exact(&mut len).await.unwrap();
-    let mut body = vec![0; i32::from_be_bytes(len) as usize];
-    rd.read_exact(&mut body).await.unwrap();
-    assert_ne!(ConnectResponse::from_bytes(&body).unwrap().session_id, 0);
 
     const N: i32 = 2_000;
     let writer = tokio::spawn(async move {
