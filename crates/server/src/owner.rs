@@ -491,12 +491,9 @@ impl Owner {
 
     /// Standalone: applies the next chunk of the txns reported durable.
     fn step_durable_chunk(&mut self) {
-        match durable_chunk_end(self.applied_to, self.node.last_processed_zxid(), self.durable) {
-            Some(to) => {
-                self.applied_to = to;
-                self.step(Input::Durable { zxid: to });
-            }
-            None => self.applied_to = self.applied_to.max(self.durable),
+        if let Some(to) = durable_chunk_end(self.applied_to, self.node.last_processed_zxid(), self.durable) {
+            self.applied_to = to;
+            self.step(Input::Durable { zxid: to });
         }
     }
 
