@@ -319,17 +319,18 @@ impl Node {
     }
 
     fn on_disconnect(&mut self, conn: ConnId) {
-        if let Some(c) = self.conns.get(&conn) {
+        self.drop_conn(conn);
+    }
+
+    /// Forgets a connection: its state, its watches, a revalidation it waited for, and its
+    /// session's link to it (the session itself lives on until it is closed or expires).
+    pub(crate) fn drop_conn(&mut self, conn: ConnId) {
+        self.forget_revalidation(conn);
+        if let Some(c) = self.conns.remove(&conn) {
             if self.session_conn.get(&c.session_id) == Some(&conn) {
                 self.session_conn.remove(&c.session_id);
             }
         }
-        self.drop_conn(conn);
-    }
-
-    pub(crate) fn drop_conn(&mut self, conn: ConnId) {
-        self.forget_revalidation(conn);
-        self.conns.remove(&conn);
         self.watches.remove_connection(conn);
     }
 
@@ -341,9 +342,9 @@ impl Node {
         }
         c.received += 1;
         let session_id = c.session_id;
-        if let Request::Auth(auth) = &req {
+        if let Request::Auth(auth) = req {
             // Auth is handled before the pipeline, as ZooKeeper does: it neither touches nor waits.
-            self.on_auth(conn, xid, auth.scheme.clone(), auth.auth.clone(), out);
+            self.on_auth(conn, xid, &auth.scheme, &auth.auth, out);
             return;
         }
         if !self.sessions.touch(session_id, self.now.mono_ms) {
@@ -625,13 +626,14 @@ impl Node {
         encode_reply(&ReplyHeader { xid, zxid, err }, body)
     }
 
-    fn on_auth(&mut self, conn: ConnId, xid: i32, scheme: String, auth: Vec<u8>, out: &mut Vec<Output>) {
-        let ids = crate::reads::authenticate(&scheme, &auth, self.cfg.super_digest.as_deref());
-        let ok = !ids.is_empty();
+    fn on_auth(&mut self, conn: ConnId, xid: i32, scheme: &str, auth: &[u8], out: &mut Vec<Output>) {
+        let peer = self.conn_ids(conn).iter().find(|id| id.scheme == "ip");
+        let ids = crate::reads::authenticate(scheme, auth, self.cfg.super_digest.as_deref(), peer);
+        let ok = ids.is_some();
         let frame =
             encode_reply(&ReplyHeader { xid, zxid: 0, err: if ok { 0 } else { ErrorCode::AuthFailed.code() } }, None);
         if let Some(c) = self.conns.get_mut(&conn) {
-            for id in ids {
+            for id in ids.into_iter().flatten() {
                 if !c.auth.contains(&id) {
                     c.auth.push(id);
                 }

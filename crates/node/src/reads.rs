@@ -211,21 +211,24 @@ impl Node {
     }
 }
 
-/// The ids an auth packet grants, or none if it fails. `digest` takes `user:password`; a digest equal
-/// to the configured super digest also grants `super`.
-pub(crate) fn authenticate(scheme: &str, auth: &[u8], super_digest: Option<&str>) -> Vec<Id> {
-    if scheme != "digest" {
-        return Vec::new();
+/// The ids an auth packet adds to its connection, as ZooKeeper's default providers decide, or
+/// `None` when it fails (the connection is then closed). `digest` accepts any credential and adds
+/// `digest:<id>` ([`digest_id`]), plus `super` when that id is the configured super digest; `ip`
+/// adds the connection's own address (`peer`), which it already holds. Every other scheme has no
+/// provider and fails.
+pub(crate) fn authenticate(
+    scheme: &str,
+    auth: &[u8],
+    super_digest: Option<&str>,
+    peer: Option<&Id>,
+) -> Option<Vec<Id>> {
+    match scheme {
+        "digest" => {
+            let id = digest_id(auth);
+            let sup = (super_digest == Some(id.as_str())).then(|| Id::new("super", ""));
+            Some(sup.into_iter().chain([Id::new("digest", id)]).collect())
+        }
+        "ip" => Some(peer.cloned().into_iter().collect()),
+        _ => None,
     }
-    let Ok(text) = std::str::from_utf8(auth) else { return Vec::new() };
-    if !text.contains(':') {
-        return Vec::new();
-    }
-    let id = digest_id(text);
-    let mut ids = Vec::new();
-    if super_digest == Some(id.as_str()) {
-        ids.push(Id::new("super", ""));
-    }
-    ids.push(Id::new("digest", id));
-    ids
 }

@@ -294,3 +294,49 @@ fn skip_acl_lets_a_write_past_the_acl() {
         assert_eq!(h.request(1, 2, set("/r")).0.err, want.code(), "skipACL {skip}");
     }
 }
+
+/// ZooKeeper's digest provider accepts any credential (no colon, empty, several colons) and adds
+/// `digest:<text before the first colon>:<hash>`; its ip provider accepts anything and adds the
+/// connection's own address; a scheme without a provider fails and closes the connection.
+#[test]
+fn auth_follows_zookeepers_providers() {
+    use warden_proto::request::AuthPacket;
+    use warden_proto::response::ClientInfo;
+    let auth = |scheme: &str, cred: &[u8]| {
+        Request::Auth(AuthPacket { auth_type: 0, scheme: scheme.into(), auth: cred.to_vec() })
+    };
+    let mut h = Harness::new();
+    h.connect(1, 0, vec![0; 16]);
+    for (i, cred) in [&b"blah"[..], b"", b"a:b:c", b"user:password"].into_iter().enumerate() {
+        let (hdr, _, out) = h.request(1, -4, auth("digest", cred));
+        assert_eq!((hdr.err, hdr.zxid), (0, 0), "digest {cred:?}");
+        assert!(!out.iter().any(|o| matches!(o, Output::Close { .. })), "digest {cred:?} closed the connection");
+        // The ACL `digest:<id>` of this credential now lets the connection read.
+        let id = warden_tree::acl::digest_id(cred);
+        let acl = vec![Acl::new(warden_proto::perms::ALL, warden_proto::Id::new("digest", id))];
+        let path = format!("/n{i}");
+        let req = CreateRequest { path: path.clone(), data: Some(b"d".to_vec()), acl, flags: 0 };
+        assert_eq!(h.request(1, 10 + i as i32, Request::Create(req)).0.err, 0);
+        let (hdr, _, _) = h.request(1, 20 + i as i32, Request::GetData(PathWatch { path, watch: false }));
+        assert_eq!(hdr.err, 0, "digest {cred:?} does not match its own ACL");
+    }
+    let (hdr, _, _) = h.request(1, -4, auth("ip", b"anything"));
+    assert_eq!(hdr.err, 0, "ip auth is accepted");
+    let (_, body, _) = h.request(1, 30, Request::WhoAmI);
+    let user = |s: &str, u: &str| ClientInfo { auth_scheme: s.into(), user: u.into() };
+    let expected = vec![
+        user("ip", "127.0.0.1"),
+        user("digest", "blah"),
+        user("digest", ""),
+        user("digest", "a"),
+        user("digest", "user"),
+    ];
+    assert_eq!(body, Some(Response::WhoAmI(expected)), "ip auth adds no second ip id");
+    for scheme in ["world", "sasl", "super", "x509", "auth", "nosuchscheme"] {
+        let mut h = Harness::new();
+        h.connect(1, 0, vec![0; 16]);
+        let (hdr, _, out) = h.request(1, -4, auth(scheme, b"x"));
+        assert_eq!(hdr.err, ErrorCode::AuthFailed.code(), "{scheme}");
+        assert!(out.iter().any(|o| matches!(o, Output::Close { conn: 1 })), "{scheme} must close the connection");
+    }
+}

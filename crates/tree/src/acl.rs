@@ -32,10 +32,15 @@ fn scheme_matches(scheme: &str, caller: &str, acl_expr: &str) -> bool {
     }
 }
 
-/// The id a `digest` AuthPacket of `user:password` authenticates as: `user:BASE64(SHA1(user:password))`.
-pub fn digest_id(user_password: &str) -> String {
-    let user = user_password.split(':').next().unwrap_or("");
-    let hash = Sha1::digest(user_password.as_bytes());
+/// The id a `digest` AuthPacket authenticates as, by ZooKeeper's `generateDigest`: the credential
+/// up to its first colon (all of it when it has none), a colon, then BASE64(SHA1(credential)). Any
+/// credential is accepted: `user:password`, one without a colon, an empty one, one with several
+/// colons. The bytes are read as ZooKeeper's `new String(bytes)` reads them under a UTF-8 default
+/// charset, each malformed sequence becoming U+FFFD, and the hash is over that text's UTF-8 bytes.
+pub fn digest_id(credential: &[u8]) -> String {
+    let text = String::from_utf8_lossy(credential);
+    let user = text.split(':').next().unwrap_or_default();
+    let hash = Sha1::digest(text.as_bytes());
     format!("{user}:{}", base64::engine::general_purpose::STANDARD.encode(hash))
 }
 
@@ -182,8 +187,19 @@ mod tests {
     #[test]
     fn digest_matches_known_value() {
         // Value from ZooKeeper's documentation and tests: super:test.
-        assert_eq!(digest_id("super:test"), "super:D/InIHSb7yEEbrWz8b9l71RjZJU=");
-        assert_eq!(digest_id("user:pw").split(':').next(), Some("user"));
+        assert_eq!(digest_id(b"super:test"), "super:D/InIHSb7yEEbrWz8b9l71RjZJU=");
+        assert_eq!(digest_id(b"user:pw").split(':').next(), Some("user"));
+    }
+
+    #[test]
+    fn digest_of_any_credential_follows_generate_digest() {
+        // The user part is the text before the first colon, or all of it; the hash is over the
+        // whole credential (values from `sha1sum | base64` of the same bytes).
+        assert_eq!(digest_id(b"blah"), "blah:W/H9kn37hnlJai5s8Ay+UMHIcUU=");
+        assert_eq!(digest_id(b""), ":2jmj7l5rSw0yVb/vlWAYkK/YBwk=");
+        assert_eq!(digest_id(b"a:b:c"), "a:cLzgnoJ6mP5qz3w+mwvPE2vDgu0=");
+        // Malformed UTF-8 is hashed as Java decodes it: each bad byte becomes U+FFFD (EF BF BD).
+        assert_eq!(digest_id(b"\xff\xfe:x"), "\u{fffd}\u{fffd}:sgm2wdkksskeePf9Lr02TkUKDiU=");
     }
 
     #[test]
