@@ -13,3 +13,11 @@ pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
+
+/// A build time as ZooKeeper 3.5 and later print it after "built on": `yyyy-MM-dd HH:mm UTC`
+/// (3.4 printed `MM/dd/yyyy HH:mm GMT`).
+pub fn built_on(unix_secs: i64) -> String {
+    let (y, m, d) = civil_from_days(unix_secs.div_euclid(86_400));
+    let rem = unix_secs.rem_euclid(86_400);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
+}

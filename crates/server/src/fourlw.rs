@@ -252,4 +252,18 @@ mod tests {
         assert_eq!(super::java_date(1_795_993_952_000), "Sun Nov 29 23:12:32 UTC 2026");
         assert_eq!(super::java_date(0), "Thu Jan 01 00:00:00 UTC 1970");
     }
+
+    #[test]
+    fn build_dates_print_in_zookeeper_3_9s_form() {
+        // 3.9.3's Info.BUILD_DATE is 2024-10-17 23:21 UTC.
+        assert_eq!(crate::civil::built_on(1_729_207_260), "2024-10-17 23:21 UTC");
+        assert_eq!(crate::civil::built_on(951_782_459), "2000-02-29 00:00 UTC");
+        assert_eq!(crate::civil::built_on(0), "1970-01-01 00:00 UTC");
+        let line = super::version_line();
+        let built = line.rsplit_once(", built on ").map(|(_, b)| b);
+        assert_eq!(built, Some(crate::BUILT_ON));
+        let b = crate::BUILT_ON.as_bytes();
+        assert!(b.len() == 20 && b[4] == b'-' && b[7] == b'-' && b[10] == b' ' && b[13] == b':', "{line}");
+        assert!(crate::BUILT_ON.ends_with(" UTC"), "{line}");
+    }
 }

@@ -26,7 +26,7 @@ pub use config::Config;
 /// The version string Warden reports where ZooKeeper reports its own: a 3.9 server, so clients
 /// enable 3.9 features, followed by Warden's own version.
 pub const ZK_VERSION: &str = concat!("3.9.3-warden-", env!("CARGO_PKG_VERSION"));
-/// Build time in ZooKeeper's `srvr` format.
+/// Build time as ZooKeeper 3.5+ prints it after "built on" (`yyyy-MM-dd HH:mm UTC`).
 pub const BUILT_ON: &str = env!("WARDEN_BUILT_ON");
 
 /// A running server; dropping the shutdown sender stops it.

@@ -7,25 +7,12 @@ use common::*;
 use zk::{Acls, CreateMode};
 use zookeeper_client as zk;
 
-/// `^Zookeeper version: [A-Za-z0-9.\-]+, built on \d\d/\d\d/\d\d\d\d \d\d:\d\d UTC$`, by hand.
+/// The first line of `srvr`/`stat` in ZooKeeper 3.5+'s form (`built on yyyy-MM-dd HH:mm UTC`).
 fn check_version_line(line: &str) {
-    let rest = line.strip_prefix("Zookeeper version: ").unwrap_or_else(|| panic!("bad srvr first line {line:?}"));
-    let (version, built) = rest.split_once(", built on ").unwrap_or_else(|| panic!("no ', built on ' in {line:?}"));
-    assert!(!version.is_empty(), "empty version in {line:?}");
-    assert!(
-        version.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-'),
-        "version {version:?} has odd characters"
-    );
-    let b = built.as_bytes();
-    let digit = |i: usize| b.get(i).is_some_and(|c| c.is_ascii_digit());
-    let shape_ok = b.len() == 20
-        && [0, 1, 3, 4, 6, 7, 8, 9, 11, 12, 14, 15].into_iter().all(digit)
-        && b[2] == b'/'
-        && b[5] == b'/'
-        && b[10] == b' '
-        && b[13] == b':'
-        && &built[16..] == " UTC";
-    assert!(shape_ok, "built-on date {built:?} is not 'MM/dd/yyyy HH:mm UTC'");
+    let caps = version_line_regex("Zookeeper version: ")
+        .captures(line)
+        .unwrap_or_else(|| panic!("srvr first line {line:?} is not ZooKeeper 3.9's version line"));
+    assert!(caps[1].starts_with("3.9.3-warden-"), "version {:?}", &caps[1]);
 }
 
 fn field<'a>(text: &'a str, key: &str) -> &'a str {
@@ -81,7 +68,7 @@ async fn stat_has_clients_section() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn envi_reports_same_version_as_srvr() {
+async fn envi_and_mntr_report_srvrs_version_line() {
     let srv = TestServer::start().await;
     let envi = four_letter(srv.addr, "envi").await;
     assert_eq!(envi.lines().next().map(str::trim_end), Some("Environment:"));
@@ -89,6 +76,12 @@ async fn envi_reports_same_version_as_srvr() {
     let srvr = four_letter(srv.addr, "srvr").await;
     let srvr_version = srvr.lines().next().unwrap().strip_prefix("Zookeeper version: ").unwrap();
     assert_eq!(version, srvr_version, "envi's zookeeper.version is srvr's version text");
+    let line = envi.lines().find(|l| l.starts_with("zookeeper.version=")).unwrap();
+    assert!(version_line_regex("zookeeper.version=").is_match(line), "envi line {line:?}");
+    let mntr = four_letter(srv.addr, "mntr").await;
+    let line = mntr.lines().find(|l| l.starts_with("zk_version")).expect("mntr has zk_version");
+    assert!(version_line_regex("zk_version\t").is_match(line), "mntr line {line:?}");
+    assert_eq!(line.strip_prefix("zk_version\t"), Some(version), "mntr's zk_version is srvr's version text");
     srv.stop().await;
 }
 

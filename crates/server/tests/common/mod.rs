@@ -23,6 +23,15 @@ use warden_proto::{
 use warden_server::{Config, Server};
 use zookeeper_client as zk;
 
+/// The version line of `srvr`/`stat` (`Zookeeper version: `), `envi` (`zookeeper.version=`) or
+/// `mntr` (`zk_version\t`) as ZooKeeper 3.5 and later print it: the version, then the build date
+/// as `yyyy-MM-dd HH:mm UTC`. Captures the version and the date. One pattern for Warden and Apache
+/// ZooKeeper alike (the differential cases run it on both).
+pub fn version_line_regex(prefix: &str) -> regex::Regex {
+    let pattern = format!(r"^{}(\S+), built on (\d{{4}}-\d{{2}}-\d{{2}} \d{{2}}:\d{{2}}) UTC$", regex::escape(prefix));
+    regex::Regex::new(&pattern).expect("version line pattern")
+}
+
 /// How long any single wait in a test may take before the test fails.
 pub const WAIT: Duration = Duration::from_secs(10);
 
