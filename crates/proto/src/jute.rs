@@ -59,10 +59,11 @@ impl<'a> Reader<'a> {
         Self { buf, pos: 0, max_len, source: None }
     }
 
-    /// A reader over `src` whose shared buffers are slices of `src` (see
-    /// [`Reader::read_shared_buffer`]).
+    /// A reader over `src`, a whole frame, whose shared buffers are slices of `src` (see
+    /// [`Reader::read_shared_buffer`]). A field may be as long as `src`: the frame was already
+    /// held to jute.maxbuffer, whatever it is configured to, where it was cut.
     pub fn over_bytes(src: &'a Bytes) -> Self {
-        Self { buf: src, pos: 0, max_len: DEFAULT_MAX_BUFFER * 2, source: Some(src) }
+        Self { buf: src, pos: 0, max_len: src.len(), source: Some(src) }
     }
 
     pub fn position(&self) -> usize {

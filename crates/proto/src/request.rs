@@ -856,6 +856,20 @@ pub(crate) mod tests {
         assert!(!within(Request::decode(op, &frame).unwrap()), "a plain reader shared the caller's slice");
     }
 
+    /// A whole frame's fields may be as long as the frame: a server configured with a jute.maxbuffer
+    /// above the default takes data that large (its frame decoder has applied the limit).
+    #[test]
+    fn a_frame_reader_takes_fields_up_to_the_frames_length() {
+        let data = Bytes::from(vec![1u8; 5 << 20]);
+        let req = SetDataRequest { path: "/a".into(), data: Some(data), version: -1 };
+        let frame = Bytes::from(req.to_bytes());
+        let op = OpCode::SetData as i32;
+        assert_eq!(Request::decode_from(op, &mut Reader::over_bytes(&frame)), Ok(Request::SetData(req)));
+        // A length beyond the frame is still refused, never allocated.
+        let short = frame.slice(..frame.len() - 1);
+        assert!(Request::decode_from(op, &mut Reader::over_bytes(&short)).is_err());
+    }
+
     #[test]
     fn top_level_opcodes_clients_may_not_send() {
         for op in [0, 13, -10, -1, 10, 23, 99, 108, i32::MIN] {

@@ -163,9 +163,11 @@ fn frame_at(buf: &[u8], off: usize) -> Result<(&[u8], usize), String> {
     }
 }
 
-/// Decodes TxnHeader + body; a trailing TxnDigest (or anything else) is ignored.
+/// Decodes TxnHeader + body; a trailing TxnDigest (or anything else) is ignored. A field may be as
+/// long as the record holds: its checksum has vouched for the bytes, and a server that wrote it
+/// under a higher jute.maxbuffer than today's must still recover it.
 fn decode_record(file: &Path, off: usize, body: &[u8]) -> Result<LogRecord, StorageError> {
-    let mut r = Reader::new(body);
+    let mut r = Reader::with_max_len(body, body.len());
     let hdr = TxnHeader::decode(&mut r).map_err(|e| corrupt(file, off, format!("bad TxnHeader: {e}")))?;
     let txn = Txn::decode_body(hdr.txn_type, &mut r)
         .map_err(|e| corrupt(file, off, format!("bad body of txn type {}: {e}", hdr.txn_type)))?;

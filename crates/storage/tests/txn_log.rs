@@ -88,6 +88,23 @@ fn records_larger_than_the_write_buffer_round_trip_among_small_ones() {
     assert_eq!(log.last_zxid(), 12);
 }
 
+/// A record is read whatever jute.maxbuffer is now: data written while the limit was higher
+/// (here 5 MiB, above the 2 MiB a default ZooKeeper reader allows) is recovered, since its
+/// checksum already vouches for the bytes the decoder reads.
+#[test]
+fn records_written_under_a_higher_jute_maxbuffer_are_recovered() {
+    let mut recs = txns(1..=2);
+    recs.push(set_data_txn(3, 5 << 20));
+    recs.extend(txns(4..=4));
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = TxnLog::open(dir.path(), 4096).unwrap();
+    append_all(&mut log, &recs);
+    drop(log);
+    let (log, back) = TxnLog::open(dir.path(), 4096).unwrap();
+    assert_eq!(back, recs);
+    assert_eq!(log.last_zxid(), 4);
+}
+
 #[test]
 fn reopen_and_append_continues() {
     let dir = tempfile::tempdir().unwrap();
