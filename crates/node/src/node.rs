@@ -44,8 +44,6 @@ pub struct NodeConfig {
     pub skip_acl: bool,
     pub ttl_enabled: bool,
     pub reconfig_enabled: bool,
-    /// jute.maxbuffer: a reply frame above this closes the connection instead of being sent.
-    pub max_buffer: usize,
     pub container_check_interval_ms: u64,
     /// `readonlymode.enabled`: a quorum member that has been LOOKING for a while serves read-only
     /// clients (see `read_only.rs`).
@@ -63,7 +61,6 @@ impl Default for NodeConfig {
             skip_acl: false,
             ttl_enabled: false,
             reconfig_enabled: false,
-            max_buffer: 0xfffff,
             container_check_interval_ms: 60_000,
             read_only_enabled: false,
         }
@@ -609,11 +606,6 @@ impl Node {
 
     pub(crate) fn send_reply(&mut self, conn: ConnId, frame: Vec<u8>, arrived_ms: u64, out: &mut Vec<Output>) {
         self.latency.record(self.now.mono_ms.saturating_sub(arrived_ms));
-        if frame.len() > self.cfg.max_buffer + 4 {
-            // A default client fails on a frame above jute.maxbuffer; end the connection plainly instead.
-            out.push(Output::Close { conn });
-            return;
-        }
         if let Some(c) = self.conns.get_mut(&conn) {
             c.sent += 1;
             c.last_zxid = self.tree.last_processed_zxid();

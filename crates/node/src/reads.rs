@@ -1,15 +1,15 @@
 //! Requests answered from the local tree (reads, watch management, sync, ping) and authentication.
 
-use warden_proto::header::{keeper_state, WatcherEvent};
-use warden_proto::request::{MultiOp, PathWatch, Request};
-use warden_proto::response::{encode_notification, ClientInfo, MultiResult, Response};
+use warden_proto::header::{keeper_state, ReplyHeader, WatcherEvent};
+use warden_proto::request::{MultiOp, Request};
+use warden_proto::response::{encode_notification, encode_read_reply, ClientInfo, ReadReply, ReadResult, Response};
 use warden_proto::{perms, Acl, ErrorCode, Id, Stat};
 use warden_tree::acl::{check_acl, digest_id, mask_digests_for_get_acl};
 use warden_tree::{AddWatchMode, SetWatchesLists, WatcherType};
 
 use crate::node::{ConnId, Node, Output};
 
-type ReadResult = Result<Response, ErrorCode>;
+type ReadResultOf<'a> = Result<ReadReply<'a>, ErrorCode>;
 
 impl Node {
     /// Answers one read that reached the head of its connection's queue. Returns true when the
@@ -37,7 +37,17 @@ impl Node {
                 self.set_watches(conn, sw.base.relative_zxid, lists, out);
                 (Ok(Response::Empty), false)
             }
-            other => (self.read(conn, other), false),
+            Request::AddWatch(r) => (self.add_watch(conn, &r.path, r.mode), false),
+            Request::CheckWatches(r) => (self.check_or_remove_watch(conn, &r.path, r.watcher_type, false), false),
+            Request::RemoveWatches(r) => (self.check_or_remove_watch(conn, &r.path, r.watcher_type, true), false),
+            other => {
+                let Some(frame) = self.answer_read(conn, xid, other) else {
+                    out.push(Output::Close { conn });
+                    return true;
+                };
+                self.send_reply(conn, frame, arrived_ms, out);
+                return false;
+            }
         };
         let frame = match result {
             Ok(Response::Empty) => self.reply_frame(xid, 0, None),
@@ -48,96 +58,123 @@ impl Node {
         close
     }
 
+    /// Answers a read from the local tree: encodes the reply frame straight from the tree, then
+    /// sets the watch the request asked for if ZooKeeper would (on success; an exists watch also
+    /// when the node is missing). `None` when the reply is too large to frame at all (above 2 GiB);
+    /// the connection is then closed, as ZooKeeper's would be when it cannot serialise a reply.
+    fn answer_read(&mut self, conn: ConnId, xid: i32, req: Request) -> Option<Vec<u8>> {
+        let result = self.read(conn, &req);
+        let watch = match (&req, &result) {
+            (Request::Exists(r), Ok(_) | Err(ErrorCode::NoNode)) | (Request::GetData(r), Ok(_)) if r.watch => {
+                Some((WatcherType::Data, &r.path))
+            }
+            (Request::GetChildren(r) | Request::GetChildren2(r), Ok(_)) if r.watch => {
+                Some((WatcherType::Children, &r.path))
+            }
+            _ => None,
+        };
+        let header = ReplyHeader { xid, zxid: self.tree.last_processed_zxid(), err: 0 };
+        let encoded = match &result {
+            Ok(body) => encode_read_reply(&header, Some(body)),
+            Err(e) => encode_read_reply(&ReplyHeader { err: e.code(), ..header }, None),
+        };
+        drop(result);
+        let frame = match encoded {
+            Ok(frame) => frame,
+            Err(e) => {
+                tracing::warn!(conn, xid, "closing the connection: {e}");
+                return None;
+            }
+        };
+        match watch {
+            Some((WatcherType::Children, path)) => self.watches.add_child_watch(conn, path),
+            Some((_, path)) => self.watches.add_data_watch(conn, path),
+            None => {}
+        }
+        Some(frame)
+    }
+
     fn allowed(&self, conn: ConnId, acl: &[Acl], perm: i32) -> bool {
         self.cfg.skip_acl || check_acl(acl, perm, self.conn_ids(conn))
     }
 
-    /// The node's ACL and client Stat after the READ check.
-    fn readable(&self, conn: ConnId, path: &str) -> Result<(Vec<Acl>, Stat), ErrorCode> {
+    /// The node's client Stat after the READ check.
+    fn readable(&self, conn: ConnId, path: &str) -> Result<Stat, ErrorCode> {
         let node = self.tree.node(path).ok_or(ErrorCode::NoNode)?;
         if !self.allowed(conn, &node.acl, perms::READ) {
             return Err(ErrorCode::NoAuth);
         }
-        Ok((node.acl.to_vec(), node.client_stat()))
+        Ok(node.client_stat())
     }
 
-    fn read(&mut self, conn: ConnId, req: Request) -> ReadResult {
+    /// The reply to a read, borrowing names and data from the tree. Sets no watch.
+    fn read<'a>(&'a self, conn: ConnId, req: &Request) -> ReadResultOf<'a> {
+        let owned = |r: Response| Ok(ReadReply::Owned(r));
         match req {
-            Request::Ping => Ok(Response::Empty),
-            Request::Sync(r) => Ok(Response::Sync { path: r.path }),
-            Request::Exists(r) => self.exists(conn, r),
-            Request::GetData(r) => self.get_data(conn, &r),
-            Request::GetChildren(r) => self.get_children(conn, &r).map(|(children, _)| Response::Children { children }),
-            Request::GetChildren2(r) => {
-                self.get_children(conn, &r).map(|(children, stat)| Response::Children2 { children, stat })
+            Request::Ping => owned(Response::Empty),
+            Request::Sync(r) => owned(Response::Sync { path: r.path.clone() }),
+            Request::Exists(r) if r.path.contains('\0') => Err(ErrorCode::BadArguments),
+            Request::Exists(r) => self.readable(conn, &r.path).map(|stat| ReadReply::Owned(Response::Stat(stat))),
+            Request::GetData(r) => self.get_data(conn, &r.path).map(|(data, stat)| ReadReply::Data { data, stat }),
+            Request::GetChildren(r) => {
+                self.get_children(conn, &r.path).map(|(names, _)| ReadReply::Children { names, stat: None })
             }
-            Request::GetAcl(r) => self.get_acl(conn, &r.path),
+            Request::GetChildren2(r) => {
+                self.get_children(conn, &r.path).map(|(names, stat)| ReadReply::Children { names, stat: Some(stat) })
+            }
+            Request::GetAcl(r) => self.get_acl(conn, &r.path).map(ReadReply::Owned),
             Request::GetAllChildrenNumber(r) => {
                 self.readable(conn, &r.path)?;
-                Ok(Response::AllChildrenNumber(self.tree.all_children_number(&r.path).unwrap_or(0) as i32))
+                let n = self.tree.all_children_number(&r.path).unwrap_or(0);
+                owned(Response::AllChildrenNumber(i32::try_from(n).unwrap_or(i32::MAX)))
             }
-            Request::GetEphemerals(r) => Ok(Response::Ephemerals(self.ephemerals(conn, &r.prefix))),
-            Request::WhoAmI => Ok(Response::WhoAmI(self.who_am_i(conn))),
-            Request::AddWatch(r) => {
-                let mode = AddWatchMode::from_code(r.mode).ok_or(ErrorCode::BadArguments)?;
-                self.watches.add_watch(conn, &r.path, mode);
-                Ok(Response::AddWatch)
-            }
-            Request::CheckWatches(r) => {
-                let t = WatcherType::from_code(r.watcher_type).ok_or(ErrorCode::BadArguments)?;
-                if self.watches.check(conn, &r.path, t) {
-                    Ok(Response::Empty)
-                } else {
-                    Err(ErrorCode::NoWatcher)
-                }
-            }
-            Request::RemoveWatches(r) => {
-                let t = WatcherType::from_code(r.watcher_type).ok_or(ErrorCode::BadArguments)?;
-                if self.watches.remove(conn, &r.path, t) {
-                    Ok(Response::Empty)
-                } else {
-                    Err(ErrorCode::NoWatcher)
-                }
-            }
+            Request::GetEphemerals(r) => Ok(ReadReply::Paths(self.ephemerals(conn, &r.prefix))),
+            Request::WhoAmI => owned(Response::WhoAmI(self.who_am_i(conn))),
             Request::MultiRead(ops) => {
-                Ok(Response::Multi(ops.into_iter().map(|op| self.multi_read(conn, op)).collect()))
+                Ok(ReadReply::MultiRead(ops.iter().map(|op| self.multi_read(conn, op)).collect()))
             }
             _ => Err(ErrorCode::Unimplemented),
         }
     }
 
-    fn exists(&mut self, conn: ConnId, r: PathWatch) -> ReadResult {
-        if r.path.contains('\0') {
-            return Err(ErrorCode::BadArguments);
-        }
-        if r.watch {
-            // An exists watch is set whether or not the node exists.
-            self.watches.add_data_watch(conn, &r.path);
-        }
-        let (_, stat) = self.readable(conn, &r.path)?;
-        Ok(Response::Stat(stat))
+    fn add_watch(&mut self, conn: ConnId, path: &str, mode: i32) -> Result<Response, ErrorCode> {
+        let mode = AddWatchMode::from_code(mode).ok_or(ErrorCode::BadArguments)?;
+        self.watches.add_watch(conn, path, mode);
+        Ok(Response::AddWatch)
     }
 
-    fn get_data(&mut self, conn: ConnId, r: &PathWatch) -> ReadResult {
-        self.readable(conn, &r.path)?;
-        let node = self.tree.node(&r.path).ok_or(ErrorCode::NoNode)?;
-        let (data, stat) = (node.data.as_deref().map(<[u8]>::to_vec), node.client_stat());
-        if r.watch {
-            self.watches.add_data_watch(conn, &r.path);
+    /// checkWatches (`remove` false) and removeWatches: NOWATCHER when the connection has no such
+    /// watch on `path`.
+    fn check_or_remove_watch(
+        &mut self,
+        conn: ConnId,
+        path: &str,
+        watcher_type: i32,
+        remove: bool,
+    ) -> Result<Response, ErrorCode> {
+        let t = WatcherType::from_code(watcher_type).ok_or(ErrorCode::BadArguments)?;
+        let found = if remove { self.watches.remove(conn, path, t) } else { self.watches.check(conn, path, t) };
+        if found {
+            Ok(Response::Empty)
+        } else {
+            Err(ErrorCode::NoWatcher)
         }
-        Ok(Response::GetData { data, stat })
     }
 
-    fn get_children(&mut self, conn: ConnId, r: &PathWatch) -> Result<(Vec<String>, Stat), ErrorCode> {
-        let (_, stat) = self.readable(conn, &r.path)?;
-        let children = self.tree.children(&r.path).unwrap_or_default();
-        if r.watch {
-            self.watches.add_child_watch(conn, &r.path);
-        }
-        Ok((children, stat))
+    /// The node's data and Stat after the READ check.
+    fn get_data(&self, conn: ConnId, path: &str) -> Result<(Option<&[u8]>, Stat), ErrorCode> {
+        let stat = self.readable(conn, path)?;
+        let node = self.tree.node(path).ok_or(ErrorCode::NoNode)?;
+        Ok((node.data.as_deref(), stat))
     }
 
-    fn get_acl(&self, conn: ConnId, path: &str) -> ReadResult {
+    /// The node's sorted child names and Stat after the READ check.
+    fn get_children(&self, conn: ConnId, path: &str) -> Result<(Vec<&str>, Stat), ErrorCode> {
+        let stat = self.readable(conn, path)?;
+        Ok((self.tree.children(path).unwrap_or_default(), stat))
+    }
+
+    fn get_acl(&self, conn: ConnId, path: &str) -> Result<Response, ErrorCode> {
         let node = self.tree.node(path).ok_or(ErrorCode::NoNode)?;
         let admin = self.allowed(conn, &node.acl, perms::ADMIN);
         if !admin && !self.allowed(conn, &node.acl, perms::READ) {
@@ -147,14 +184,14 @@ impl Node {
         Ok(Response::GetAcl { acl, stat: node.client_stat() })
     }
 
-    fn ephemerals(&self, conn: ConnId, prefix: &str) -> Vec<String> {
+    /// The paths of the session's ephemerals under `prefix` (all of them for "" or "/").
+    fn ephemerals(&self, conn: ConnId, prefix: &str) -> Vec<&str> {
         let session = self.conns.get(&conn).map_or(0, |c| c.session_id);
-        let all = self.tree.ephemerals(session);
-        let prefix = prefix.trim();
-        if prefix.is_empty() || prefix == "/" {
-            return all;
-        }
-        all.into_iter().filter(|p| p.starts_with(prefix)).collect()
+        let prefix = match prefix.trim() {
+            "/" => "",
+            p => p,
+        };
+        self.tree.ephemeral_paths(session).filter(|p| p.starts_with(prefix)).collect()
     }
 
     fn who_am_i(&self, conn: ConnId) -> Vec<ClientInfo> {
@@ -171,20 +208,15 @@ impl Node {
             .collect()
     }
 
-    fn multi_read(&mut self, conn: ConnId, op: MultiOp) -> MultiResult {
-        let r = match &op {
-            MultiOp::GetData(r) => self.get_data(conn, &PathWatch { path: r.path.clone(), watch: false }),
-            MultiOp::GetChildren(r) => self
-                .get_children(conn, &PathWatch { path: r.path.clone(), watch: false })
-                .map(|(children, _)| Response::Children { children }),
+    fn multi_read<'a>(&'a self, conn: ConnId, op: &MultiOp) -> ReadResult<'a> {
+        let r = match op {
+            MultiOp::GetData(r) => self.get_data(conn, &r.path).map(|(data, stat)| ReadResult::Data { data, stat }),
+            MultiOp::GetChildren(r) => {
+                self.get_children(conn, &r.path).map(|(names, _)| ReadResult::Children { names })
+            }
             _ => Err(ErrorCode::BadArguments),
         };
-        match r {
-            Ok(Response::GetData { data, stat }) => MultiResult::GetData { data, stat },
-            Ok(Response::Children { children }) => MultiResult::GetChildren { children },
-            Ok(_) => MultiResult::Error(ErrorCode::BadArguments.code()),
-            Err(e) => MultiResult::Error(e.code()),
-        }
+        r.unwrap_or_else(|e| ReadResult::Error(e.code()))
     }
 
     /// Re-arms watches after a reconnect; changes the client missed are sent at once (zxid -1).

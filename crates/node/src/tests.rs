@@ -340,3 +340,47 @@ fn auth_follows_zookeepers_providers() {
         assert!(out.iter().any(|o| matches!(o, Output::Close { conn: 1 })), "{scheme} must close the connection");
     }
 }
+
+/// ZooKeeper bounds what a server reads by jute.maxbuffer, not what it sends: replies above it
+/// (a long child list, data written under a higher limit, a multiRead of both) are answered whole.
+#[test]
+fn replies_above_jute_maxbuffer_are_answered() {
+    use warden_proto::response::MultiResult;
+    const MAX_BUFFER: usize = 0xfffff;
+    let mut h = Harness::new();
+    h.connect(1, 0, vec![0; 16]);
+    h.request(1, 1, create("/big", 0));
+    let names: Vec<String> = (0..300).map(|i| format!("{i:04}{}", "f".repeat(3996))).collect();
+    for (i, name) in names.iter().enumerate() {
+        assert_eq!(h.request(1, 2 + i as i32, create(&format!("/big/{name}"), 0)).0.err, 0);
+    }
+    let data = vec![7u8; 2 * MAX_BUFFER];
+    let req = CreateRequest { path: "/data".into(), data: Some(data.clone()), acl: Acl::open_unsafe(), flags: 0 };
+    assert_eq!(h.request(1, 400, Request::Create(req)).0.err, 0);
+
+    let (hdr, body, out) = h.request(1, 701, Request::GetChildren2(PathWatch { path: "/big".into(), watch: true }));
+    assert!(!out.iter().any(|o| matches!(o, Output::Close { .. })), "a large reply closed the connection");
+    let Some(Output::Send { frame, .. }) = out.first() else { panic!("{out:?}") };
+    assert!(frame.len() > MAX_BUFFER, "the reply ({} bytes) should be above jute.maxbuffer", frame.len());
+    let Some(Response::Children2 { children, stat }) = body else { panic!("{hdr:?} {body:?}") };
+    assert_eq!((children, stat.num_children), (names.clone(), 300));
+    let (_, body, _) = h.request(1, 702, Request::GetData(PathWatch { path: "/data".into(), watch: false }));
+    assert!(matches!(body, Some(Response::GetData { data: Some(ref d), .. }) if *d == data));
+    let ops = vec![
+        MultiOp::GetChildren(PathWatch { path: "/big".into(), watch: false }),
+        MultiOp::GetData(PathWatch { path: "/data".into(), watch: false }),
+        MultiOp::GetData(PathWatch { path: "/missing".into(), watch: false }),
+    ];
+    let (_, body, _) = h.request(1, 703, Request::MultiRead(ops));
+    let Some(Response::Multi(results)) = body else { panic!("{body:?}") };
+    assert_eq!(results[0], MultiResult::GetChildren { children: names });
+    assert!(matches!(&results[1], MultiResult::GetData { data: Some(d), .. } if *d == data));
+    assert_eq!(results[2], MultiResult::Error(ErrorCode::NoNode.code()));
+    // The child watch set by the large read fires.
+    let out = h.step(Input::Request { conn: 1, xid: 704, req: create("/big/new", 0) });
+    let note = out.iter().find_map(|o| match o {
+        Output::Send { frame, completes_request: false, .. } => Some(decode_notification(&frame[4..]).unwrap().1),
+        _ => None,
+    });
+    assert_eq!(note.map(|e| e.path), Some("/big".to_string()));
+}

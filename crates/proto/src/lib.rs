@@ -36,6 +36,7 @@ pub use request::{
     SaslRequest, SetAclRequest, SetDataRequest, SetWatches, SetWatches2, SyncRequest, WatchesRequest,
 };
 pub use response::{
-    decode_notification, decode_reply, encode_notification, encode_reply, ClientInfo, MultiResult, Response,
+    decode_notification, decode_reply, encode_notification, encode_read_reply, encode_reply, ClientInfo, MultiResult,
+    ReadReply, ReadResult, ReplyTooLarge, Response,
 };
 pub use txn::{Txn, TxnHeader};

@@ -267,6 +267,140 @@ pub fn encode_reply(header: &ReplyHeader, body: Option<&Response>) -> Vec<u8> {
     })
 }
 
+/// Bytes of a ReplyHeader (`int xid, long zxid, int err`).
+const REPLY_HEADER_LEN: usize = 16;
+/// Bytes of a Stat (six longs, five ints).
+const STAT_LEN: usize = 68;
+/// Bytes of a MultiHeader (`int type, boolean done, int err`).
+const MULTI_HEADER_LEN: usize = 9;
+
+/// The success body of a read answered from the local tree, borrowing its bulk (child names,
+/// ephemeral paths, data) from the tree. [`encode_read_reply`] writes it into a frame sized
+/// exactly beforehand, so the frame is the only copy of the bulk the server makes. Such a reply
+/// may be far above jute.maxbuffer (a node with thousands of long-named children, data written
+/// under a higher limit): ZooKeeper bounds what a server reads, not what it sends, and a client
+/// that wants a bound enforces its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadReply<'a> {
+    /// GetDataResponse; `None` is the null buffer.
+    Data { data: Option<&'a [u8]>, stat: Stat },
+    /// GetChildrenResponse (`stat` None) or GetChildren2Response (the parent's Stat).
+    Children { names: Vec<&'a str>, stat: Option<Stat> },
+    /// GetEphemeralsResponse: full paths.
+    Paths(Vec<&'a str>),
+    /// MultiResponse of a multiRead.
+    MultiRead(Vec<ReadResult<'a>>),
+    /// Any other body: small, owned.
+    Owned(Response),
+}
+
+/// One result of a multiRead reply, borrowing from the tree as [`ReadReply`] does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadResult<'a> {
+    /// Type 4.
+    Data { data: Option<&'a [u8]>, stat: Stat },
+    /// Type 8.
+    Children { names: Vec<&'a str> },
+    /// Type -1 with the error code.
+    Error(i32),
+}
+
+fn buffer_len(data: Option<&[u8]>) -> usize {
+    4 + data.map_or(0, <[u8]>::len)
+}
+
+fn names_len(names: &[&str]) -> usize {
+    4 + names.iter().map(|n| 4 + n.len()).sum::<usize>()
+}
+
+impl ReadResult<'_> {
+    fn encoded_len(&self) -> usize {
+        MULTI_HEADER_LEN
+            + match self {
+                ReadResult::Data { data, .. } => buffer_len(*data) + STAT_LEN,
+                ReadResult::Children { names } => names_len(names),
+                ReadResult::Error(_) => 4,
+            }
+    }
+
+    fn encode(&self, w: &mut Writer) {
+        let (op, err) = match self {
+            ReadResult::Data { .. } => (OpCode::GetData.code(), 0),
+            ReadResult::Children { .. } => (OpCode::GetChildren.code(), 0),
+            ReadResult::Error(code) => (OpCode::Error.code(), *code),
+        };
+        MultiHeader { op_type: op, done: false, err }.encode(w);
+        match self {
+            ReadResult::Data { data, stat } => write_data_stat(w, *data, stat),
+            ReadResult::Children { names } => w.write_string_vec(names),
+            ReadResult::Error(code) => w.write_i32(*code),
+        }
+    }
+}
+
+impl ReadReply<'_> {
+    /// The body's length in bytes, where it is computed without encoding (`None` for `Owned`).
+    fn encoded_len(&self) -> Option<usize> {
+        Some(match self {
+            ReadReply::Data { data, .. } => buffer_len(*data) + STAT_LEN,
+            ReadReply::Children { names, stat } => names_len(names) + stat.map_or(0, |_| STAT_LEN),
+            ReadReply::Paths(paths) => names_len(paths),
+            ReadReply::MultiRead(results) => {
+                results.iter().map(ReadResult::encoded_len).sum::<usize>() + MULTI_HEADER_LEN
+            }
+            ReadReply::Owned(_) => return None,
+        })
+    }
+
+    fn encode(&self, w: &mut Writer) {
+        match self {
+            ReadReply::Data { data, stat } => write_data_stat(w, *data, stat),
+            ReadReply::Children { names, stat } => {
+                w.write_string_vec(names);
+                if let Some(stat) = stat {
+                    stat.encode(w);
+                }
+            }
+            ReadReply::Paths(paths) => w.write_string_vec(paths),
+            ReadReply::MultiRead(results) => {
+                for r in results {
+                    r.encode(w);
+                }
+                MultiHeader::END.encode(w);
+            }
+            ReadReply::Owned(r) => r.encode_body(w),
+        }
+    }
+}
+
+/// Why a reply cannot be framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a reply of {len} bytes does not fit a frame's 31-bit length")]
+pub struct ReplyTooLarge {
+    pub len: usize,
+}
+
+/// A complete reply frame to a read: length prefix, `header`, and `body` when `header.err == 0`.
+/// A body that borrows from the tree is written into a buffer of exactly the frame's size, never
+/// copied or grown on the way; one whose length does not fit the frame's i32 prefix is refused.
+pub fn encode_read_reply(header: &ReplyHeader, body: Option<&ReadReply<'_>>) -> Result<Vec<u8>, ReplyTooLarge> {
+    let body = body.filter(|_| header.err == 0);
+    if let Some(ReadReply::Owned(r)) = body {
+        return Ok(encode_reply(header, Some(r)));
+    }
+    let len = body.and_then(ReadReply::encoded_len).unwrap_or(0);
+    let payload = REPLY_HEADER_LEN + len;
+    let prefix = i32::try_from(payload).map_err(|_| ReplyTooLarge { len: payload })?;
+    let mut w = Writer::with_capacity(4 + payload);
+    w.write_i32(prefix);
+    header.encode(&mut w);
+    if let Some(b) = body {
+        b.encode(&mut w);
+    }
+    debug_assert_eq!(w.len(), 4 + payload, "read reply length computed wrongly");
+    Ok(w.into_inner())
+}
+
 /// A complete notification frame: `ReplyHeader{-1, zxid, 0}` + WatcherEvent. `zxid` is the firing
 /// txn's zxid (3.9+), or -1 for events sent by setWatches catch-up.
 pub fn encode_notification(zxid: i64, event: &WatcherEvent) -> Vec<u8> {
@@ -378,6 +512,49 @@ mod tests {
         prop_oneof![node, misc]
     }
 
+    /// The replies a read answers with, owned.
+    fn read_response() -> impl Strategy<Value = (i32, Response)> {
+        let read_result = prop_oneof![
+            names().prop_map(|children| MultiResult::GetChildren { children }),
+            (data(), stat()).prop_map(|(data, stat)| MultiResult::GetData { data, stat }),
+            any::<i32>().prop_map(MultiResult::Error),
+        ];
+        prop_oneof![
+            (data(), stat()).prop_map(|(data, stat)| (4, Response::GetData { data, stat })),
+            names().prop_map(|children| (8, Response::Children { children })),
+            (names(), stat()).prop_map(|(children, stat)| (12, Response::Children2 { children, stat })),
+            names().prop_map(|e| (103, Response::Ephemerals(e))),
+            proptest::collection::vec(read_result, 0..5).prop_map(|r| (22, Response::Multi(r))),
+            stat().prop_map(|s| (3, Response::Stat(s))),
+            any::<i32>().prop_map(|n| (104, Response::AllChildrenNumber(n))),
+        ]
+    }
+
+    /// The borrowed form of an owned read reply.
+    fn read_reply_of(resp: &Response) -> ReadReply<'_> {
+        fn strs(v: &[String]) -> Vec<&str> {
+            v.iter().map(String::as_str).collect()
+        }
+        match resp {
+            Response::GetData { data, stat } => ReadReply::Data { data: data.as_deref(), stat: *stat },
+            Response::Children { children } => ReadReply::Children { names: strs(children), stat: None },
+            Response::Children2 { children, stat } => ReadReply::Children { names: strs(children), stat: Some(*stat) },
+            Response::Ephemerals(paths) => ReadReply::Paths(strs(paths)),
+            Response::Multi(results) => ReadReply::MultiRead(
+                results
+                    .iter()
+                    .map(|r| match r {
+                        MultiResult::GetData { data, stat } => ReadResult::Data { data: data.as_deref(), stat: *stat },
+                        MultiResult::GetChildren { children } => ReadResult::Children { names: strs(children) },
+                        MultiResult::Error(code) => ReadResult::Error(*code),
+                        other => panic!("not a multiRead result: {other:?}"),
+                    })
+                    .collect(),
+            ),
+            other => ReadReply::Owned(other.clone()),
+        }
+    }
+
     proptest! {
         #[test]
         fn response_round_trips((op, resp) in response(), xid: i32, zxid: i64) {
@@ -409,11 +586,46 @@ mod tests {
             prop_assert_eq!(frame.len(), 20);
         }
 
+        /// A read reply that borrows from the tree is the same frame as its owned form, written
+        /// into a buffer of exactly its size.
+        #[test]
+        fn read_replies_encode_as_their_owned_form_without_growing(
+            (op, resp) in read_response(),
+            xid: i32,
+            zxid: i64,
+            err in prop_oneof![Just(0), -130i32..0],
+        ) {
+            let header = ReplyHeader { xid, zxid, err };
+            let borrowed = read_reply_of(&resp);
+            let frame = encode_read_reply(&header, Some(&borrowed)).unwrap();
+            prop_assert_eq!(&frame, &encode_reply(&header, Some(&resp)));
+            if !matches!(borrowed, ReadReply::Owned(_)) {
+                prop_assert_eq!(frame.capacity(), frame.len());
+            }
+            let (h, back) = decode_reply(op, &frame[4..]).unwrap();
+            prop_assert_eq!(h, header);
+            prop_assert_eq!(back, (err == 0).then_some(resp));
+        }
+
         #[test]
         fn arbitrary_bytes_never_panic(op in -12i32..110, body in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = Response::decode_for(op, &body);
             let _ = decode_reply(op, &body);
         }
+    }
+
+    /// A body beyond the frame's i32 length is refused before anything is allocated for it (the
+    /// names here are one megabyte string, borrowed 2,048 times).
+    #[test]
+    fn a_read_reply_above_two_gib_is_refused() {
+        let name = "n".repeat(1 << 20);
+        let names = vec![name.as_str(); 2048];
+        let header = ReplyHeader { xid: 1, zxid: 1, err: 0 };
+        let err = encode_read_reply(&header, Some(&ReadReply::Children { names, stat: None })).unwrap_err();
+        assert_eq!(err.len, 16 + 4 + 2048 * (4 + (1 << 20)));
+        let names = vec![name.as_str(); 3];
+        let frame = encode_read_reply(&header, Some(&ReadReply::Children { names, stat: None })).unwrap();
+        assert_eq!(frame.len(), 4 + 16 + 4 + 3 * (4 + (1 << 20)));
     }
 
     #[test]

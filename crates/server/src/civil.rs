@@ -15,7 +15,9 @@ pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
 }
 
 /// A build time as ZooKeeper 3.5 and later print it after "built on": `yyyy-MM-dd HH:mm UTC`
-/// (3.4 printed `MM/dd/yyyy HH:mm GMT`).
+/// (3.4 printed `MM/dd/yyyy HH:mm GMT`). build.rs prints `BUILT_ON` with it; in the library only
+/// the tests call it.
+#[cfg_attr(not(test), allow(dead_code))]
 pub fn built_on(unix_secs: i64) -> String {
     let (y, m, d) = civil_from_days(unix_secs.div_euclid(86_400));
     let rem = unix_secs.rem_euclid(86_400);

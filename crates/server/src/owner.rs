@@ -93,7 +93,7 @@ impl Frames {
 }
 
 /// Collected frames for one connection go out once they reach this many bytes, so that a large
-/// turn does not copy a growing buffer over and over.
+/// turn does not copy a growing buffer over and over; a frame this large goes out alone.
 const PENDING_BYTES: usize = 64 * 1024;
 
 pub(crate) struct Owner {
@@ -153,7 +153,6 @@ impl Owner {
             skip_acl: cfg.skip_acl,
             ttl_enabled: cfg.extended_types_enabled,
             reconfig_enabled: cfg.reconfig_enabled,
-            max_buffer: cfg.jute_max_buffer,
             container_check_interval_ms: cfg.container_check_interval_ms,
             read_only_enabled: cfg.read_only,
         };
@@ -518,6 +517,11 @@ impl Owner {
         for o in out.drain(..) {
             match o {
                 Output::Send { conn, frame, completes_request } => {
+                    if frame.len() >= PENDING_BYTES {
+                        // A large reply goes to the writer on its own, as it is: what was collected
+                        // before it goes first, and it is never copied into a collecting buffer.
+                        self.send_pending(conn);
+                    }
                     let p = self.pending.entry(conn).or_default();
                     p.push(frame, completes_request);
                     if p.bytes.len() >= PENDING_BYTES {

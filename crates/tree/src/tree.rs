@@ -110,11 +110,12 @@ impl DataTree {
         self.node(path).map(Znode::client_stat)
     }
 
-    /// Child names of `path`, sorted.
-    pub fn children(&self, path: &str) -> Option<Vec<String>> {
+    /// Child names of `path`, sorted, borrowed from the tree (a reply is encoded straight from
+    /// them).
+    pub fn children(&self, path: &str) -> Option<Vec<&str>> {
         let path = if path.is_empty() { "/" } else { path };
         self.node(path)?;
-        let mut names: Vec<String> = self.child_names(path).into_iter().map(str::to_string).collect();
+        let mut names = self.child_names(path);
         names.sort_unstable();
         Some(names)
     }
@@ -207,7 +208,12 @@ impl DataTree {
 
     /// Paths of the ephemeral nodes owned by `session_id`, sorted.
     pub fn ephemerals(&self, session_id: i64) -> Vec<String> {
-        self.ephemerals.get(&session_id).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+        self.ephemeral_paths(session_id).map(str::to_string).collect()
+    }
+
+    /// Paths of the ephemeral nodes owned by `session_id`, sorted, borrowed from the tree.
+    pub fn ephemeral_paths(&self, session_id: i64) -> impl Iterator<Item = &str> + '_ {
+        self.ephemerals.get(&session_id).into_iter().flat_map(|s| s.iter().map(String::as_str))
     }
 
     /// Sessions that own at least one ephemeral node.

@@ -66,7 +66,11 @@ impl TestServer {
     }
 
     pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> TestServer {
-        let dir = tempfile::tempdir().expect("temp dir");
+        Self::start_in(tempfile::tempdir().expect("temp dir"), tweak).await
+    }
+
+    /// A server on `dir`, which may hold the data of an earlier one ([`TestServer::stop_keeping_dir`]).
+    pub async fn start_in(dir: tempfile::TempDir, tweak: impl FnOnce(&mut Config)) -> TestServer {
         let mut cfg = test_config(dir.path());
         tweak(&mut cfg);
         let server = Server::start(cfg).await.expect("server starts");
@@ -83,13 +87,19 @@ impl TestServer {
         connect(&self.connect_string()).await
     }
 
-    pub async fn stop(mut self) {
+    pub async fn stop(self) {
+        self.stop_keeping_dir().await;
+    }
+
+    /// Stops the server and hands back its data directory, for a restart on it.
+    pub async fn stop_keeping_dir(mut self) -> tempfile::TempDir {
         if let Some(server) = self.server.take() {
             tokio::time::timeout(WAIT, server.stop())
                 .await
                 .expect("server stops in time")
                 .expect("server stops cleanly");
         }
+        self._dir
     }
 }
 
