@@ -204,7 +204,9 @@ impl RawClient {
         stream.set_nodelay(true).ok();
         let mut c = RawClient {
             stream,
-            decoder: FrameDecoder::new(warden_proto::DEFAULT_MAX_BUFFER * 4),
+            // Replies are not bounded by jute.maxbuffer (tests read 20 MB child lists); this is
+            // only a guard against a garbled length.
+            decoder: FrameDecoder::new(256 << 20),
             buf: BytesMut::new(),
             notifications: Default::default(),
             session_id: 0,
@@ -276,10 +278,10 @@ impl RawClient {
                 Ok(None) => {}
                 Err(e) => panic!("bad frame from server: {e:?}"),
             }
-            let mut chunk = [0u8; 8192];
-            match self.stream.read(&mut chunk).await {
+            self.buf.reserve(64 * 1024);
+            match self.stream.read_buf(&mut self.buf).await {
                 Ok(0) | Err(_) => return Frame::Closed,
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Ok(_) => {}
             }
         }
     }
