@@ -102,7 +102,7 @@ pub enum Input {
 }
 
 /// What the node asks the shell to do.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Output {
     /// Write this complete frame to the connection. `completes_request` is true for the reply to a
     /// client request (not for notifications), so the shell can count outstanding requests.
@@ -112,6 +112,9 @@ pub enum Output {
     /// Make this txn durable, then answer with `Input::Durable`. Shared with the node's own
     /// in-flight copy (no per-write copy of the data).
     Persist { hdr: TxnHeader, txn: Arc<Txn> },
+    /// Quorum mode: work on the quorum port, the epoch files or the log's history, in order with
+    /// the outputs around it.
+    Quorum(crate::QuorumOutput),
 }
 
 /// Who is waiting for a txn. `fwd` marks a request this learner forwarded to the leader: its

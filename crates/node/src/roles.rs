@@ -19,12 +19,9 @@
 //! * Every server applies `ApplyCommitted` txns through the standalone `apply`, in zxid order, so
 //!   watches, sessions and ephemerals behave exactly as in standalone mode.
 //!
-//! Why the quorum work leaves through a second list ([`Node::take_quorum_outputs`]) rather than new
-//! `Output` variants: the server's owner task matches `Output` exhaustively and is being changed
-//! concurrently; a second list keeps it building. Log writes stay `Output::Persist` in both modes
-//! (one storage path, answered by `Input::Durable`). Ordering between the lists: within one step the
-//! node never emits a `Truncate` or `InstallSnapshot` together with a `Persist` (each follows a
-//! single TRUNC / SNAP packet), so "carry out `Output`s, then quorum outputs" keeps ZAB's order.
+//! Quorum work leaves in the same ordered stream as everything else (`Output::Quorum`), so a shell
+//! carries out one list in order and needs no rule for interleaving two. Log writes stay
+//! `Output::Persist` in both modes (one storage path, answered by `Input::Durable`).
 //!
 //! Shell contract, in addition to `zab`'s: deliver `Become*` only once every `Persist` so far is
 //! durable (the new machine is told the log's last zxid is durable); on becoming anything, the node
@@ -166,7 +163,6 @@ pub(crate) struct Quorum {
     incoming_snapshot: Option<SnapshotData>,
     /// When the machine last became `Looking` (read-only mode's grace period counts from it).
     looking_since_ms: u64,
-    out: Vec<QuorumOutput>,
 }
 
 impl Quorum {
@@ -236,15 +232,8 @@ impl Node {
             revalidating: HashMap::new(),
             touched: BTreeMap::new(),
             incoming_snapshot: None,
-            out: Vec::new(),
         }));
         node
-    }
-
-    /// Quorum work emitted by the steps so far (empty when standalone). Carry it out after the
-    /// step's `Output`s.
-    pub fn take_quorum_outputs(&mut self) -> Vec<QuorumOutput> {
-        self.quorum.as_mut().map(|q| std::mem::take(&mut q.out)).unwrap_or_default()
     }
 
     pub fn role(&self) -> RoleKind {
@@ -293,12 +282,6 @@ impl Node {
 
     pub(crate) fn is_established_leader(&self) -> bool {
         self.leader().is_some_and(Leader::is_established)
-    }
-
-    fn qout(&mut self, o: QuorumOutput) {
-        if let Some(q) = self.quorum.as_mut() {
-            q.out.push(o);
-        }
     }
 
     // ----- inputs -----
@@ -433,7 +416,7 @@ impl Node {
     fn lose_role(&mut self, reason: String, out: &mut Vec<Output>) {
         tracing::info!(%reason, "leaving the quorum role");
         self.leave_role(out);
-        self.qout(QuorumOutput::Elect { reason });
+        out.push(Output::Quorum(QuorumOutput::Elect { reason }));
     }
 
     fn become_leader(&mut self, out: &mut Vec<Output>) {
@@ -467,7 +450,7 @@ impl Node {
             }
             Err(e) => {
                 tracing::error!(error = %e, "cannot lead");
-                self.qout(QuorumOutput::Elect { reason: e });
+                out.push(Output::Quorum(QuorumOutput::Elect { reason: e }));
             }
         }
     }
@@ -504,12 +487,15 @@ impl Node {
 
     fn run_one(&mut self, action: Action, out: &mut Vec<Output>) {
         match action {
-            Action::Send { to, packet } => self.qout(QuorumOutput::PeerSend { to, packet }),
+            Action::Send { to, packet } => out.push(Output::Quorum(QuorumOutput::PeerSend { to, packet })),
             Action::SendSnapshot { to, zxid } => {
                 let (tree, sessions) = self.snapshot_state();
-                self.qout(QuorumOutput::SendSnapshot { to, snapshot: SnapshotData { zxid, tree, sessions } });
+                out.push(Output::Quorum(QuorumOutput::SendSnapshot {
+                    to,
+                    snapshot: SnapshotData { zxid, tree, sessions },
+                }));
             }
-            Action::Disconnect { sid, reason } => self.qout(QuorumOutput::PeerClose { sid, reason }),
+            Action::Disconnect { sid, reason } => out.push(Output::Quorum(QuorumOutput::PeerClose { sid, reason })),
             Action::Persist(entry) => {
                 out.push(Output::Persist { hdr: entry.hdr, txn: entry.txn.clone() });
                 if let Some(q) = self.quorum.as_mut() {
@@ -517,11 +503,15 @@ impl Node {
                 }
                 self.trim_log();
             }
-            Action::PersistEpoch { kind, epoch } => self.qout(QuorumOutput::PersistEpoch { kind, epoch }),
+            Action::PersistEpoch { kind, epoch } => {
+                out.push(Output::Quorum(QuorumOutput::PersistEpoch { kind, epoch }))
+            }
             Action::Truncate { zxid } => self.truncate(zxid, out),
             Action::InstallSnapshot { zxid } => self.install_snapshot(zxid, out),
             Action::ApplyCommitted(entry) => self.apply_committed(entry, out),
-            Action::Synced { epoch } | Action::Broadcasting { epoch } => self.qout(QuorumOutput::Serving { epoch }),
+            Action::Synced { epoch } | Action::Broadcasting { epoch } => {
+                out.push(Output::Quorum(QuorumOutput::Serving { epoch }))
+            }
             Action::PingReply { to, zxid } => {
                 let touches: Vec<codec::SessionTouch> = self
                     .quorum
@@ -531,7 +521,7 @@ impl Node {
                     .into_iter()
                     .map(|(session_id, timeout_ms)| codec::SessionTouch { session_id, timeout_ms })
                     .collect();
-                self.qout(QuorumOutput::PeerSend { to, packet: codec::ping_reply(zxid, &touches) });
+                out.push(Output::Quorum(QuorumOutput::PeerSend { to, packet: codec::ping_reply(zxid, &touches) }));
             }
             Action::TouchSessions { touches, .. } => {
                 for t in touches {
@@ -541,7 +531,10 @@ impl Node {
             Action::Forwarded { from, request } => self.on_forwarded(from, request, out),
             Action::Revalidate { from, session_id, .. } => {
                 let valid = self.sessions.touch(session_id, self.now.mono_ms);
-                self.qout(QuorumOutput::PeerSend { to: from, packet: codec::revalidate_reply(session_id, valid) });
+                out.push(Output::Quorum(QuorumOutput::PeerSend {
+                    to: from,
+                    packet: codec::revalidate_reply(session_id, valid),
+                }));
             }
             Action::Revalidated { session_id, valid } => self.revalidated(session_id, valid, out),
             Action::SyncDone => self.sync_done(out),
@@ -566,7 +559,7 @@ impl Node {
             q.log_base = zxid;
         }
         q.durable = q.durable.min(zxid);
-        q.out.push(QuorumOutput::Truncate { zxid });
+        out.push(Output::Quorum(QuorumOutput::Truncate { zxid }));
         if self.tree.last_processed_zxid() > zxid {
             tracing::error!(zxid, applied = self.tree.last_processed_zxid(), "TRUNC below the applied tree");
             self.lose_role(format!("cannot roll the tree back to {zxid:#x} in memory; restart from storage"), out);
@@ -591,7 +584,7 @@ impl Node {
             q.log.clear();
             q.log_base = zxid;
             q.durable = q.durable.min(zxid);
-            q.out.push(QuorumOutput::InstallSnapshot { snapshot });
+            out.push(Output::Quorum(QuorumOutput::InstallSnapshot { snapshot }));
         }
     }
 
@@ -656,7 +649,10 @@ impl Node {
         let live = self.sessions.get(session_id).is_some_and(|s| !s.closing);
         let txn = if op_type == OpCode::CreateSession.code() {
             let Ok(bytes) = <[u8; 4]>::try_from(request.get(..4).unwrap_or_default()) else {
-                self.qout(QuorumOutput::PeerClose { sid: from, reason: "malformed createSession".into() });
+                out.push(Output::Quorum(QuorumOutput::PeerClose {
+                    sid: from,
+                    reason: "malformed createSession".into(),
+                }));
                 return;
             };
             Txn::CreateSession { timeout_ms: i32::from_be_bytes(bytes) }

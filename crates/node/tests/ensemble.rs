@@ -76,10 +76,11 @@ impl Cluster {
         let mut out = Vec::new();
         node.step(self.now, input, &mut out);
         node.check_invariants();
-        let quorum = node.take_quorum_outputs();
+        let mut quorum = Vec::new();
         let mut durable = None;
         for o in out {
             match o {
+                Output::Quorum(q) => quorum.push(q),
                 Output::Persist { hdr, txn } => {
                     durable = Some(hdr.zxid);
                     self.logs.entry(sid).or_default().push((hdr, std::sync::Arc::unwrap_or_clone(txn)));
@@ -187,7 +188,7 @@ impl Cluster {
         let all = self.client_out.remove(&sid).unwrap_or_default();
         let (mine, rest): (Vec<Output>, Vec<Output>) = all.into_iter().partition(|o| match o {
             Output::Send { conn: c, .. } | Output::Close { conn: c } => *c == conn,
-            Output::Persist { .. } => false,
+            Output::Persist { .. } | Output::Quorum(_) => false,
         });
         self.client_out.insert(sid, rest);
         mine

@@ -509,7 +509,6 @@ impl Owner {
         while !self.out.is_empty() {
             self.dispatch_batch();
         }
-        self.qpending.extend(self.node.take_quorum_outputs());
     }
 
     fn dispatch_batch(&mut self) {
@@ -536,6 +535,7 @@ impl Owner {
                     }
                 }
                 Output::Persist { hdr, txn } => self.to_persist.push((hdr, txn)),
+                Output::Quorum(q) => self.qpending.push_back(q),
             }
         }
         // Keep the buffer's capacity for the next step, unless a failed send queued more.

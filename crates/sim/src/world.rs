@@ -481,9 +481,10 @@ impl World {
         let Some(r) = self.running(sid, inc) else { return Ok(()) };
         let mut out = Vec::new();
         r.node.step(now, input, &mut out);
-        let quorum = r.node.take_quorum_outputs();
+        let mut quorum = Vec::new();
         for o in out {
             match o {
+                Output::Quorum(q) => quorum.push(q),
                 Output::Send { conn, frame, .. } => self.send_to_client(conn, ClientMsg::Frame(frame)),
                 Output::Close { conn } => {
                     if let Some(r) = self.running(sid, inc) {
