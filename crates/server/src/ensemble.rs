@@ -17,7 +17,6 @@ use std::net::SocketAddr;
 use anyhow::Context;
 use tokio::sync::watch;
 use warden_node::{Input, SnapshotData};
-use warden_proto::election::ServerState;
 use warden_proto::quorum::QuorumPacket;
 use warden_quorum::{Elected, Sid};
 use warden_storage::SnapshotBody;
@@ -192,16 +191,6 @@ impl Ensemble {
     pub(crate) async fn stop(mut self) {
         self.stop_net().await;
         self.election.stop().await;
-    }
-}
-
-/// The input a decision becomes, for this server.
-pub(crate) fn become_input(e: &Elected, my_sid: Sid) -> Option<Input> {
-    match e.state {
-        ServerState::Leading if e.leader == my_sid => Some(Input::BecomeLeader),
-        ServerState::Following => Some(Input::BecomeFollower { leader: e.leader }),
-        ServerState::Observing => Some(Input::BecomeObserver { leader: e.leader }),
-        _ => None,
     }
 }
 

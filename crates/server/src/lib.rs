@@ -101,14 +101,8 @@ impl Server {
         };
         let (snapshots, snapshot_thread) = snapshot::spawn(dirs, log_activity)?;
         let mut owner = owner::Owner::new(cfg.clone(), events_rx, shutdown_rx.clone(), storage, snapshots, quorum);
-        let had_snapshot = recovered.snapshot.is_some();
-        owner.restore(
-            recovered.tree,
-            &recovered.sessions,
-            recovered.txns_after_snapshot,
-            recovered.snapshot_zxid,
-            had_snapshot,
-        );
+        let snapshot_zxid = recovered.snapshot.is_some().then_some(recovered.snapshot_zxid);
+        owner.restore(recovered.tree, &recovered.sessions, recovered.txns_after_snapshot, snapshot_zxid);
         let owner_task = tokio::spawn(owner.run());
         let accept = connection::accept_loop(listener, cfg, events_tx, shutdown_rx.clone());
         let shutdown = Arc::new(shutdown);

@@ -3,7 +3,7 @@
 //! durable zxid to the owner.
 //!
 //! A standalone owner instead appends and fsyncs a batch itself when one session wrote it and the
-//! batch before it (`lone_writer`), no other event waits and the storage thread has nothing queued
+//! batch before it (the driver marks it `may_inline`), no other event waits and the storage thread has nothing queued
 //! (`Storage::append_inline`): a lone synchronous client then waits for one fdatasync and no thread
 //! hand-offs (two wake-ups, 40-80 us on this VM). With several writers the fsync stays on the thread,
 //! so the owner prepares the next batch meanwhile (letting any small batch through cost eight
@@ -14,12 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use tokio::sync::{mpsc, oneshot};
-use warden_node::Input;
-use warden_proto::{Txn, TxnHeader};
-
-use warden_quorum::zab::EpochKind;
-use warden_storage::{EpochFile, Store};
-use warden_tree::DataTree;
+use warden_driver::Batch;
+use warden_storage::{Reloaded, Report, Store, StoreOp};
 
 use crate::owner::Event;
 use crate::snapshot::LogActivity;
@@ -27,29 +23,18 @@ use crate::snapshot::LogActivity;
 /// Batches of txns queued to the storage thread before the owner waits.
 const STORAGE_QUEUE: usize = 1024;
 
-pub(crate) type Batch = Vec<(TxnHeader, Arc<Txn>)>;
-
-/// Work for the storage thread, in order.
-pub(crate) enum StorageMsg {
-    /// Append these txns.
-    Append(Batch),
-    /// Start a new log file at the next append (a snapshot was just taken).
-    Roll,
-    /// Quorum mode: write an epoch file durably (after every append queued before it), then answer
-    /// `Input::EpochDurable`.
-    Epoch { kind: EpochKind, epoch: i64 },
-    /// Quorum mode: drop every log record above this zxid, durably (ZAB's TRUNC).
-    Truncate(i64),
-    /// Quorum mode: the leader's snapshot replaced the tree: write it durably, drop every log
-    /// record above its zxid, then answer `Input::Durable { zxid }`.
-    InstallSnapshot { tree: DataTree, sessions: Vec<(i64, i32)>, zxid: i64 },
-    /// Quorum mode: a TRUNC below what the tree already applied: cut the log durably, then rebuild
-    /// the tree from snapshot + log (recovery) and hand it back.
-    TruncateAndReload { zxid: i64, reply: oneshot::Sender<Result<Reloaded, String>> },
+/// Work for the storage thread, in order: one of the driver's storage ops, and for
+/// `StoreOp::TruncateAndReload` where to hand the data rebuilt from disk.
+pub(crate) struct StorageMsg {
+    pub op: StoreOp,
+    pub reloaded: Option<oneshot::Sender<Result<Reloaded, String>>>,
 }
 
-/// A tree, its sessions and the log txns replayed after the snapshot, rebuilt from disk.
-pub(crate) type Reloaded = warden_storage::Reloaded;
+impl From<StoreOp> for StorageMsg {
+    fn from(op: StoreOp) -> Self {
+        StorageMsg { op, reloaded: None }
+    }
+}
 
 /// Batches of at most this many txns may be written by the owner itself (`append_inline`).
 const INLINE_BATCH: usize = 4;
@@ -81,6 +66,7 @@ impl Storage {
     }
 
     /// As `send`, without waiting: Err if the queue is full or the thread has ended.
+    #[cfg(test)]
     pub(crate) fn try_send(&self, msg: StorageMsg) -> Result<(), ()> {
         self.shared.queued.fetch_add(1, Ordering::SeqCst);
         self.tx.try_send(msg).map_err(|_| {
@@ -109,14 +95,6 @@ impl Storage {
     }
 }
 
-/// True if one session wrote every txn of `batch` and of the batch before it (`last` is updated to
-/// this batch's writer, or `None`).
-pub(crate) fn lone_writer(batch: &Batch, last: &mut Option<i64>) -> bool {
-    let writer = batch.first().map(|(h, _)| h.client_id).filter(|s| batch.iter().all(|(h, _)| h.client_id == *s));
-    let before = std::mem::replace(last, writer);
-    writer.is_some() && before == writer
-}
-
 fn sync_or_flush(log: &mut Store, shared: &Shared) -> Result<(), String> {
     if !shared.force_sync {
         return log.flush().map_err(|e| e.to_string());
@@ -141,16 +119,17 @@ pub(crate) fn spawn(
     let thread = std::thread::Builder::new().name("warden-storage".into()).spawn(move || {
         let shared = thread_shared;
         while let Some(first) = batches.blocking_recv() {
-            let mut last = None;
-            let mut epochs = Vec::new();
+            let mut report = Report::default();
             let mut taken = 1;
             let mut log = shared.store.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let mut result = append(&mut log, first, &mut last, &mut epochs);
-            while result.is_ok() && epochs.is_empty() {
+            let mut result = execute(&mut log, first, &mut report);
+            // Everything queued goes into this sync, up to the first epoch file (reported with
+            // the batch that wrote it).
+            while result.is_ok() && report.epochs.is_empty() {
                 match batches.try_recv() {
                     Ok(more) => {
                         taken += 1;
-                        result = append(&mut log, more, &mut last, &mut epochs);
+                        result = execute(&mut log, more, &mut report);
                     }
                     Err(_) => break,
                 }
@@ -162,80 +141,36 @@ pub(crate) fn spawn(
                 let _ = events.blocking_send(Event::Fatal(format!("transaction log write failed: {why}")));
                 return;
             }
-            if let Some(zxid) = last {
-                if events.blocking_send(Event::Node(Input::Durable { zxid })).is_err() {
-                    return;
-                }
+            if report != Report::default() && events.blocking_send(Event::Synced(report)).is_err() {
+                return;
             }
-            for (kind, epoch) in epochs {
-                if events.blocking_send(Event::Node(Input::EpochDurable { kind, epoch })).is_err() {
-                    return;
-                }
-            }
-            // After the reports: an owner that reads 0 has them queued before anything it does next.
+            // After the report: an owner that reads 0 has it queued before anything it does next.
             shared.queued.fetch_sub(taken, Ordering::SeqCst);
         }
     })?;
     Ok((Storage { tx, shared }, thread))
 }
 
-fn append(
-    log: &mut Store,
-    msg: StorageMsg,
-    last: &mut Option<i64>,
-    epochs: &mut Vec<(EpochKind, i64)>,
-) -> Result<(), String> {
-    let batch = match msg {
-        StorageMsg::Append(batch) => batch,
-        StorageMsg::Roll => return log.roll().map_err(|e| e.to_string()),
-        StorageMsg::Epoch { kind, epoch } => {
-            let which = match kind {
-                EpochKind::Accepted => EpochFile::Accepted,
-                EpochKind::Current => EpochFile::Current,
-            };
-            log.write_epoch(which, epoch).map_err(|e| e.to_string())?;
-            epochs.push((kind, epoch));
-            return Ok(());
+/// Carries out one message; a reload's data (or failure) goes back on its channel.
+fn execute(log: &mut Store, msg: StorageMsg, report: &mut Report) -> Result<(), String> {
+    let result = log.execute(msg.op, report).map_err(|e| e.to_string());
+    match (result, msg.reloaded) {
+        (Ok(Some(data)), Some(reply)) => {
+            let _ = reply.send(Ok(data));
+            Ok(())
         }
-        StorageMsg::InstallSnapshot { tree, sessions, zxid } => {
-            log.install_snapshot(&tree, &sessions, zxid).map_err(|e| e.to_string())?;
-            *last = Some(zxid);
-            return Ok(());
+        (Err(why), Some(reply)) => {
+            let _ = reply.send(Err(why.clone()));
+            Err(why)
         }
-        StorageMsg::TruncateAndReload { zxid, reply } => {
-            let result = log.truncate_and_reload(zxid).map_err(|e| e.to_string());
-            let failed = result.as_ref().err().cloned();
-            let _ = reply.send(result);
-            *last = None;
-            return match failed {
-                Some(why) => Err(why),
-                None => Ok(()),
-            };
-        }
-        StorageMsg::Truncate(zxid) => {
-            log.truncate(zxid).map_err(|e| e.to_string())?;
-            *last = None;
-            return Ok(());
-        }
-    };
-    for (hdr, txn) in &batch {
-        log.append(hdr, txn).map_err(|e| e.to_string())?;
-        *last = Some(hdr.zxid);
+        (result, _) => result.map(|_| ()),
     }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn batch(sessions: &[i64]) -> Batch {
-        let txn = Arc::new(Txn::Check { path: "/x".into(), version: -1 });
-        sessions
-            .iter()
-            .map(|&client_id| (TxnHeader { client_id, cxid: 0, zxid: 1, time_ms: 0, txn_type: 13 }, txn.clone()))
-            .collect()
-    }
+    use warden_proto::{Txn, TxnHeader};
 
     /// The storage thread on an in-memory file system, its log activity and the owner's events.
     fn start(force_sync: bool) -> (Storage, JoinHandle<()>, Arc<LogActivity>, mpsc::Receiver<Event>) {
@@ -262,7 +197,7 @@ mod tests {
 
     fn durable(events: &mut mpsc::Receiver<Event>) -> i64 {
         match events.blocking_recv() {
-            Some(Event::Node(Input::Durable { zxid })) => zxid,
+            Some(Event::Synced(Report { last: Some(zxid), .. })) => zxid,
             Some(Event::Fatal(why)) => panic!("the log failed: {why}"),
             _ => panic!("expected Durable"),
         }
@@ -282,7 +217,7 @@ mod tests {
     fn syncs_are_reported_as_log_activity_and_flushes_are_not() {
         let (storage, thread, activity, mut events) = start(true);
         assert!(!activity.has_synced());
-        storage.try_send(StorageMsg::Append(create(1))).expect("queued");
+        storage.try_send(StoreOp::Append(create(1)).into()).expect("queued");
         assert_eq!(durable(&mut events), 1);
         assert!(activity.has_synced(), "the thread's sync is reported");
         drop((storage, events));
@@ -295,27 +230,12 @@ mod tests {
         thread.join().expect("the thread ends");
 
         let (storage, thread, activity, mut events) = start(false);
-        storage.try_send(StorageMsg::Append(create(1))).expect("queued");
+        storage.try_send(StoreOp::Append(create(1)).into()).expect("queued");
         assert_eq!(durable(&mut events), 1);
         idle(&storage);
         assert_eq!(storage.append_inline(&create(2)), Some(Ok(2)));
         assert!(!activity.has_synced(), "forceSync=no: nothing waits on the disk");
         drop((storage, events));
         thread.join().expect("the thread ends");
-    }
-
-    #[test]
-    fn only_a_session_writing_twice_in_a_row_is_a_lone_writer() {
-        let mut last = None;
-        assert!(!lone_writer(&batch(&[7]), &mut last), "a first batch has no predecessor");
-        assert!(lone_writer(&batch(&[7]), &mut last));
-        assert!(lone_writer(&batch(&[7, 7]), &mut last));
-        assert!(!lone_writer(&batch(&[8]), &mut last), "another session");
-        assert!(!lone_writer(&batch(&[7]), &mut last), "the one before was 8's");
-        assert!(!lone_writer(&batch(&[7, 8]), &mut last), "two sessions in one batch");
-        assert_eq!(last, None);
-        assert!(!lone_writer(&batch(&[7]), &mut last), "after a mixed batch");
-        assert!(!lone_writer(&batch(&[]), &mut last));
-        assert_eq!(last, None);
     }
 }

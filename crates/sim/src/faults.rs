@@ -373,7 +373,7 @@ pub(crate) fn heal_all(w: &mut World) -> Result<(), String> {
 // ----- directed scenarios -----
 
 fn leader(w: &World) -> Option<Sid> {
-    w.servers.iter().find(|s| s.run.as_ref().is_some_and(|r| r.node.role() == RoleKind::Leader)).map(|s| s.sid)
+    w.servers.iter().find(|s| s.run.as_ref().is_some_and(|r| r.driver.node().role() == RoleKind::Leader)).map(|s| s.sid)
 }
 
 fn crash_soon(w: &mut World, sid: Sid, after_ms: u64, why: &'static str) {

@@ -2,13 +2,12 @@
 //! clients, and the event loop. Events are ordered by (virtual time, sequence number); the one
 //! `StdRng` seeded from the run's seed makes every choice.
 //!
-//! Each server is carried out the way `warden_server`'s owner, storage thread and ensemble shell
-//! carry out the node's outputs (see `crates/server/src/owner.rs`): `Persist` batches go to the
-//! storage queue; the storage "thread" writes everything queued, then fsyncs (a later event: a
-//! crash in between loses the unsynced part) and answers `Durable` and `EpochDurable`; an
-//! election decision is handed to the node only once every persisted txn is durable; a TRUNC
-//! below the applied tree reloads the data from disk; snapshots are taken every
-//! [snapCount/2+1, snapCount] txns and old files purged.
+//! Each server runs the same `warden_driver::Driver` as `warden_server`'s owner task, and this file
+//! carries out its commands over simulated I/O as the owner, the storage thread and the ensemble
+//! shell carry them out over real I/O: storage ops go to the storage queue; the storage "thread"
+//! executes everything queued with `Store::execute`, then fsyncs (a later event: a crash in
+//! between loses the unsynced part) and reports `Synced`; a reload is carried out at once; a
+//! snapshot is written later unless one is still being written, then old files are purged.
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -18,14 +17,15 @@ use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use warden_node::{Clock, ConnId, Input, Node, NodeConfig, Output, QuorumOutput, QuorumSetup, RoleKind, SnapshotData};
-use warden_proto::election::{Notification, ServerState};
+use warden_driver::{Command, Driver, DriverConfig, Event as DriverEvent};
+use warden_node::{Clock, ConnId, Input, Node, NodeConfig, QuorumSetup, RoleKind, SnapshotData};
+use warden_proto::election::Notification;
 use warden_proto::quorum::{packet_type as pt, QuorumPacket};
-use warden_proto::{ConnectRequest, Txn, TxnHeader};
-use warden_quorum::zab::EpochKind;
-use warden_quorum::{Elected, ElectionAction, FastLeaderElection, QuorumConfig, Sid};
+use warden_proto::ConnectRequest;
+use warden_quorum::{ElectionAction, FastLeaderElection, QuorumConfig, Sid};
 use warden_storage::{
-    purge_with_fs, read_epochs_with_fs, recover_with_fs, write_snapshot_with_fs, Compression, EpochFile, FaultFs, Store,
+    purge_with_fs, read_epochs_with_fs, recover_with_fs, write_snapshot_with_fs, Compression, EpochFile, FaultFs,
+    Report, Store, StoreOp,
 };
 use warden_tree::DataTree;
 
@@ -112,20 +112,6 @@ impl Ev {
     }
 }
 
-/// Work queued for the storage "thread", in order (the server's `StorageMsg`).
-#[derive(Debug)]
-enum StoreMsg {
-    Append(Vec<(TxnHeader, Txn)>),
-    Roll,
-    Epoch(EpochKind, i64),
-    Truncate(i64),
-    Install(SnapshotData),
-}
-
-/// What one storage batch reports once its fsync completes: the highest zxid written and the
-/// epoch files written.
-type Reported = (Option<i64>, Vec<(EpochKind, i64)>);
-
 /// A quorum-port connection, learner -> leader.
 #[derive(Debug)]
 pub(crate) struct QConn {
@@ -151,18 +137,14 @@ pub(crate) struct CConn {
 }
 
 pub(crate) struct Running {
-    pub(crate) node: Node,
+    pub(crate) driver: Driver,
     fle: FastLeaderElection,
     store: Store,
-    queue: VecDeque<StoreMsg>,
+    /// Storage ops queued for the storage "thread", in order.
+    queue: VecDeque<StoreOp>,
     busy: bool,
-    inflight: Option<Reported>,
-    to_persist: Vec<(TxnHeader, Txn)>,
-    persisted: i64,
-    durable: i64,
-    decision: Option<Elected>,
-    last_snapshot_zxid: i64,
-    snap_threshold: i64,
+    /// What the batch written and not yet synced will report.
+    inflight: Option<Report>,
     snapshot_busy: bool,
     fle_timer_at: Option<u64>,
     learner_conn: Option<(Sid, u64)>,
@@ -397,26 +379,28 @@ impl World {
         if let Some(limit) = self.faults.max_counter {
             setup.max_counter = limit;
         }
-        let mut node = Node::new_quorum(cfg, setup, self.clock());
+        let node = Node::new_quorum(cfg, setup, self.clock());
         let had_snapshot = recovered.snapshot.is_some();
         let snapshot_zxid = recovered.snapshot_zxid;
-        node.restore(recovered.tree, &recovered.sessions, recovered.txns_after_snapshot);
+        let seed = self.rng.gen();
+        let mut driver = Driver::new(node, DriverConfig { my_sid: Some(sid), snap_count: SNAP_COUNT, seed });
+        let mut cmds = Vec::new();
+        driver.restore(
+            recovered.tree,
+            &recovered.sessions,
+            recovered.txns_after_snapshot,
+            had_snapshot.then_some(snapshot_zxid),
+            &mut cmds,
+        );
         let store = Store::new(Arc::new(fs), &dir, &dir, PRE_ALLOC, recovered.log);
         let fle = FastLeaderElection::new(sid, QuorumConfig::new(self.voters.iter().copied(), []));
-        let snap_threshold = self.snap_threshold();
         let run = Running {
-            node,
+            driver,
             fle,
             store,
             queue: VecDeque::new(),
             busy: false,
             inflight: None,
-            to_persist: Vec::new(),
-            persisted: last_zxid,
-            durable: last_zxid,
-            decision: None,
-            last_snapshot_zxid: snapshot_zxid,
-            snap_threshold,
             snapshot_busy: false,
             fle_timer_at: None,
             learner_conn: None,
@@ -428,16 +412,10 @@ impl World {
         s.inc = inc;
         s.run = Some(run);
         self.trace(|| format!("server {sid} started (inc {inc}) at zxid {last_zxid:#x} (snapshot {snapshot_zxid:#x}), epochs {accepted}/{current}"));
-        if !had_snapshot || last_zxid != snapshot_zxid {
-            self.take_snapshot(sid);
-        }
+        self.carry_out_all(sid, inc, cmds)?;
         let first_tick = self.now + self.rng.gen_range(1..=TICK_MS);
         self.at(first_tick, Ev::Tick { sid, inc });
         self.elect(sid)
-    }
-
-    fn snap_threshold(&mut self) -> i64 {
-        self.rng.gen_range(SNAP_COUNT / 2 + 1..=SNAP_COUNT) as i64
     }
 
     /// Power loss (or a process that died on a storage error): the disk keeps what was synced
@@ -475,68 +453,126 @@ impl World {
 
     // ----- stepping a node and carrying out its outputs -----
 
+    /// A node input for server `sid`.
     pub(crate) fn step_node(&mut self, sid: Sid, input: Input) -> Result<(), String> {
+        self.step_driver(sid, DriverEvent::Node(input))
+    }
+
+    /// Steps the server's driver with one event, then carries out its commands and ends its turn,
+    /// as the server's owner does after each batch of events.
+    fn step_driver(&mut self, sid: Sid, ev: DriverEvent) -> Result<(), String> {
         let now = self.clock();
         let inc = self.server(sid).inc;
         let Some(r) = self.running(sid, inc) else { return Ok(()) };
-        let mut out = Vec::new();
-        r.node.step(now, input, &mut out);
-        let mut quorum = Vec::new();
-        for o in out {
-            match o {
-                Output::Quorum(q) => quorum.push(q),
-                Output::Send { conn, frame, .. } => self.send_to_client(conn, ClientMsg::Frame(frame)),
-                Output::Close { conn } => {
-                    if let Some(r) = self.running(sid, inc) {
-                        r.clients.remove(&conn);
-                    }
-                    self.send_to_client(conn, ClientMsg::Closed);
+        let mut cmds = Vec::new();
+        r.driver.step(now, ev, &mut cmds);
+        self.carry_out_all(sid, inc, cmds)
+    }
+
+    /// Carries out `cmds` in order, then ends the driver's turn and carries out what that asks
+    /// for, until nothing is left; then checks the server's invariants.
+    fn carry_out_all(&mut self, sid: Sid, inc: u64, mut cmds: Vec<Command>) -> Result<(), String> {
+        loop {
+            for cmd in std::mem::take(&mut cmds) {
+                if self.running(sid, inc).is_none() {
+                    return Ok(());
                 }
-                Output::Persist { hdr, txn } => {
-                    self.check.persisted(sid, hdr.zxid, fingerprint(&hdr, &txn))?;
-                    if let Some(r) = self.running(sid, inc) {
-                        r.to_persist.push((hdr, std::sync::Arc::unwrap_or_clone(txn)));
-                    }
-                }
+                self.carry_out(sid, inc, cmd)?;
             }
-        }
-        for q in quorum {
-            if self.running(sid, inc).is_none() {
+            let now = self.clock();
+            let Some(r) = self.running(sid, inc) else { return Ok(()) };
+            r.driver.end_turn(now, &mut cmds);
+            if cmds.is_empty() {
                 break;
             }
-            self.carry_quorum(sid, q)?;
         }
-        self.flush_persist(sid);
-        // The node's invariants hold once the shell carried out its outputs (a TRUNC below the
-        // applied tree leaves it above its log until the data is reloaded from disk).
+        // The invariants hold once the commands are carried out (a TRUNC below the applied tree
+        // leaves the node above its log until the data is reloaded from disk).
         if let Some(r) = self.running(sid, inc) {
-            r.node.check_invariants();
+            r.driver.check_invariants();
         }
         self.after_node_step(sid)
     }
 
-    fn flush_persist(&mut self, sid: Sid) {
-        let inc = self.server(sid).inc;
-        let Some(r) = self.running(sid, inc) else { return };
-        if r.to_persist.is_empty() {
-            return;
+    fn carry_out(&mut self, sid: Sid, inc: u64, cmd: Command) -> Result<(), String> {
+        match cmd {
+            Command::Send { conn, frame, .. } => self.send_to_client(conn, ClientMsg::Frame(frame)),
+            Command::Close { conn } => {
+                if let Some(r) = self.running(sid, inc) {
+                    r.clients.remove(&conn);
+                }
+                self.send_to_client(conn, ClientMsg::Closed);
+            }
+            Command::Store { op, .. } => self.store(sid, inc, op)?,
+            Command::Snapshot { tree, sessions, zxid } => {
+                let delay = self.rng.gen_range(1..=20);
+                let Some(r) = self.running(sid, inc) else { return Ok(()) };
+                if r.snapshot_busy {
+                    self.trace(|| format!("server {sid}: too busy to snapshot at {zxid:#x}; skipping"));
+                    return Ok(());
+                }
+                r.snapshot_busy = true;
+                self.check.snapshot_taken(sid, zxid);
+                let now = self.now;
+                self.at(now + delay, Ev::SnapshotWrite { sid, inc, tree, sessions, zxid });
+            }
+            Command::PeerSend { to, packet } => self.peer_send(sid, to, QItem::Packet(packet)),
+            Command::SendSnapshot { to, snapshot } => {
+                let bytes = Arc::new(warden_storage::encode_snap_sync(&snapshot.tree, &snapshot.sessions));
+                let hist = Arc::new(self.check.history_upto(sid, snapshot.zxid));
+                self.summary.snap_syncs += 1;
+                self.peer_send(sid, to, QItem::Blob { bytes, hist });
+            }
+            Command::PeerClose { sid: other, reason } => {
+                self.trace(|| format!("server {sid} closes its quorum connection to {other}: {reason}"));
+                let Some(r) = self.running(sid, inc) else { return Ok(()) };
+                // Its Disconnected follows (and removes it), as the server's `disconnect` does.
+                let conn = match r.learner_conn {
+                    Some((l, c)) if l == other => Some(c),
+                    _ => r.leader_conns.get(&other).copied(),
+                };
+                if let Some(conn) = conn {
+                    self.close_quorum(conn, sid, true);
+                }
+            }
+            Command::Lead => self.step_driver(sid, DriverEvent::Leading(Ok(())))?,
+            Command::Elect { reason } => {
+                self.trace(|| format!("server {sid} elects: {reason}"));
+                self.elect(sid)?;
+            }
+            Command::Serving { epoch } => {
+                // As the server's owner does (`QuorumPeer.updateElectionVote`).
+                if let Some(r) = self.running(sid, inc) {
+                    r.fle.update_peer_epoch(epoch);
+                }
+            }
         }
-        let batch = std::mem::take(&mut r.to_persist);
-        if let Some((h, _)) = batch.last() {
-            r.persisted = r.persisted.max(h.zxid);
-        }
-        r.queue.push_back(StoreMsg::Append(batch));
+        Ok(())
     }
 
-    fn queue_store(&mut self, sid: Sid, msg: StoreMsg) {
-        self.flush_persist(sid);
-        let inc = self.server(sid).inc;
+    /// A storage op: queued for the storage "thread" (kicked after the step), except a reload,
+    /// which the server's owner waits for.
+    fn store(&mut self, sid: Sid, inc: u64, op: StoreOp) -> Result<(), String> {
+        match &op {
+            StoreOp::Append(batch) => {
+                for (hdr, txn) in batch {
+                    self.check.persisted(sid, hdr.zxid, fingerprint(hdr, txn))?;
+                }
+            }
+            StoreOp::Truncate(zxid) => self.check.truncated(sid, *zxid),
+            StoreOp::TruncateAndReload(zxid) => {
+                self.check.truncated(sid, *zxid);
+                return self.reload_below(sid, inc, *zxid);
+            }
+            _ => {}
+        }
         if let Some(r) = self.running(sid, inc) {
-            r.queue.push_back(msg);
+            r.queue.push_back(op);
         }
+        Ok(())
     }
 
-    /// Storage kick, pending election decision, snapshot threshold, election timer.
+    /// Storage kick and election timer.
     fn after_node_step(&mut self, sid: Sid) -> Result<(), String> {
         let inc = self.server(sid).inc;
         let now = self.now;
@@ -545,10 +581,6 @@ impl World {
         if kick {
             r.busy = true;
         }
-        let decide = r.decision.is_some() && r.durable >= r.persisted;
-        let snapshot = !r.snapshot_busy
-            && r.node.last_processed_zxid() - r.last_snapshot_zxid >= r.snap_threshold
-            && r.node.role() != RoleKind::Looking;
         let timer = match (r.fle.next_deadline_ms(), r.fle_timer_at) {
             (Some(d), None) => Some(d),
             (Some(d), Some(t)) if d < t => Some(d),
@@ -564,36 +596,7 @@ impl World {
         if let Some(d) = timer {
             self.at(d, Ev::FleTimer { sid, inc });
         }
-        if snapshot {
-            self.take_snapshot(sid);
-        }
-        if decide {
-            self.take_decision(sid)?;
-        }
         Ok(())
-    }
-
-    fn take_snapshot(&mut self, sid: Sid) {
-        let inc = self.server(sid).inc;
-        let threshold = self.snap_threshold();
-        let delay = self.rng.gen_range(1..=20);
-        let Some(r) = self.running(sid, inc) else { return };
-        let (tree, sessions) = r.node.snapshot_state();
-        let zxid = tree.last_processed_zxid();
-        r.last_snapshot_zxid = zxid;
-        r.snap_threshold = threshold;
-        r.snapshot_busy = true;
-        r.queue.push_back(StoreMsg::Roll);
-        let kick = !r.busy;
-        if kick {
-            r.busy = true;
-        }
-        let now = self.now;
-        self.check.snapshot_taken(sid, zxid);
-        if kick {
-            self.at(now, Ev::StoreWrite { sid, inc });
-        }
-        self.at(now + delay, Ev::SnapshotWrite { sid, inc, tree, sessions, zxid });
     }
 
     /// The snapshot thread: write (temp, fsync, rename, fsync dir), then purge keeping 3.
@@ -612,30 +615,13 @@ impl World {
         }
     }
 
-    fn take_decision(&mut self, sid: Sid) -> Result<(), String> {
-        let inc = self.server(sid).inc;
-        let Some(r) = self.running(sid, inc) else { return Ok(()) };
-        let Some(e) = r.decision.take() else { return Ok(()) };
-        let input = match e.state {
-            ServerState::Leading if e.leader == sid => Input::BecomeLeader,
-            ServerState::Following => Input::BecomeFollower { leader: e.leader },
-            ServerState::Observing => Input::BecomeObserver { leader: e.leader },
-            _ => return self.elect(sid),
-        };
-        self.summary.elections += 1;
-        self.trace(|| format!("server {sid} takes the decision {e:?}"));
-        self.step_node(sid, input)
-    }
-
-    /// Leaves the role's connections and starts an election round.
+    /// Leaves the role's connections and starts an election round with the driver's vote.
     pub(crate) fn elect(&mut self, sid: Sid) -> Result<(), String> {
         self.close_all_quorum(sid);
         let now = self.now;
         let inc = self.server(sid).inc;
         let Some(r) = self.running(sid, inc) else { return Ok(()) };
-        r.decision = None;
-        let last_zxid = r.node.last_processed_zxid();
-        let current_epoch = r.node.epochs().map_or(0, |(_, c)| c);
+        let (last_zxid, current_epoch) = r.driver.vote();
         let actions = r.fle.start(now, last_zxid, current_epoch);
         self.election_actions(sid, actions)
     }
@@ -649,9 +635,9 @@ impl World {
             match a {
                 ElectionAction::Send { to, notification } => self.send_vote(sid, to, notification),
                 ElectionAction::Elected(e) => {
-                    if let Some(r) = self.running(sid, inc) {
-                        r.decision = Some(e);
-                    }
+                    self.summary.elections += 1;
+                    self.trace(|| format!("server {sid} decided {e:?}"));
+                    self.step_driver(sid, DriverEvent::Decided(e))?;
                 }
             }
         }
@@ -679,145 +665,49 @@ impl World {
         }
     }
 
-    fn carry_quorum(&mut self, sid: Sid, q: QuorumOutput) -> Result<(), String> {
-        let inc = self.server(sid).inc;
-        match q {
-            QuorumOutput::PeerSend { to, packet } => self.peer_send(sid, to, QItem::Packet(packet)),
-            QuorumOutput::SendSnapshot { to, snapshot } => {
-                let bytes = Arc::new(warden_storage::encode_snap_sync(&snapshot.tree, &snapshot.sessions));
-                let hist = Arc::new(self.check.history_upto(sid, snapshot.zxid));
-                self.summary.snap_syncs += 1;
-                self.peer_send(sid, to, QItem::Blob { bytes, hist });
-            }
-            QuorumOutput::PeerClose { sid: other, reason } => {
-                self.trace(|| format!("server {sid} closes its quorum connection to {other}: {reason}"));
-                let Some(r) = self.running(sid, inc) else { return Ok(()) };
-                // Its Disconnected follows (and removes it), as the server's `disconnect` does.
-                let conn = match r.learner_conn {
-                    Some((l, c)) if l == other => Some(c),
-                    _ => r.leader_conns.get(&other).copied(),
-                };
-                if let Some(conn) = conn {
-                    self.close_quorum(conn, sid, true);
-                }
-            }
-            QuorumOutput::PersistEpoch { kind, epoch } => self.queue_store(sid, StoreMsg::Epoch(kind, epoch)),
-            QuorumOutput::Truncate { zxid } => {
-                self.check.truncated(sid, zxid);
-                let Some(r) = self.running(sid, inc) else { return Ok(()) };
-                r.persisted = r.persisted.min(zxid);
-                r.durable = r.durable.min(zxid);
-                if r.node.last_processed_zxid() > zxid {
-                    self.reload_below(sid, zxid)?;
-                } else {
-                    self.queue_store(sid, StoreMsg::Truncate(zxid));
-                }
-            }
-            QuorumOutput::InstallSnapshot { snapshot } => {
-                let zxid = snapshot.zxid;
-                let Some(r) = self.running(sid, inc) else { return Ok(()) };
-                r.persisted = zxid;
-                r.durable = r.durable.min(zxid);
-                r.last_snapshot_zxid = zxid;
-                self.queue_store(sid, StoreMsg::Install(snapshot));
-            }
-            QuorumOutput::Serving { epoch } => {
-                // As the server's owner does (`QuorumPeer.updateElectionVote`).
-                if let Some(r) = self.running(sid, inc) {
-                    r.fle.update_peer_epoch(epoch);
-                }
-            }
-            QuorumOutput::Elect { reason } => {
-                self.trace(|| format!("server {sid} elects: {reason}"));
-                self.elect(sid)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The owner's `reload_below`: everything queued is written first (the storage thread is
-    /// FIFO), then the log is cut and the data rebuilt from disk.
-    fn reload_below(&mut self, sid: Sid, zxid: i64) -> Result<(), String> {
-        self.flush_persist(sid);
-        let inc = self.server(sid).inc;
+    /// The owner's reload: everything queued is written first (the storage thread is FIFO), then
+    /// the log is cut and the data rebuilt from disk, which the driver takes at once.
+    fn reload_below(&mut self, sid: Sid, inc: u64, zxid: i64) -> Result<(), String> {
         let Some(r) = self.running(sid, inc) else { return Ok(()) };
-        let queued: Vec<StoreMsg> = r.queue.drain(..).collect();
-        for msg in queued {
-            let mut last = None;
-            let mut epochs = Vec::new();
-            if let Err(e) = Self::execute(&mut r.store, msg, &mut last, &mut epochs) {
-                let why = format!("storage failed: {e}");
-                self.crash(sid, &why);
-                return Ok(());
+        let mut report = Report::default();
+        let mut result = Ok(None);
+        let queued: Vec<StoreOp> = r.queue.drain(..).collect();
+        for op in queued.into_iter().chain([StoreOp::TruncateAndReload(zxid)]) {
+            result = r.store.execute(op, &mut report);
+            if result.is_err() {
+                break;
             }
         }
-        match r.store.truncate_and_reload(zxid) {
-            Ok((tree, sessions, replayed)) => {
-                let at = tree.last_processed_zxid();
-                r.node.restore(tree, &sessions, replayed);
-                r.persisted = at;
-                r.durable = at;
+        match result {
+            Ok(Some(data)) => {
+                let at = data.0.last_processed_zxid();
                 self.trace(|| format!("server {sid}: TRUNC to {zxid:#x} below the tree; reloaded at {at:#x}"));
                 self.check.reloaded(sid, at);
+                self.step_driver(sid, DriverEvent::Reloaded(data))
             }
+            Ok(None) => Err(format!("server {sid}: TruncateAndReload returned no data")),
             Err(e) => {
-                let why = format!("truncating and reloading: {e}");
-                self.crash(sid, &why);
+                self.crash(sid, &format!("truncating and reloading: {e}"));
+                Ok(())
             }
         }
-        Ok(())
     }
 
     // ----- storage -----
 
-    fn execute(
-        store: &mut Store,
-        msg: StoreMsg,
-        last: &mut Option<i64>,
-        epochs: &mut Vec<(EpochKind, i64)>,
-    ) -> Result<(), warden_storage::StorageError> {
-        match msg {
-            StoreMsg::Append(batch) => {
-                for (hdr, txn) in &batch {
-                    store.append(hdr, txn)?;
-                    *last = Some(hdr.zxid);
-                }
-            }
-            StoreMsg::Roll => store.roll()?,
-            StoreMsg::Epoch(kind, epoch) => {
-                let which = match kind {
-                    EpochKind::Accepted => EpochFile::Accepted,
-                    EpochKind::Current => EpochFile::Current,
-                };
-                store.write_epoch(which, epoch)?;
-                epochs.push((kind, epoch));
-            }
-            StoreMsg::Truncate(zxid) => {
-                store.truncate(zxid)?;
-                *last = None;
-            }
-            StoreMsg::Install(s) => {
-                store.install_snapshot(&s.tree, &s.sessions, s.zxid)?;
-                *last = Some(s.zxid);
-            }
-        }
-        Ok(())
-    }
-
-    /// The storage thread's write half: everything queued is written (not yet synced).
+    /// The storage thread's write half: everything queued is written (not yet synced), up to the
+    /// first epoch file (reported with the batch that wrote it).
     fn store_write(&mut self, sid: Sid, inc: u64) -> Result<(), String> {
         let fsync_ms = self.rng.gen_range(1..=8);
         let Some(r) = self.running(sid, inc) else { return Ok(()) };
-        let mut last = None;
-        let mut epochs = Vec::new();
+        let mut report = Report::default();
         let mut failed = None;
-        while let Some(msg) = r.queue.pop_front() {
-            if let Err(e) = Self::execute(&mut r.store, msg, &mut last, &mut epochs) {
+        while let Some(op) = r.queue.pop_front() {
+            if let Err(e) = r.store.execute(op, &mut report) {
                 failed = Some(e.to_string());
                 break;
             }
-            if !epochs.is_empty() {
-                // The storage thread reports an epoch with the batch that wrote it.
+            if !report.epochs.is_empty() {
                 break;
             }
         }
@@ -826,8 +716,8 @@ impl World {
             self.crash(sid, &format!("transaction log write failed: {why}"));
             return Ok(());
         }
-        let wrote_current = epochs.iter().any(|(k, _)| *k == EpochKind::Current);
-        r.inflight = Some((last, epochs));
+        let wrote_current = report.epochs.iter().any(|(k, _)| *k == EpochFile::Current);
+        r.inflight = Some(report);
         if wrote_current {
             crate::faults::on_current_epoch_written(self, sid);
         }
@@ -842,7 +732,7 @@ impl World {
         Ok(())
     }
 
-    /// The fsync completed: report durability, then start the next batch.
+    /// The fsync completed: report what it made durable, then start the next batch.
     fn store_synced(&mut self, sid: Sid, inc: u64) -> Result<(), String> {
         let Some(r) = self.running(sid, inc) else { return Ok(()) };
         if let Err(e) = r.store.sync() {
@@ -851,14 +741,10 @@ impl World {
             self.crash(sid, &format!("transaction log fsync failed: {why}"));
             return Ok(());
         }
-        let (last, epochs) = r.inflight.take().unwrap_or_default();
+        let report = r.inflight.take().unwrap_or_default();
         r.busy = false;
-        if let Some(zxid) = last {
-            r.durable = r.durable.max(zxid);
-            self.step_node(sid, Input::Durable { zxid })?;
-        }
-        for (kind, epoch) in epochs {
-            self.step_node(sid, Input::EpochDurable { kind, epoch })?;
+        if report != Report::default() {
+            self.step_driver(sid, DriverEvent::Synced(report))?;
         }
         self.after_node_step(sid)
     }
@@ -872,7 +758,7 @@ impl World {
         let inc = self.server(sid).inc;
         let now = self.now;
         let Some(r) = self.running(sid, inc) else { return };
-        let learner = matches!(r.node.role(), RoleKind::Follower | RoleKind::Observer);
+        let learner = matches!(r.driver.node().role(), RoleKind::Follower | RoleKind::Observer);
         if learner {
             match r.learner_conn {
                 Some((l, conn)) if l == to => self.enqueue_quorum(conn, true, item),
@@ -953,7 +839,7 @@ impl World {
             return Ok(());
         }
         let (leader, learner) = (c.leader, c.learner);
-        let listening = self.server(leader).run.as_ref().is_some_and(|r| r.node.role() == RoleKind::Leader);
+        let listening = self.server(leader).run.as_ref().is_some_and(|r| r.driver.node().role() == RoleKind::Leader);
         if !listening || self.faults.cut(learner, leader) || self.faults.cut(leader, learner) {
             // The learner always hears of a failed dial (refused, or its connect times out), as
             // the server's dial loop reports `PeerDisconnected`.
@@ -1184,12 +1070,12 @@ impl World {
         for sid in sids {
             let s = &self.servers[(sid - 1) as usize];
             let Some(r) = s.run.as_ref() else { continue };
-            let role = r.node.role();
-            let serving = r.node.serving();
-            let applied = r.node.last_processed_zxid();
-            let epoch = r.node.epochs().map_or(0, |(_, c)| c);
-            let tree = r.node.tree();
-            self.check.after_step(sid, role, serving, applied, epoch, tree, &r.node)?;
+            let role = r.driver.node().role();
+            let serving = r.driver.node().serving();
+            let applied = r.driver.node().last_processed_zxid();
+            let epoch = r.driver.node().epochs().map_or(0, |(_, c)| c);
+            let tree = r.driver.node().tree();
+            self.check.after_step(sid, role, serving, applied, epoch, tree, r.driver.node())?;
             if serving && s.amnesiac {
                 self.server_mut(sid).amnesiac = false;
                 self.trace(|| format!("server {sid} resynced after losing its disk"));
@@ -1210,11 +1096,13 @@ impl World {
                 Ok(())
             }
             Phase::Liveness { since } => {
-                let leader = self
-                    .servers
-                    .iter()
-                    .any(|s| s.run.as_ref().is_some_and(|r| r.node.role() == RoleKind::Leader && r.node.serving()));
-                let all_serving = self.servers.iter().all(|s| s.run.as_ref().is_some_and(|r| r.node.serving()));
+                let leader = self.servers.iter().any(|s| {
+                    s.run
+                        .as_ref()
+                        .is_some_and(|r| r.driver.node().role() == RoleKind::Leader && r.driver.node().serving())
+                });
+                let all_serving =
+                    self.servers.iter().all(|s| s.run.as_ref().is_some_and(|r| r.driver.node().serving()));
                 let clients_ok = self.clients.iter().all(|c| c.live_ok == (true, true));
                 if leader && all_serving && clients_ok {
                     self.summary.recovery_ms = self.now - since;
@@ -1226,7 +1114,9 @@ impl World {
                         .servers
                         .iter()
                         .map(|s| match &s.run {
-                            Some(r) => format!("{}: {:?} serving={}", s.sid, r.node.role(), r.node.serving()),
+                            Some(r) => {
+                                format!("{}: {:?} serving={}", s.sid, r.driver.node().role(), r.driver.node().serving())
+                            }
                             None => format!("{}: down", s.sid),
                         })
                         .collect();
@@ -1251,12 +1141,12 @@ impl World {
         let leader = self
             .servers
             .iter()
-            .find(|s| s.run.as_ref().is_some_and(|r| r.node.role() == RoleKind::Leader))
+            .find(|s| s.run.as_ref().is_some_and(|r| r.driver.node().role() == RoleKind::Leader))
             .map(|s| s.sid)
             .ok_or("no leader at the end")?;
         self.check.final_leader(leader)?;
         let r = self.servers[(leader - 1) as usize].run.as_ref().expect("leader runs");
-        let (zxid, digest) = (r.node.last_processed_zxid(), r.node.tree().digest());
+        let (zxid, digest) = (r.driver.node().last_processed_zxid(), r.driver.node().tree().digest());
         self.summary.final_zxid = zxid;
         self.summary.final_digest = digest;
         self.summary.acked_writes = self.check.acked_count();

@@ -27,5 +27,5 @@ pub use snapshot::{
     SnapshotDigest, DIGEST_VERSION, OPEN_ACL_KEY, SNAPSHOTS_TRIED, SNAP_DB_ID, SNAP_FILE_MAGIC, SNAP_FILE_VERSION,
     SNAP_SYNC_SIGNATURE,
 };
-pub use store::{read_epochs_with_fs, Reloaded, Store};
+pub use store::{read_epochs_with_fs, Reloaded, Report, Store, StoreOp};
 pub use txn_log::{log_file_name, TxnLog, DEFAULT_PRE_ALLOC_BYTES};

@@ -25,6 +25,32 @@ use crate::{StorageError, TxnLog};
 /// rebuilt from disk.
 pub type Reloaded = (DataTree, Vec<(i64, i32)>, Vec<(TxnHeader, Txn)>);
 
+/// One piece of work for the storage side. A server's storage thread and the simulator's storage
+/// carry these out in the order they were issued, with [`Store::execute`].
+#[derive(Debug)]
+pub enum StoreOp {
+    /// Append these txns (durable at the next sync).
+    Append(Vec<(TxnHeader, Arc<Txn>)>),
+    /// Start a new log file at the next append (a snapshot was just taken).
+    Roll,
+    /// Write an epoch file durably, after every txn appended before it.
+    Epoch { which: EpochFile, epoch: i64 },
+    /// ZAB's TRUNC: drop every log record above this zxid, durably.
+    Truncate(i64),
+    /// The leader's snapshot replaced the tree: write it durably, keep no log record above it.
+    Install { tree: DataTree, sessions: Vec<(i64, i32)>, zxid: i64 },
+    /// A TRUNC below what the tree already applied: cut the log, then rebuild the tree from disk.
+    TruncateAndReload(i64),
+}
+
+/// What executed ops leave to report once the log is synced: the highest zxid now in the log
+/// (appended, or the installed snapshot's) and the epoch files written, in order.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    pub last: Option<i64>,
+    pub epochs: Vec<(EpochFile, i64)>,
+}
+
 /// The open transaction log plus where the data lives.
 #[derive(Debug)]
 pub struct Store {
@@ -39,6 +65,38 @@ impl Store {
     /// Wraps the log that recovery opened (`Recovered::log`) on the same file system.
     pub fn new(fs: Arc<dyn Fs>, data_dir: &Path, data_log_dir: &Path, pre_alloc_bytes: u64, log: TxnLog) -> Store {
         Store { fs, data_dir: data_dir.to_path_buf(), data_log_dir: data_log_dir.to_path_buf(), pre_alloc_bytes, log }
+    }
+
+    /// Carries out one op, adding what is to be reported after the next sync to `report`; a
+    /// `TruncateAndReload` returns the data rebuilt from disk. A cut (Truncate, TruncateAndReload)
+    /// forgets the appends before it: they are gone from the log, so they are not reported.
+    pub fn execute(&mut self, op: StoreOp, report: &mut Report) -> Result<Option<Reloaded>, StorageError> {
+        match op {
+            StoreOp::Append(batch) => {
+                for (hdr, txn) in &batch {
+                    self.append(hdr, txn)?;
+                    report.last = Some(hdr.zxid);
+                }
+            }
+            StoreOp::Roll => self.roll()?,
+            StoreOp::Epoch { which, epoch } => {
+                self.write_epoch(which, epoch)?;
+                report.epochs.push((which, epoch));
+            }
+            StoreOp::Truncate(zxid) => {
+                self.truncate(zxid)?;
+                report.last = None;
+            }
+            StoreOp::Install { tree, sessions, zxid } => {
+                self.install_snapshot(&tree, &sessions, zxid)?;
+                report.last = Some(zxid);
+            }
+            StoreOp::TruncateAndReload(zxid) => {
+                report.last = None;
+                return self.truncate_and_reload(zxid).map(Some);
+            }
+        }
+        Ok(None)
     }
 
     /// The open log.
