@@ -40,8 +40,8 @@ use warden_quorum::{Elected, Sid};
 use warden_storage::{EpochFile, Reloaded, Report, StoreOp};
 use warden_tree::DataTree;
 
-/// Standalone: durable txns applied per [`Driver::apply_chunk`] (by zxid, which a standalone
-/// server numbers consecutively). Between chunks the shell yields, so its connection writers send
+/// Standalone: durable txns applied per [`Driver::apply_chunk`] by default (by zxid, which a
+/// standalone server numbers consecutively; `DriverConfig::durable_chunk`). Between chunks the shell yields, so its connection writers send
 /// the replies of one chunk while the next is applied, and the requests clients send back reach
 /// storage before the whole batch is applied: the node and storage overlap instead of taking
 /// turns (a batch's fsync, then its apply, each idle while the other works).
@@ -59,6 +59,9 @@ pub struct DriverConfig {
     pub snap_count: u64,
     /// Seeds the jitter of the snapshot interval.
     pub seed: u64,
+    /// Standalone: txns applied per `apply_chunk` (the server: [`DURABLE_CHUNK`]; the simulator
+    /// uses a small one, so its few clients exercise the chunking).
+    pub durable_chunk: i64,
 }
 
 /// What happened, for the driver.
@@ -149,6 +152,7 @@ pub struct Driver {
     /// A decision waiting until every persisted txn is durable.
     decision: Option<Elected>,
     snapshots: SnapshotPolicy,
+    durable_chunk: i64,
     /// The node's output buffer, reused from one step to the next.
     out: Vec<Output>,
 }
@@ -165,6 +169,7 @@ impl Driver {
             last_writer: None,
             decision: None,
             snapshots: SnapshotPolicy::new(cfg.snap_count, cfg.seed),
+            durable_chunk: cfg.durable_chunk.max(1),
             out: Vec::new(),
         }
     }
@@ -265,9 +270,10 @@ impl Driver {
         self.my_sid.is_none() && self.applied_to < self.durable
     }
 
-    /// Standalone: applies the next `DURABLE_CHUNK` of the txns reported durable.
+    /// Standalone: applies the next chunk of the txns reported durable.
     pub fn apply_chunk(&mut self, now: Clock, cmds: &mut Vec<Command>) {
-        if let Some(to) = durable_chunk_end(self.applied_to, self.node.last_processed_zxid(), self.durable) {
+        let processed = self.node.last_processed_zxid();
+        if let Some(to) = durable_chunk_end(self.applied_to, processed, self.durable, self.durable_chunk) {
             self.applied_to = to;
             self.step_node(now, Input::Durable { zxid: to }, cmds);
         }
@@ -423,10 +429,10 @@ fn lone_writer(batch: &Batch, last: &mut Option<i64>) -> bool {
     writer.is_some() && before == writer
 }
 
-/// The zxid to step as durable next: `DURABLE_CHUNK` past what was stepped (or processed), at most
+/// The zxid to step as durable next: `chunk` past what was stepped (or processed), at most
 /// `durable`; `None` once everything durable has been stepped.
-fn durable_chunk_end(applied_to: i64, processed: i64, durable: i64) -> Option<i64> {
-    let to = durable.min(applied_to.max(processed).saturating_add(DURABLE_CHUNK));
+fn durable_chunk_end(applied_to: i64, processed: i64, durable: i64, chunk: i64) -> Option<i64> {
+    let to = durable.min(applied_to.max(processed).saturating_add(chunk));
     (to > applied_to).then_some(to)
 }
 

@@ -12,7 +12,7 @@ fn clock() -> Clock {
 
 fn standalone(snap_count: u64) -> Driver {
     let node = Node::new(NodeConfig::default(), clock());
-    Driver::new(node, DriverConfig { my_sid: None, snap_count, seed: 7 })
+    Driver::new(node, DriverConfig { my_sid: None, snap_count, seed: 7, durable_chunk: DURABLE_CHUNK })
 }
 
 fn create(path: &str) -> Request {
@@ -56,14 +56,17 @@ fn replies(cmds: &[Command]) -> usize {
 
 #[test]
 fn durable_txns_are_stepped_a_chunk_at_a_time() {
-    assert_eq!(durable_chunk_end(100, 100, 300), Some(100 + DURABLE_CHUNK));
-    assert_eq!(durable_chunk_end(100 + DURABLE_CHUNK, 100 + DURABLE_CHUNK, 300), Some(100 + 2 * DURABLE_CHUNK));
-    assert_eq!(durable_chunk_end(290, 290, 300), Some(300), "the last chunk ends at what is durable");
-    assert_eq!(durable_chunk_end(300, 300, 300), None);
+    assert_eq!(durable_chunk_end(100, 100, 300, DURABLE_CHUNK), Some(100 + DURABLE_CHUNK));
+    assert_eq!(
+        durable_chunk_end(100 + DURABLE_CHUNK, 100 + DURABLE_CHUNK, 300, DURABLE_CHUNK),
+        Some(100 + 2 * DURABLE_CHUNK)
+    );
+    assert_eq!(durable_chunk_end(290, 290, 300, DURABLE_CHUNK), Some(300), "the last chunk ends at what is durable");
+    assert_eq!(durable_chunk_end(300, 300, 300, DURABLE_CHUNK), None);
     // Restored or processed beyond what was stepped: the chunk starts there.
-    assert_eq!(durable_chunk_end(0, 5000, 5010), Some(5010));
-    assert_eq!(durable_chunk_end(0, 5000, 5000), Some(5000));
-    assert_eq!(durable_chunk_end(5000, 5000, 4000), None);
+    assert_eq!(durable_chunk_end(0, 5000, 5010, DURABLE_CHUNK), Some(5010));
+    assert_eq!(durable_chunk_end(0, 5000, 5000, DURABLE_CHUNK), Some(5000));
+    assert_eq!(durable_chunk_end(5000, 5000, 4000, DURABLE_CHUNK), None);
 }
 
 #[test]

@@ -148,7 +148,13 @@ impl Owner {
             None => Node::new(node_cfg, now),
         };
         let my_sid = quorum.as_ref().map(|(e, _)| e.my_sid);
-        let driver = Driver::new(node, DriverConfig { my_sid, snap_count: cfg.snap_count, seed: rand::random() });
+        let driver_cfg = DriverConfig {
+            my_sid,
+            snap_count: cfg.snap_count,
+            seed: rand::random(),
+            durable_chunk: warden_driver::DURABLE_CHUNK,
+        };
+        let driver = Driver::new(node, driver_cfg);
         Self {
             cfg,
             driver,

@@ -150,6 +150,13 @@ impl Checker {
         Ok(())
     }
 
+    /// A standalone server restarted at `last_zxid`: txns above it were persisted but never
+    /// synced (lost with the crash, never applied, never seen), and a standalone server numbers
+    /// its next txns from there, as ZooKeeper's does. Only an ensemble moves to a new epoch.
+    pub(crate) fn forget_unsynced(&mut self, last_zxid: i64) {
+        self.txns.split_off(&(last_zxid + 1));
+    }
+
     /// Whether `sid`'s persisted history holds every txn a client could have seen.
     pub(crate) fn holds_visible(&self, sid: Sid) -> bool {
         self.tracks.get(&sid).is_some_and(|t| self.visible.iter().all(|z| t.log.contains_key(z)))

@@ -157,7 +157,8 @@ pub(crate) fn inject(w: &mut World) -> Result<(), String> {
     }
     w.faults.injected += 1;
     w.summary.faults += 1;
-    let minority = (w.voters.len() - 1) / 2;
+    // An ensemble keeps a majority up; a standalone server may go down itself.
+    let minority = if w.opts.standalone { 1 } else { (w.voters.len() - 1) / 2 };
     let roll = w.rng.gen_range(0..100);
     match roll {
         0..=14 => {
@@ -185,6 +186,8 @@ pub(crate) fn inject(w: &mut World) -> Result<(), String> {
                 disk_error(w, sid);
             }
         }
+        // A standalone server has no peers to be cut off from.
+        28..=52 if w.opts.standalone => {}
         28..=42 => partition(w),
         43..=52 => one_way(w),
         53..=62 => {
@@ -211,7 +214,8 @@ pub(crate) fn inject(w: &mut World) -> Result<(), String> {
             }
         }
         _ => {
-            if w.rng.gen_bool(0.3) && down(w).is_empty() && w.faults.cuts.is_empty() {
+            // A standalone server has nobody to resync a damaged disk from: no corruption there.
+            if !w.opts.standalone && w.rng.gen_bool(0.3) && down(w).is_empty() && w.faults.cuts.is_empty() {
                 let ups = up(w);
                 if let Some(sid) = pick(w, &ups) {
                     // Losing a disk is survivable only if every other voter already holds what

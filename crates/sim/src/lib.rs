@@ -1,7 +1,8 @@
 //! Deterministic simulation of a Warden ensemble (DESIGN.md section 5, issue 4).
 //!
-//! One seed drives everything: 3 or 5 servers, each running the real `FastLeaderElection`, the
-//! real `warden_node::Node` (with its ZAB leader/learner machines) and the real
+//! One seed drives everything: 3 or 5 servers (or one standalone server), each running the real
+//! `FastLeaderElection`, the real `warden_node::Node` (with its ZAB leader/learner machines), the
+//! real `warden_driver::Driver` that the server's owner task runs, and the real
 //! `warden_storage::Store` (txn log, epoch files, snapshots, recovery) over an in-memory
 //! `FaultFs`; simulated clients speaking the client protocol through `warden_proto`; a virtual
 //! clock and network. Nothing reads real time or a global random source, and every collection
@@ -30,8 +31,11 @@ pub const LIVENESS_BOUND_MS: u64 = warden_quorum::MAX_NOTIFICATION_INTERVAL_MS +
 #[derive(Debug, Clone)]
 pub struct Options {
     pub seed: u64,
-    /// Voting servers (3 or 5).
+    /// Voting servers (3 or 5), or 1 with `standalone`.
     pub servers: usize,
+    /// One standalone server (no election, no quorum): the standalone paths of the driver (a lone
+    /// writer's inline append, chunked apply) under crashes, disk errors and snapshots.
+    pub standalone: bool,
     /// Simulated client sessions.
     pub clients: usize,
     /// Length of the fault phase, virtual ms.
@@ -45,15 +49,27 @@ pub struct Options {
 }
 
 impl Options {
-    /// The mix the random-seed test uses: the seed picks 3 or 5 servers, the run's length, and
-    /// for one seed in five a directed scenario on top of the random faults.
+    /// The mix the random-seed test uses: the seed picks one standalone server (one seed in
+    /// seven), else 3 or 5 servers, the run's length, and for one ensemble seed in five a directed
+    /// scenario on top of the random faults.
     pub fn random(seed: u64) -> Options {
-        let servers = if seed % 3 == 2 { 5 } else { 3 };
-        let scenario = (seed % 5 == 4).then(|| Scenario::ALL[(seed / 5 % Scenario::ALL.len() as u64) as usize]);
+        let standalone = seed % 7 == 6;
+        let servers = if standalone {
+            1
+        } else if seed % 3 == 2 {
+            5
+        } else {
+            3
+        };
+        let scenario =
+            (seed % 5 == 4 && !standalone).then(|| Scenario::ALL[(seed / 5 % Scenario::ALL.len() as u64) as usize]);
         Options {
             seed,
             servers,
-            clients: 4,
+            standalone,
+            // More clients on one standalone server, so that writes meet in one sync and its
+            // apply goes in chunks.
+            clients: if standalone { 8 } else { 4 },
             fault_ms: 4_000 + (seed % 5) * 1_000,
             faults: true,
             scenario,

@@ -69,23 +69,73 @@ pub(crate) enum ToServer {
 
 #[derive(Debug)]
 pub(crate) enum Ev {
-    Tick { sid: Sid, inc: u64 },
-    FleTimer { sid: Sid, inc: u64 },
-    Vote { from: Sid, to: Sid, n: Notification },
-    Dial { conn: u64 },
-    Quorum { conn: u64, to_leader: bool, item: QItem },
-    QuorumClosed { conn: u64, sid: Sid },
-    StoreWrite { sid: Sid, inc: u64 },
-    StoreSynced { sid: Sid, inc: u64 },
-    SnapshotWrite { sid: Sid, inc: u64, tree: DataTree, sessions: Vec<(i64, i32)>, zxid: i64 },
-    ToServer { conn: ConnId, msg: ToServer },
-    ToClient { conn: ConnId, msg: ClientMsg },
-    ClientWake { client: usize },
+    Tick {
+        sid: Sid,
+        inc: u64,
+    },
+    FleTimer {
+        sid: Sid,
+        inc: u64,
+    },
+    Vote {
+        from: Sid,
+        to: Sid,
+        n: Notification,
+    },
+    Dial {
+        conn: u64,
+    },
+    Quorum {
+        conn: u64,
+        to_leader: bool,
+        item: QItem,
+    },
+    QuorumClosed {
+        conn: u64,
+        sid: Sid,
+    },
+    StoreWrite {
+        sid: Sid,
+        inc: u64,
+    },
+    StoreSynced {
+        sid: Sid,
+        inc: u64,
+    },
+    SnapshotWrite {
+        sid: Sid,
+        inc: u64,
+        tree: DataTree,
+        sessions: Vec<(i64, i32)>,
+        zxid: i64,
+    },
+    ToServer {
+        conn: ConnId,
+        msg: ToServer,
+    },
+    ToClient {
+        conn: ConnId,
+        msg: ClientMsg,
+    },
+    ClientWake {
+        client: usize,
+    },
     Fault,
     Scenario,
-    ScenarioCrash { sid: Sid, inc: u64, why: &'static str },
-    Restart { sid: Sid },
+    ScenarioCrash {
+        sid: Sid,
+        inc: u64,
+        why: &'static str,
+    },
+    Restart {
+        sid: Sid,
+    },
     Heal,
+    /// Standalone: the owner's next turn applies the next chunk of what is durable.
+    ApplyChunk {
+        sid: Sid,
+        inc: u64,
+    },
 }
 
 impl Ev {
@@ -108,6 +158,7 @@ impl Ev {
             Ev::ScenarioCrash { .. } => 17,
             Ev::Restart { .. } => 14,
             Ev::Heal => 15,
+            Ev::ApplyChunk { .. } => 18,
         }
     }
 }
@@ -146,6 +197,8 @@ pub(crate) struct Running {
     /// What the batch written and not yet synced will report.
     inflight: Option<Report>,
     snapshot_busy: bool,
+    /// Standalone: an `ApplyChunk` is queued.
+    chunk_scheduled: bool,
     fle_timer_at: Option<u64>,
     learner_conn: Option<(Sid, u64)>,
     leader_conns: BTreeMap<Sid, u64>,
@@ -334,6 +387,15 @@ impl World {
                 }
             }
             Ev::Heal => crate::faults::heal_network(self),
+            Ev::ApplyChunk { sid, inc } => {
+                self.trace(|| format!("server {sid}: applies the next chunk"));
+                let now = self.clock();
+                let Some(r) = self.running(sid, inc) else { return Ok(()) };
+                r.chunk_scheduled = false;
+                let mut cmds = Vec::new();
+                r.driver.apply_chunk(now, &mut cmds);
+                self.carry_out_all(sid, inc, cmds)?;
+            }
         }
         Ok(())
     }
@@ -379,11 +441,16 @@ impl World {
         if let Some(limit) = self.faults.max_counter {
             setup.max_counter = limit;
         }
-        let node = Node::new_quorum(cfg, setup, self.clock());
+        let standalone = self.opts.standalone;
+        let node = match standalone {
+            true => Node::new(NodeConfig { server_id: 0, ..cfg }, self.clock()),
+            false => Node::new_quorum(cfg, setup, self.clock()),
+        };
         let had_snapshot = recovered.snapshot.is_some();
         let snapshot_zxid = recovered.snapshot_zxid;
         let seed = self.rng.gen();
-        let mut driver = Driver::new(node, DriverConfig { my_sid: Some(sid), snap_count: SNAP_COUNT, seed });
+        let my_sid = (!standalone).then_some(sid);
+        let mut driver = Driver::new(node, DriverConfig { my_sid, snap_count: SNAP_COUNT, seed, durable_chunk: 1 });
         let mut cmds = Vec::new();
         driver.restore(
             recovered.tree,
@@ -402,6 +469,7 @@ impl World {
             busy: false,
             inflight: None,
             snapshot_busy: false,
+            chunk_scheduled: false,
             fle_timer_at: None,
             learner_conn: None,
             leader_conns: BTreeMap::new(),
@@ -415,6 +483,14 @@ impl World {
         self.carry_out_all(sid, inc, cmds)?;
         let first_tick = self.now + self.rng.gen_range(1..=TICK_MS);
         self.at(first_tick, Ev::Tick { sid, inc });
+        if standalone {
+            // Nothing to resync from: a standalone server must come back with everything it served.
+            if !self.check.holds_visible(sid) {
+                return Err(format!("standalone server {sid} restarted at {last_zxid:#x} without txns it served"));
+            }
+            self.check.forget_unsynced(last_zxid);
+            return Ok(());
+        }
         self.elect(sid)
     }
 
@@ -503,6 +579,9 @@ impl World {
                 }
                 self.send_to_client(conn, ClientMsg::Closed);
             }
+            Command::Store { op: StoreOp::Append(batch), may_inline: true } if self.storage_idle(sid, inc) => {
+                self.append_inline(sid, inc, batch)?
+            }
             Command::Store { op, .. } => self.store(sid, inc, op)?,
             Command::Snapshot { tree, sessions, zxid } => {
                 let delay = self.rng.gen_range(1..=20);
@@ -572,10 +651,53 @@ impl World {
         Ok(())
     }
 
-    /// Storage kick and election timer.
+    fn storage_idle(&mut self, sid: Sid, inc: u64) -> bool {
+        self.running(sid, inc).is_some_and(|r| !r.busy && r.queue.is_empty())
+    }
+
+    /// Standalone: the owner appends and syncs a lone writer's batch itself while the storage
+    /// thread is idle, then steps `Synced` at once. A crash may come between the write and the
+    /// fsync, as on the storage thread.
+    fn append_inline(&mut self, sid: Sid, inc: u64, batch: warden_driver::Batch) -> Result<(), String> {
+        for (hdr, txn) in &batch {
+            self.check.persisted(sid, hdr.zxid, fingerprint(hdr, txn))?;
+        }
+        let Some(r) = self.running(sid, inc) else { return Ok(()) };
+        let mut report = Report::default();
+        let written = r.store.execute(StoreOp::Append(batch), &mut report);
+        if let Err(e) = written {
+            let why = e.to_string();
+            self.check.storage_failed(&why)?;
+            self.crash(sid, &format!("transaction log write failed: {why}"));
+            return Ok(());
+        }
+        if self.faults.crash_after_write.remove(&sid) && !crate::faults::calm(self) {
+            self.crash(sid, "fault: crash after an inline write, before its fsync");
+            let t = self.now + self.rng.gen_range(200..2_000);
+            self.at(t, Ev::Restart { sid });
+            return Ok(());
+        }
+        let Some(r) = self.running(sid, inc) else { return Ok(()) };
+        if let Err(e) = r.store.sync() {
+            let why = e.to_string();
+            self.check.storage_failed(&why)?;
+            self.crash(sid, &format!("transaction log fsync failed: {why}"));
+            return Ok(());
+        }
+        self.trace(|| format!("server {sid}: inline append up to {:?}", report.last));
+        self.step_driver(sid, DriverEvent::Synced(report))
+    }
+
+    /// Storage kick, the next chunk of a standalone apply, and the election timer.
     fn after_node_step(&mut self, sid: Sid) -> Result<(), String> {
         let inc = self.server(sid).inc;
         let now = self.now;
+        let Some(r) = self.running(sid, inc) else { return Ok(()) };
+        if r.driver.unapplied() && !r.chunk_scheduled {
+            // The owner yields between chunks: whatever is already queued runs first.
+            r.chunk_scheduled = true;
+            self.at(now, Ev::ApplyChunk { sid, inc });
+        }
         let Some(r) = self.running(sid, inc) else { return Ok(()) };
         let kick = !r.busy && !r.queue.is_empty();
         if kick {
@@ -1097,9 +1219,10 @@ impl World {
             }
             Phase::Liveness { since } => {
                 let leader = self.servers.iter().any(|s| {
-                    s.run
-                        .as_ref()
-                        .is_some_and(|r| r.driver.node().role() == RoleKind::Leader && r.driver.node().serving())
+                    s.run.as_ref().is_some_and(|r| {
+                        matches!(r.driver.node().role(), RoleKind::Leader | RoleKind::Standalone)
+                            && r.driver.node().serving()
+                    })
                 });
                 let all_serving =
                     self.servers.iter().all(|s| s.run.as_ref().is_some_and(|r| r.driver.node().serving()));
@@ -1141,7 +1264,11 @@ impl World {
         let leader = self
             .servers
             .iter()
-            .find(|s| s.run.as_ref().is_some_and(|r| r.driver.node().role() == RoleKind::Leader))
+            .find(|s| {
+                s.run
+                    .as_ref()
+                    .is_some_and(|r| matches!(r.driver.node().role(), RoleKind::Leader | RoleKind::Standalone))
+            })
             .map(|s| s.sid)
             .ok_or("no leader at the end")?;
         self.check.final_leader(leader)?;

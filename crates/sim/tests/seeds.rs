@@ -93,6 +93,20 @@ fn quiet_five_servers_commit_and_serve() {
     assert!(s.acked_writes > 20, "{s:?}");
 }
 
+/// One standalone server through the driver's standalone paths: a lone writer's inline append
+/// and chunked apply, with snapshots under load; quiet, then with crashes and disk errors.
+#[test]
+fn a_standalone_server_serves_and_survives_its_crashes() {
+    let mut o = Options::random(6);
+    assert!(o.standalone && o.servers == 1);
+    o.faults = false;
+    let s = check(o);
+    assert!(s.acked_writes > 20, "{s:?}");
+    assert!(s.reads_checked > 10, "{s:?}");
+    let crashed = (0..40u64).map(|k| 6 + 7 * k).map(|seed| check(Options::random(seed))).filter(|s| s.crashes > 0);
+    assert!(crashed.count() >= 10, "standalone seeds with crashes");
+}
+
 #[test]
 fn a_seed_replays_exactly() {
     let o = Options::random(0xfeed);
@@ -110,6 +124,7 @@ fn scenarios() {
             o.scenario = Some(sc);
             // The directed schedule alone: every new epoch of the rollover run comes from the limit.
             o.faults = false;
+            o.standalone = false;
             o.servers = if seed % 2 == 0 { 5 } else { 3 };
             let s = check(o);
             assert!(s.acked_writes > 0, "{sc:?} seed {seed}: {s:?}");
