@@ -136,7 +136,7 @@ pub(crate) fn wake(w: &mut World, client: usize) -> Result<(), String> {
             if now < c.pause_until {
                 return Ok(());
             }
-            let sid = w.rng.gen_range(1..=w.voters.len() as Sid);
+            let sid = w.rng.gen_range(1..=w.servers.len() as Sid);
             let Some(id) = w.new_client_conn(client, sid) else { return Ok(()) };
             let c = &mut w.clients[client];
             c.conn = Some(Conn {

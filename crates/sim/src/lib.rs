@@ -1,6 +1,7 @@
 //! Deterministic simulation of a Warden ensemble (DESIGN.md section 5, issue 4).
 //!
-//! One seed drives everything: 3 or 5 servers (or one standalone server), each running the real
+//! One seed drives everything: 3 or 5 servers (and maybe an observer), or one standalone server,
+//! each running the real
 //! `FastLeaderElection`, the real `warden_node::Node` (with its ZAB leader/learner machines), the
 //! real `warden_driver::Driver` that the server's owner task runs, and the real
 //! `warden_storage::Store` (txn log, epoch files, snapshots, recovery) over an in-memory
@@ -36,6 +37,9 @@ pub struct Options {
     /// One standalone server (no election, no quorum): the standalone paths of the driver (a lone
     /// writer's inline append, chunked apply) under crashes, disk errors and snapshots.
     pub standalone: bool,
+    /// Observers besides the voters (sids after theirs): they replicate and serve clients, never
+    /// vote; they crash and restart like any server.
+    pub observers: usize,
     /// Simulated client sessions.
     pub clients: usize,
     /// Length of the fault phase, virtual ms.
@@ -63,10 +67,13 @@ impl Options {
         };
         let scenario =
             (seed % 5 == 4 && !standalone).then(|| Scenario::ALL[(seed / 5 % Scenario::ALL.len() as u64) as usize]);
+        // One ensemble seed in four has an observer.
+        let observers = usize::from(!standalone && seed % 4 == 1);
         Options {
             seed,
             servers,
             standalone,
+            observers,
             // More clients on one standalone server, so that writes meet in one sync and its
             // apply goes in chunks.
             clients: if standalone { 8 } else { 4 },

@@ -233,6 +233,8 @@ pub(crate) struct World {
     queue: BTreeMap<(u64, u64), Ev>,
     pub(crate) servers: Vec<Server>,
     pub(crate) voters: Vec<Sid>,
+    /// Observers: the sids after the voters'.
+    pub(crate) observers: Vec<Sid>,
     pub(crate) qconns: BTreeMap<u64, QConn>,
     pub(crate) cconns: BTreeMap<ConnId, CConn>,
     next_conn: u64,
@@ -247,8 +249,10 @@ impl World {
     pub(crate) fn new(opts: Options, progress: Rc<Cell<(u64, u64)>>) -> World {
         let rng = StdRng::seed_from_u64(opts.seed);
         let voters: Vec<Sid> = (1..=opts.servers as Sid).collect();
+        let observers: Vec<Sid> = (1..=opts.observers as Sid).map(|i| opts.servers as Sid + i).collect();
         let servers = voters
             .iter()
+            .chain(&observers)
             .map(|&sid| Server { sid, inc: 0, fs: FaultFs::new(), run: None, amnesiac: false, down_since: 0 })
             .collect();
         let clients = (0..opts.clients).map(Client::new).collect();
@@ -263,6 +267,7 @@ impl World {
             queue: BTreeMap::new(),
             servers,
             voters,
+            observers,
             qconns: BTreeMap::new(),
             cconns: BTreeMap::new(),
             next_conn: 1,
@@ -289,6 +294,11 @@ impl World {
         Clock { mono_ms: MONO_BASE_MS + self.now, wall_ms: WALL_BASE_MS + self.now as i64 }
     }
 
+    /// Every server: the voters, then the observers.
+    pub(crate) fn all_sids(&self) -> Vec<Sid> {
+        self.voters.iter().chain(&self.observers).copied().collect()
+    }
+
     pub(crate) fn server(&self, sid: Sid) -> &Server {
         &self.servers[(sid - 1) as usize]
     }
@@ -306,7 +316,7 @@ impl World {
     }
 
     pub(crate) fn run(mut self) -> Result<Summary, String> {
-        for sid in self.voters.clone() {
+        for sid in self.all_sids() {
             self.start_server(sid)?;
         }
         for c in 0..self.clients.len() {
@@ -460,7 +470,8 @@ impl World {
             &mut cmds,
         );
         let store = Store::new(Arc::new(fs), &dir, &dir, PRE_ALLOC, recovered.log);
-        let fle = FastLeaderElection::new(sid, QuorumConfig::new(self.voters.iter().copied(), []));
+        let quorum = QuorumConfig::new(self.voters.iter().copied(), self.observers.iter().copied());
+        let fle = FastLeaderElection::new(sid, quorum);
         let run = Running {
             driver,
             fle,
@@ -664,25 +675,15 @@ impl World {
         }
         let Some(r) = self.running(sid, inc) else { return Ok(()) };
         let mut report = Report::default();
-        let written = r.store.execute(StoreOp::Append(batch), &mut report);
-        if let Err(e) = written {
-            let why = e.to_string();
-            self.check.storage_failed(&why)?;
-            self.crash(sid, &format!("transaction log write failed: {why}"));
-            return Ok(());
+        if let Err(e) = r.store.execute(StoreOp::Append(batch), &mut report) {
+            return self.log_failed(sid, "write", e);
         }
-        if self.faults.crash_after_write.remove(&sid) && !crate::faults::calm(self) {
-            self.crash(sid, "fault: crash after an inline write, before its fsync");
-            let t = self.now + self.rng.gen_range(200..2_000);
-            self.at(t, Ev::Restart { sid });
+        if self.crash_before_fsync(sid) {
             return Ok(());
         }
         let Some(r) = self.running(sid, inc) else { return Ok(()) };
         if let Err(e) = r.store.sync() {
-            let why = e.to_string();
-            self.check.storage_failed(&why)?;
-            self.crash(sid, &format!("transaction log fsync failed: {why}"));
-            return Ok(());
+            return self.log_failed(sid, "fsync", e);
         }
         self.trace(|| format!("server {sid}: inline append up to {:?}", report.last));
         self.step_driver(sid, DriverEvent::Synced(report))
@@ -817,36 +818,46 @@ impl World {
 
     // ----- storage -----
 
+    /// A failed log write or fsync stops the server: a hole in the log must never be skipped.
+    fn log_failed(&mut self, sid: Sid, what: &str, e: warden_storage::StorageError) -> Result<(), String> {
+        let why = e.to_string();
+        self.check.storage_failed(&why)?;
+        self.crash(sid, &format!("transaction log {what} failed: {why}"));
+        Ok(())
+    }
+
+    /// The injected fault "crash after the next write, before its fsync": true when it fired
+    /// (the server is down, its restart scheduled).
+    fn crash_before_fsync(&mut self, sid: Sid) -> bool {
+        if !self.faults.crash_after_write.remove(&sid) || crate::faults::calm(self) {
+            return false;
+        }
+        self.crash(sid, "fault: crash after a write, before its fsync");
+        let t = self.now + self.rng.gen_range(200..2_000);
+        self.at(t, Ev::Restart { sid });
+        true
+    }
+
     /// The storage thread's write half: everything queued is written (not yet synced), up to the
     /// first epoch file (reported with the batch that wrote it).
     fn store_write(&mut self, sid: Sid, inc: u64) -> Result<(), String> {
         let fsync_ms = self.rng.gen_range(1..=8);
         let Some(r) = self.running(sid, inc) else { return Ok(()) };
         let mut report = Report::default();
-        let mut failed = None;
         while let Some(op) = r.queue.pop_front() {
             if let Err(e) = r.store.execute(op, &mut report) {
-                failed = Some(e.to_string());
-                break;
+                return self.log_failed(sid, "write", e);
             }
             if !report.epochs.is_empty() {
                 break;
             }
-        }
-        if let Some(why) = failed {
-            self.check.storage_failed(&why)?;
-            self.crash(sid, &format!("transaction log write failed: {why}"));
-            return Ok(());
         }
         let wrote_current = report.epochs.iter().any(|(k, _)| *k == EpochFile::Current);
         r.inflight = Some(report);
         if wrote_current {
             crate::faults::on_current_epoch_written(self, sid);
         }
-        if self.faults.crash_after_write.remove(&sid) && !crate::faults::calm(self) {
-            self.crash(sid, "fault: crash after a write, before its fsync");
-            let t = self.now + self.rng.gen_range(200..2_000);
-            self.at(t, Ev::Restart { sid });
+        if self.crash_before_fsync(sid) {
             return Ok(());
         }
         let now = self.now;
@@ -858,10 +869,7 @@ impl World {
     fn store_synced(&mut self, sid: Sid, inc: u64) -> Result<(), String> {
         let Some(r) = self.running(sid, inc) else { return Ok(()) };
         if let Err(e) = r.store.sync() {
-            let why = e.to_string();
-            self.check.storage_failed(&why)?;
-            self.crash(sid, &format!("transaction log fsync failed: {why}"));
-            return Ok(());
+            return self.log_failed(sid, "fsync", e);
         }
         let report = r.inflight.take().unwrap_or_default();
         r.busy = false;
@@ -1188,7 +1196,7 @@ impl World {
     // ----- checks and phases -----
 
     fn after_step(&mut self) -> Result<(), String> {
-        let sids = self.voters.clone();
+        let sids = self.all_sids();
         for sid in sids {
             let s = &self.servers[(sid - 1) as usize];
             let Some(r) = s.run.as_ref() else { continue };

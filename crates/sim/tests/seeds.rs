@@ -78,10 +78,27 @@ fn quiet_three_servers_commit_and_serve() {
     let mut o = Options::random(1);
     o.faults = false;
     o.servers = 3;
+    o.observers = 0;
     let s = check(o);
     assert!(s.acked_writes > 20, "{s:?}");
     assert!(s.reads_checked > 10, "{s:?}");
     assert_eq!(s.crashes, 0);
+}
+
+/// Three voters and an observer (seeds 1 mod 4): the observer syncs, replicates and serves its
+/// clients; with faults it crashes and restarts like the others.
+#[test]
+fn an_observer_replicates_and_serves() {
+    let mut o = Options::random(1);
+    assert_eq!(o.observers, 1);
+    o.faults = false;
+    let s = check(o);
+    assert!(s.acked_writes > 20, "{s:?}");
+    for seed in [5, 9, 13, 17, 21, 25, 29, 33] {
+        let o = Options::random(seed);
+        assert_eq!(o.observers, usize::from(!o.standalone));
+        check(o);
+    }
 }
 
 #[test]
