@@ -18,6 +18,7 @@
 mod check;
 mod client;
 mod faults;
+mod wire;
 mod world;
 
 pub use faults::Scenario;

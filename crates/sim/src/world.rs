@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 use warden_driver::{Command, Driver, DriverConfig, Event as DriverEvent};
 use warden_node::{Clock, ConnId, Input, Node, NodeConfig, QuorumSetup, RoleKind, SnapshotData};
 use warden_proto::election::Notification;
-use warden_proto::quorum::{packet_type as pt, QuorumPacket};
+use warden_proto::quorum::packet_type as pt;
 use warden_proto::ConnectRequest;
 use warden_quorum::{ElectionAction, FastLeaderElection, QuorumConfig, Sid};
 use warden_storage::{
@@ -50,13 +50,11 @@ pub(crate) fn data_dir() -> PathBuf {
 /// What travels on a quorum connection.
 #[derive(Debug, Clone)]
 pub(crate) enum QItem {
-    Packet(QuorumPacket),
+    /// An encoded `QuorumPacket` (`wire::encode_packet`).
+    Packet(Vec<u8>),
     /// The snapshot blob after a SNAP packet, as the server's quorum port sends it; `hist` is the
     /// sender's applied history up to the snapshot's zxid (for the checker only).
-    Blob {
-        bytes: Arc<Vec<u8>>,
-        hist: Arc<BTreeMap<i64, u64>>,
-    },
+    Blob { bytes: Arc<Vec<u8>>, hist: Arc<BTreeMap<i64, u64>> },
 }
 
 /// What a client connection carries to a server.
@@ -64,6 +62,14 @@ pub(crate) enum QItem {
 pub(crate) enum ToServer {
     Connect(ConnectRequest),
     Request { xid: i32, req: warden_proto::Request },
+    Gone,
+}
+
+/// What a client connection carries to a server on the wire: encoded frames (`wire`).
+#[derive(Debug)]
+pub(crate) enum Wire {
+    Connect(Vec<u8>),
+    Request(Vec<u8>),
     Gone,
 }
 
@@ -80,7 +86,8 @@ pub(crate) enum Ev {
     Vote {
         from: Sid,
         to: Sid,
-        n: Notification,
+        /// A framed notification (`wire::encode_vote`).
+        n: Vec<u8>,
     },
     Dial {
         conn: u64,
@@ -111,7 +118,7 @@ pub(crate) enum Ev {
     },
     ToServer {
         conn: ConnId,
-        msg: ToServer,
+        msg: Wire,
     },
     ToClient {
         conn: ConnId,
@@ -368,6 +375,7 @@ impl World {
             Ev::Vote { from, to, n } => {
                 let now = self.now;
                 let inc = self.server(to).inc;
+                let n = crate::wire::decode_vote(&n).map_err(|e| format!("vote from {from} to {to}: {e}"))?;
                 let Some(r) = self.running(to, inc) else { return Ok(()) };
                 let actions = r.fle.receive(from, &n, now);
                 self.election_actions(to, actions)?;
@@ -606,7 +614,10 @@ impl World {
                 let now = self.now;
                 self.at(now + delay, Ev::SnapshotWrite { sid, inc, tree, sessions, zxid });
             }
-            Command::PeerSend { to, packet } => self.peer_send(sid, to, QItem::Packet(packet)),
+            Command::PeerSend { to, packet } => {
+                crate::faults::on_send(self, sid, to, &packet);
+                self.peer_send(sid, to, QItem::Packet(crate::wire::encode_packet(&packet)));
+            }
             Command::SendSnapshot { to, snapshot } => {
                 let bytes = Arc::new(warden_storage::encode_snap_sync(&snapshot.tree, &snapshot.sessions));
                 let hist = Arc::new(self.check.history_upto(sid, snapshot.zxid));
@@ -773,9 +784,10 @@ impl World {
             return;
         }
         let copies = if self.rng.gen_bool(self.faults.vote_dup) { 2 } else { 1 };
+        let bytes = crate::wire::encode_vote(&n);
         for _ in 0..copies {
             let t = self.now + self.delay();
-            self.at(t, Ev::Vote { from, to, n: n.clone() });
+            self.at(t, Ev::Vote { from, to, n: bytes.clone() });
         }
     }
 
@@ -882,9 +894,6 @@ impl World {
     // ----- quorum connections -----
 
     fn peer_send(&mut self, sid: Sid, to: Sid, item: QItem) {
-        if let QItem::Packet(p) = &item {
-            crate::faults::on_send(self, sid, to, p);
-        }
         let inc = self.server(sid).inc;
         let now = self.now;
         let Some(r) = self.running(sid, inc) else { return };
@@ -1015,11 +1024,15 @@ impl World {
             return Ok(());
         }
         match item {
-            QItem::Packet(p) if !to_leader && p.packet_type == pt::SNAP => {
-                r.snap_zxid = Some(p.zxid);
-                Ok(())
+            QItem::Packet(bytes) => {
+                let packet =
+                    crate::wire::decode_packet(&bytes).map_err(|e| format!("packet from {from} to {to}: {e}"))?;
+                if !to_leader && packet.packet_type == pt::SNAP {
+                    r.snap_zxid = Some(packet.zxid);
+                    return Ok(());
+                }
+                self.step_node(to, Input::Peer { from, packet })
             }
-            QItem::Packet(packet) => self.step_node(to, Input::Peer { from, packet }),
             QItem::Blob { bytes, hist } => {
                 let Some(zxid) = r.snap_zxid.take() else {
                     return Err(format!("server {to} got a snapshot blob without a SNAP packet"));
@@ -1128,6 +1141,11 @@ impl World {
     }
 
     pub(crate) fn send_to_server(&mut self, conn: ConnId, msg: ToServer) {
+        let msg = match msg {
+            ToServer::Connect(req) => Wire::Connect(crate::wire::encode_connect(&req)),
+            ToServer::Request { xid, req } => Wire::Request(crate::wire::encode_request(xid, &req)),
+            ToServer::Gone => Wire::Gone,
+        };
         let delay = self.delay().min(10);
         let Some(c) = self.cconns.get_mut(&conn) else { return };
         let t = (self.now + delay).max(c.last[0]);
@@ -1158,18 +1176,19 @@ impl World {
         self.send_to_client(conn, ClientMsg::Closed);
     }
 
-    fn deliver_to_server(&mut self, conn: ConnId, msg: ToServer) -> Result<(), String> {
+    fn deliver_to_server(&mut self, conn: ConnId, msg: Wire) -> Result<(), String> {
         let Some(c) = self.cconns.get(&conn) else { return Ok(()) };
         let (sid, inc) = (c.sid, c.inc);
         if self.running(sid, inc).is_none() {
             return Ok(());
         }
         let input = match msg {
-            ToServer::Connect(req) => {
+            Wire::Connect(frame) => {
+                let req = crate::wire::decode_connect(&frame)?;
                 Input::Connect { conn, addr: "127.0.0.1:40000".parse().expect("literal address"), req }
             }
-            ToServer::Request { xid, req } => Input::Request { conn, xid, req },
-            ToServer::Gone => {
+            Wire::Request(frame) => crate::wire::decode_request(conn, &frame)?,
+            Wire::Gone => {
                 if let Some(r) = self.running(sid, inc) {
                     r.clients.remove(&conn);
                 }
