@@ -24,6 +24,13 @@
 //! - Without notifications we resend ours with a backoff of 200 ms doubling to 60 s.
 //! - A server that is not LOOKING answers each LOOKING voter with its final vote; any server
 //!   answers a non-voter immediately with its vote.
+//! - A non-voter (an observer) never answers a voter's LOOKING notification: a voter does not
+//!   count a non-voter's vote, and answers it at once, so an observer that answered (for being in
+//!   a newer round, holding a better proposal, or having decided) would start an endless exchange
+//!   of notifications with every voter still LOOKING. ZooKeeper's WorkerReceiver has that
+//!   exchange (its observers answer older rounds and, once decided, any LOOKING voter; its voters
+//!   answer non-voters); found by
+//!   warden-sim with an observer and duplicated notifications, which made it grow without bound.
 //!
 //! Deviation: while LOOKING, a reply to a non-voter carries our current proposal; ZooKeeper sends
 //! `QuorumPeer.getCurrentVote()`, which is the previous round's result until the round ends. Both
@@ -197,6 +204,11 @@ impl FastLeaderElection {
         out
     }
 
+    /// Whether this server is a voter: only a voter's answers teach anyone anything.
+    fn votes(&self) -> bool {
+        self.config.is_voter(self.my_id)
+    }
+
     /// The shell's view of peer `sid`: `false` when a dial to it failed, `true` once a
     /// connection is up. Only early finalize uses it; a report that makes
     /// every reachable voter agree with our quorum-held proposal decides at once.
@@ -218,9 +230,10 @@ impl FastLeaderElection {
         match self.phase {
             Phase::Idle => {}
             _ if !self.config.is_voter(from) => self.answer_non_voter(from, &mut out),
+            Phase::Decided(_) if !self.votes() => {}
             Phase::Decided(vote) => self.answer_looking_voter(from, n, vote, &mut out),
             Phase::Looking { .. } => {
-                if n.state == ServerState::Looking && n.election_epoch < self.logical_clock {
+                if n.state == ServerState::Looking && n.election_epoch < self.logical_clock && self.votes() {
                     out.push(self.send(from, Vote::looking(self.proposal, self.logical_clock)));
                 }
                 self.resend_at_ms = now_ms + self.not_timeout_ms;
@@ -261,7 +274,7 @@ impl FastLeaderElection {
                 if this_round && theirs.agrees_with(&mine) {
                     self.recvset.insert(from, theirs);
                     self.finalize_early(out);
-                } else if this_round && self.own.zxid != -1 {
+                } else if this_round && self.own.zxid != -1 && self.votes() {
                     out.push(self.send(from, mine));
                 }
                 return;
@@ -294,7 +307,7 @@ impl FastLeaderElection {
         } else if theirs.beats(&self.proposal, &self.config) {
             self.proposal = theirs;
             self.broadcast(out);
-        } else if theirs != self.proposal {
+        } else if theirs != self.proposal && self.votes() {
             // A worse vote of our round: tell the sender ours (deviation, module docs).
             out.push(self.send(from, Vote::looking(self.proposal, self.logical_clock)));
         }

@@ -218,6 +218,42 @@ fn an_older_round_is_ignored_but_answered() {
     assert!(m.receive(3, &leading, 31).is_empty());
 }
 
+/// A voter answers a non-voter at once and does not count its vote, so an observer must not
+/// answer voters: an observer in a newer round (or with a better proposal) answering a voter of
+/// an older round would get the voter's answer back, and so on without end.
+#[test]
+fn an_observer_and_a_voter_in_different_rounds_do_not_answer_each_other_forever() {
+    let mut voter = FastLeaderElection::new(2, five_and_observer());
+    voter.start(0, 5, 1);
+    let mut observer = FastLeaderElection::new(9, five_and_observer());
+    for t in 0..3 {
+        observer.start(t, 7, 1);
+    }
+    assert!(observer.logical_clock() > voter.logical_clock());
+    // The voter's round-1 vote reaches the observer (round 3): no answer.
+    let from_voter = looking(2, 5, 1, 1);
+    assert!(sends(&observer.receive(2, &from_voter, 10)).is_empty(), "the observer answered a voter");
+    // The observer's notification reaches the voter: answered with the voter's vote, once.
+    let from_observer = sends(&observer.start(11, 7, 1));
+    let to_voter = from_observer.iter().find(|(to, _)| *to == 2).map(|(_, n)| n.clone()).expect("sent to 2");
+    let answer = sends(&voter.receive(9, &to_voter, 12));
+    assert_eq!(answer.len(), 1);
+    // ... which the observer does not answer again.
+    assert!(sends(&observer.receive(2, &answer[0].1, 13)).is_empty(), "the exchange goes on");
+    // Nor does an observer that has decided (OBSERVING) answer a LOOKING voter.
+    let mut c = Cluster::new(&five_and_observer());
+    for id in [1, 2, 3, 4, 5, 9] {
+        c.start(id, 7, 1);
+    }
+    c.run_for(1_000);
+    assert_eq!(c.role(9), Some((ServerState::Observing, 5)));
+    let from_looking_voter = looking(2, 5, 99, 1);
+    let out = c.nodes.get_mut(&9).unwrap().receive(2, &from_looking_voter, c.now_ms);
+    assert!(sends(&out).is_empty(), "the decided observer answered a LOOKING voter");
+    voter.check_invariants();
+    observer.check_invariants();
+}
+
 #[test]
 fn a_restarted_server_joins_the_established_leader_without_a_new_round() {
     for rounds_before in [1, 3] {

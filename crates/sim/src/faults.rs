@@ -208,9 +208,19 @@ pub(crate) fn inject(w: &mut World) -> Result<(), String> {
                 w.break_quorum(conn);
             }
         }
-        85..=92 => {
+        85..=88 => {
             for sid in down(w) {
                 w.at(w.now, Ev::Restart { sid });
+            }
+        }
+        89..=90 => pause(w),
+        91..=92 => {
+            // An NTP step: one server's wall clock jumps forward or back.
+            let ups = up(w);
+            if let Some(sid) = pick(w, &ups) {
+                let jump = w.rng.gen_range(-20_000..=20_000);
+                w.trace(|| format!("fault: server {sid}'s wall clock jumps by {jump} ms"));
+                w.server_mut(sid).wall_skew_ms += jump;
             }
         }
         _ => {
@@ -233,6 +243,20 @@ pub(crate) fn inject(w: &mut World) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A process pause (SIGSTOP, a stop-the-world GC): a server, the leader one time in two, handles
+/// nothing for a while; peers may elect another leader meanwhile, and it wakes up to its backlog.
+fn pause(w: &mut World) {
+    let ups = up(w);
+    let sid = match leader(w) {
+        Some(l) if w.rng.gen_bool(0.5) => Some(l),
+        _ => pick(w, &ups),
+    };
+    let Some(sid) = sid else { return };
+    let ms = w.rng.gen_range(100..6_000);
+    w.trace(|| format!("fault: server {sid} pauses for {ms} ms"));
+    w.pause(sid, ms);
 }
 
 fn partition(w: &mut World) {
@@ -365,8 +389,13 @@ pub(crate) fn heal_all(w: &mut World) -> Result<(), String> {
     w.faults.enabled = false;
     w.faults.crash_after_write.clear();
     heal_network(w);
-    for s in &w.servers {
+    let now = w.now;
+    for s in &mut w.servers {
         s.fs.set_space_left(None);
+        s.paused_until = s.paused_until.min(now);
+    }
+    for sid in w.all_sids() {
+        w.at(now, Ev::Resume { sid });
     }
     for sid in down(w) {
         w.start_server(sid)?;

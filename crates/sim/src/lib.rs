@@ -9,6 +9,10 @@
 //! clock and network. Nothing reads real time or a global random source, and every collection
 //! whose order matters is ordered, so a seed replays exactly.
 //!
+//! Faults: crashes (power loss), crashes between a write and its fsync, failing fsync and ENOSPC,
+//! partitions and one-way cuts, lost/duplicated/delayed notifications, broken quorum connections,
+//! disk corruption, process pauses and wall-clock steps (each server's clocks are its own, skewed).
+//!
 //! A run has a fault phase (faults injected at random), then a liveness phase (every fault healed,
 //! every server restarted) that must end within [`LIVENESS_BOUND_MS`] of virtual time with a
 //! serving leader, every server serving and every client answered. Invariants (see [`check`]) are

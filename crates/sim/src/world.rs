@@ -40,6 +40,8 @@ const SNAP_COUNT: u64 = 60;
 const PRE_ALLOC: u64 = 16 * 1024;
 const MONO_BASE_MS: u64 = 1_000_000;
 const WALL_BASE_MS: i64 = 1_700_000_000_000;
+/// Servers' wall clocks differ by up to twice this at the start.
+const MAX_SKEW_MS: i64 = 5_000;
 /// A learner's dial across a cut link fails after this long (connect timeout).
 const DIAL_TIMEOUT_MS: u64 = 1_000;
 
@@ -143,6 +145,10 @@ pub(crate) enum Ev {
         sid: Sid,
         inc: u64,
     },
+    /// A paused server resumes: its backlog is handled, in order.
+    Resume {
+        sid: Sid,
+    },
 }
 
 impl Ev {
@@ -166,6 +172,7 @@ impl Ev {
             Ev::Restart { .. } => 14,
             Ev::Heal => 15,
             Ev::ApplyChunk { .. } => 18,
+            Ev::Resume { .. } => 19,
         }
     }
 }
@@ -221,6 +228,15 @@ pub(crate) struct Server {
     /// Lost durable data (wiped or silently truncated disk) and not yet resynced.
     pub(crate) amnesiac: bool,
     pub(crate) down_since: u64,
+    /// A paused process (SIGSTOP, a long GC) handles nothing before this time: its events wait,
+    /// in order, and its clock runs on meanwhile.
+    pub(crate) paused_until: u64,
+    /// Events for the paused server, in the order they arrived; `Ev::Resume` hands them over.
+    backlog: VecDeque<Ev>,
+    /// This server's clocks: its wall clock's skew from the others' (which a clock jump moves),
+    /// and the base of its monotonic clock.
+    pub(crate) wall_skew_ms: i64,
+    mono_base_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -254,13 +270,24 @@ pub(crate) struct World {
 
 impl World {
     pub(crate) fn new(opts: Options, progress: Rc<Cell<(u64, u64)>>) -> World {
-        let rng = StdRng::seed_from_u64(opts.seed);
+        let mut rng = StdRng::seed_from_u64(opts.seed);
         let voters: Vec<Sid> = (1..=opts.servers as Sid).collect();
         let observers: Vec<Sid> = (1..=opts.observers as Sid).map(|i| opts.servers as Sid + i).collect();
         let servers = voters
             .iter()
             .chain(&observers)
-            .map(|&sid| Server { sid, inc: 0, fs: FaultFs::new(), run: None, amnesiac: false, down_since: 0 })
+            .map(|&sid| Server {
+                sid,
+                inc: 0,
+                fs: FaultFs::new(),
+                run: None,
+                amnesiac: false,
+                down_since: 0,
+                paused_until: 0,
+                backlog: VecDeque::new(),
+                wall_skew_ms: rng.gen_range(-MAX_SKEW_MS..=MAX_SKEW_MS),
+                mono_base_ms: MONO_BASE_MS + rng.gen_range(0..1_000_000),
+            })
             .collect();
         let clients = (0..opts.clients).map(Client::new).collect();
         let faults = Faults::new(&opts);
@@ -297,8 +324,47 @@ impl World {
         }
     }
 
-    pub(crate) fn clock(&self) -> Clock {
-        Clock { mono_ms: MONO_BASE_MS + self.now, wall_ms: WALL_BASE_MS + self.now as i64 }
+    /// Server `sid`'s clocks now: its own monotonic base, its own (skewed) wall clock.
+    pub(crate) fn clock(&self, sid: Sid) -> Clock {
+        let s = self.server(sid);
+        Clock { mono_ms: s.mono_base_ms + self.now, wall_ms: WALL_BASE_MS + s.wall_skew_ms + self.now as i64 }
+    }
+
+    /// The paused server an event is for, if it is for one: the event waits until it resumes.
+    fn paused_target(&self, ev: &Ev) -> Option<(Sid, u64)> {
+        let sid = match ev {
+            Ev::Tick { sid, .. }
+            | Ev::FleTimer { sid, .. }
+            | Ev::StoreWrite { sid, .. }
+            | Ev::StoreSynced { sid, .. }
+            | Ev::SnapshotWrite { sid, .. }
+            | Ev::ApplyChunk { sid, .. }
+            | Ev::QuorumClosed { sid, .. } => *sid,
+            Ev::Vote { to, .. } => *to,
+            Ev::Quorum { conn, to_leader, .. } => {
+                let c = self.qconns.get(conn)?;
+                if *to_leader {
+                    c.leader
+                } else {
+                    c.learner
+                }
+            }
+            Ev::Dial { conn } => self.qconns.get(conn)?.leader,
+            Ev::ToServer { conn, .. } => self.cconns.get(conn)?.sid,
+            _ => return None,
+        };
+        let s = self.server(sid);
+        (s.paused_until > self.now || !s.backlog.is_empty()).then_some((sid, s.paused_until))
+    }
+
+    /// Pauses server `sid` for `ms` (a fault): its events wait in its backlog until it resumes.
+    pub(crate) fn pause(&mut self, sid: Sid, ms: u64) {
+        let until = self.now + ms;
+        let s = self.server_mut(sid);
+        if until > s.paused_until {
+            s.paused_until = until;
+            self.at(until, Ev::Resume { sid });
+        }
     }
 
     /// Every server: the voters, then the observers.
@@ -340,6 +406,13 @@ impl World {
             if self.opts.trace {
                 let ev_text = format!("{ev:?}");
                 self.trace(|| ev_text.chars().take(300).collect());
+            }
+            if let Some((sid, until)) = self.paused_target(&ev) {
+                // Everything for it waits, in arrival order, also what arrives at the very end
+                // of the pause before its Resume: nothing overtakes the backlog.
+                self.trace(|| format!("server {sid} is paused until {until}: the event waits"));
+                self.server_mut(sid).backlog.push_back(ev);
+                continue;
             }
             self.handle(ev)?;
             self.after_step()?;
@@ -405,9 +478,19 @@ impl World {
                 }
             }
             Ev::Heal => crate::faults::heal_network(self),
+            Ev::Resume { sid } => {
+                if self.server(sid).paused_until > self.now {
+                    return Ok(()); // Paused again for longer: a later Resume hands the backlog over.
+                }
+                self.trace(|| format!("server {sid} resumes"));
+                while let Some(ev) = self.server_mut(sid).backlog.pop_front() {
+                    self.handle(ev)?;
+                    self.after_step()?;
+                }
+            }
             Ev::ApplyChunk { sid, inc } => {
                 self.trace(|| format!("server {sid}: applies the next chunk"));
-                let now = self.clock();
+                let now = self.clock(sid);
                 let Some(r) = self.running(sid, inc) else { return Ok(()) };
                 r.chunk_scheduled = false;
                 let mut cmds = Vec::new();
@@ -461,8 +544,8 @@ impl World {
         }
         let standalone = self.opts.standalone;
         let node = match standalone {
-            true => Node::new(NodeConfig { server_id: 0, ..cfg }, self.clock()),
-            false => Node::new_quorum(cfg, setup, self.clock()),
+            true => Node::new(NodeConfig { server_id: 0, ..cfg }, self.clock(sid)),
+            false => Node::new_quorum(cfg, setup, self.clock(sid)),
         };
         let had_snapshot = recovered.snapshot.is_some();
         let snapshot_zxid = recovered.snapshot_zxid;
@@ -498,6 +581,8 @@ impl World {
         let s = self.server_mut(sid);
         s.inc = inc;
         s.run = Some(run);
+        s.paused_until = 0;
+        s.backlog.clear();
         self.trace(|| format!("server {sid} started (inc {inc}) at zxid {last_zxid:#x} (snapshot {snapshot_zxid:#x}), epochs {accepted}/{current}"));
         self.carry_out_all(sid, inc, cmds)?;
         let first_tick = self.now + self.rng.gen_range(1..=TICK_MS);
@@ -556,7 +641,7 @@ impl World {
     /// Steps the server's driver with one event, then carries out its commands and ends its turn,
     /// as the server's owner does after each batch of events.
     fn step_driver(&mut self, sid: Sid, ev: DriverEvent) -> Result<(), String> {
-        let now = self.clock();
+        let now = self.clock(sid);
         let inc = self.server(sid).inc;
         let Some(r) = self.running(sid, inc) else { return Ok(()) };
         let mut cmds = Vec::new();
@@ -574,7 +659,7 @@ impl World {
                 }
                 self.carry_out(sid, inc, cmd)?;
             }
-            let now = self.clock();
+            let now = self.clock(sid);
             let Some(r) = self.running(sid, inc) else { return Ok(()) };
             r.driver.end_turn(now, &mut cmds);
             if cmds.is_empty() {
