@@ -1,5 +1,17 @@
 //! Client write requests: which requests are writes, how they become the tree's `WriteOp`, and how an
 //! applied txn's result becomes the reply the client expects for the opcode it used.
+//!
+//! The write path: the node touches the session and runs `Prep`, which sees earlier prepped but
+//! unapplied changes; the request's path, data and ACL list move into the txn (an ACL list that
+//! needs no fixing is not copied, `fixup_acl_owned`); the node assigns the next zxid and emits
+//! `Persist`. A failing write becomes an `Error` txn with its own zxid, as in ZooKeeper. Only
+//! `Input::Durable` applies txns, in zxid order: the tree, then the watches (notifications leave
+//! before the reply), then the reply. Standalone, storage has let go of a txn by then, so a
+//! create's data moves into the tree (`DataTree::apply_taking_data`) and its path into the reply
+//! instead of being copied. A setData's data is never copied out of the frame it arrived in (the
+//! connection decodes over the frame's `Bytes`, `Reader::over_bytes`; a leader copies it out,
+//! `Txn::detach_data`, before its committed log could keep whole read buffers alive); applied, a
+//! setData of the node's current length copies into the buffer the node holds.
 
 use warden_proto::request::{CreateRequest, CreateTtlRequest, MultiOp, Request};
 use warden_proto::response::{MultiResult, Response};

@@ -1,5 +1,12 @@
 //! Start-up recovery (newest valid snapshot, then the txn log) and purging of old files, as
 //! ZooKeeper's `FileTxnSnapLog.restore` and `PurgeTxnLog` do.
+//!
+//! Recovery removes `.snapshot.*.tmp` leftovers, loads the newest snapshot whose checksums verify
+//! (up to 3 tried; if snapshot files exist and none loads, it stops rather than replay the log onto
+//! an empty tree), then every log txn after it. A zxid gap within an epoch (a missing log segment)
+//! stops the server with the file and zxid. A torn last record of the newest log (short, or with an
+//! unwritten all-zero sector) is truncated with a warning, while a last record written in full that
+//! fails its checksum is refused like any other damage, since it may have been acknowledged.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
