@@ -450,7 +450,7 @@ impl Node {
             }
             Err(e) => {
                 tracing::error!(error = %e, "cannot lead");
-                out.push(Output::Quorum(QuorumOutput::Elect { reason: e }));
+                out.push(Output::Quorum(QuorumOutput::Elect { reason: format!("cannot lead: {e}") }));
             }
         }
     }

@@ -188,7 +188,7 @@ fn leader_refuses_a_history_with_a_hole() {
             history: history.iter().map(|z| entry(*z)).collect(),
         };
         let err = Leader::new(LeaderConfig::new(1, [1, 2, 3]), init, 0).unwrap_err();
-        assert!(err.contains("hole"), "{err}");
+        assert!(matches!(err, LeaderInitError::HistoryHole { .. }), "{err}");
     }
 }
 

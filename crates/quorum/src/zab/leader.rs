@@ -66,6 +66,18 @@ pub struct LeaderInit {
     pub history: Vec<TxnEntry>,
 }
 
+/// Why a leader cannot start from what its storage holds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaderInitError {
+    #[error("leader {0} is not a voter")]
+    NotAVoter(Sid),
+    /// A hole would be synced to learners as if it were history (ZOOKEEPER-4925).
+    #[error("history has a hole: {at:#x} after {after:#x}")]
+    HistoryHole { after: Zxid, at: Zxid },
+    #[error("history ends at {history:#x}, log at {log:#x}")]
+    HistoryEnd { history: Zxid, log: Zxid },
+}
+
 /// Why `propose` refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProposeError {
@@ -116,18 +128,71 @@ impl Peer {
     }
 }
 
+/// Where a leadership attempt stands. The phases follow each other in this order (or end in
+/// `Stopped`), each reached only through the one before, so no state can claim, say, to be
+/// established before its epoch files are durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for a quorum of FOLLOWERINFO (the leader included) to fix the new epoch.
+    Discovery,
+    /// The epoch is fixed; `acceptedEpoch` is being made durable before any LEADERINFO.
+    AcceptingEpoch { epoch: i64 },
+    /// `acceptedEpoch` is durable and LEADERINFO goes out; waiting for a quorum of ACKEPOCH.
+    AgreeingEpoch { epoch: i64 },
+    /// A quorum agreed: `currentEpoch` is being made durable while learners are synced.
+    WritingCurrentEpoch { epoch: i64 },
+    /// `currentEpoch` is durable: waiting for a quorum of NEWLEADER ACKs (the leader counts).
+    Syncing { epoch: i64 },
+    /// Established: UPTODATE sent, proposals broadcast.
+    Broadcast { epoch: i64 },
+    /// Stepped down; the epoch it had fixed, and whether it had been established.
+    Stopped { epoch: Option<i64>, established: bool },
+}
+
+impl Phase {
+    /// The epoch being established or led, once fixed.
+    fn epoch(self) -> Option<i64> {
+        match self {
+            Phase::Discovery => None,
+            Phase::AcceptingEpoch { epoch }
+            | Phase::AgreeingEpoch { epoch }
+            | Phase::WritingCurrentEpoch { epoch }
+            | Phase::Syncing { epoch }
+            | Phase::Broadcast { epoch } => Some(epoch),
+            Phase::Stopped { epoch, .. } => epoch,
+        }
+    }
+
+    fn accepted_durable(self) -> bool {
+        matches!(
+            self,
+            Phase::AgreeingEpoch { .. }
+                | Phase::WritingCurrentEpoch { .. }
+                | Phase::Syncing { .. }
+                | Phase::Broadcast { .. }
+        )
+    }
+
+    fn epoch_quorum(self) -> bool {
+        matches!(self, Phase::WritingCurrentEpoch { .. } | Phase::Syncing { .. } | Phase::Broadcast { .. })
+    }
+
+    fn established(self) -> bool {
+        matches!(self, Phase::Broadcast { .. } | Phase::Stopped { established: true, .. })
+    }
+
+    fn stopped(self) -> bool {
+        matches!(self, Phase::Stopped { .. })
+    }
+}
+
 /// The leader's state machine. See the module docs.
 #[derive(Debug)]
 pub struct Leader {
     cfg: LeaderConfig,
     accepted_epoch: i64,
     current_epoch: i64,
-    new_epoch: Option<i64>,
-    accepted_durable: bool,
-    epoch_quorum: bool,
-    current_durable: bool,
-    established: bool,
-    stopped: bool,
+    phase: Phase,
     started_ms: u64,
     now_ms: u64,
     epoch_ackers: BTreeSet<Sid>,
@@ -148,30 +213,24 @@ pub struct Leader {
 
 impl Leader {
     /// Starts leading. A one-voter ensemble fixes its epoch at once (the returned actions).
-    pub fn new(cfg: LeaderConfig, init: LeaderInit, now_ms: u64) -> Result<(Self, Vec<Action>), String> {
+    pub fn new(cfg: LeaderConfig, init: LeaderInit, now_ms: u64) -> Result<(Self, Vec<Action>), LeaderInitError> {
         if !cfg.voters.contains(&cfg.my_sid) {
-            return Err(format!("leader {} is not a voter", cfg.my_sid));
+            return Err(LeaderInitError::NotAVoter(cfg.my_sid));
         }
         let mut prev = init.history_base;
         for e in &init.history {
-            // A hole would be synced to learners as if it were history (ZOOKEEPER-4925).
             if !follows(prev, e.zxid()) {
-                return Err(format!("history has a hole: {:#x} after {prev:#x}", e.zxid()));
+                return Err(LeaderInitError::HistoryHole { after: prev, at: e.zxid() });
             }
             prev = e.zxid();
         }
         if prev != init.last_zxid {
-            return Err(format!("history ends at {prev:#x}, log at {:#x}", init.last_zxid));
+            return Err(LeaderInitError::HistoryEnd { history: prev, log: init.last_zxid });
         }
         let mut leader = Leader {
             accepted_epoch: init.accepted_epoch,
             current_epoch: init.current_epoch,
-            new_epoch: None,
-            accepted_durable: false,
-            epoch_quorum: false,
-            current_durable: false,
-            established: false,
-            stopped: false,
+            phase: Phase::Discovery,
             started_ms: now_ms,
             now_ms,
             epoch_ackers: BTreeSet::new(),
@@ -197,13 +256,13 @@ impl Leader {
 
     /// The epoch being established or led, once fixed.
     pub fn epoch(&self) -> Option<i64> {
-        self.new_epoch
+        self.phase.epoch()
     }
     pub fn is_established(&self) -> bool {
-        self.established && !self.stopped
+        matches!(self.phase, Phase::Broadcast { .. })
     }
     pub fn is_stopped(&self) -> bool {
-        self.stopped
+        self.phase.stopped()
     }
     pub fn last_committed(&self) -> Zxid {
         self.committed
@@ -223,7 +282,7 @@ impl Leader {
     /// replaces that learner's old connection.
     pub fn on_packet(&mut self, from: Sid, packet: &QuorumPacket, now_ms: u64) -> Vec<Action> {
         self.now_ms = self.now_ms.max(now_ms);
-        if self.stopped {
+        if self.phase.stopped() {
             return Vec::new();
         }
         match packet.packet_type {
@@ -236,7 +295,7 @@ impl Leader {
 
     /// Storage reports the leader's own log durable through `zxid`.
     pub fn on_durable(&mut self, zxid: Zxid) -> Vec<Action> {
-        if !self.stopped {
+        if !self.phase.stopped() {
             self.self_durable = self.self_durable.max(zxid.min(self.last_proposed));
             self.try_commit();
         }
@@ -245,12 +304,9 @@ impl Leader {
 
     /// Storage reports an epoch file durable.
     pub fn on_epoch_durable(&mut self, kind: EpochKind, epoch: i64) -> Vec<Action> {
-        if self.stopped || self.new_epoch != Some(epoch) {
-            return Vec::new();
-        }
-        match kind {
-            EpochKind::Accepted if !self.accepted_durable => {
-                self.accepted_durable = true;
+        match (kind, self.phase) {
+            (EpochKind::Accepted, Phase::AcceptingEpoch { epoch: e }) if e == epoch => {
+                self.phase = Phase::AgreeingEpoch { epoch };
                 self.accepted_epoch = epoch;
                 let waiting: Vec<Sid> =
                     self.peers.iter().filter(|(_, p)| p.phase == PeerPhase::Info).map(|(s, _)| *s).collect();
@@ -259,8 +315,8 @@ impl Leader {
                 }
                 self.check_epoch_quorum();
             }
-            EpochKind::Current if self.epoch_quorum && !self.current_durable => {
-                self.current_durable = true;
+            (EpochKind::Current, Phase::WritingCurrentEpoch { epoch: e }) if e == epoch => {
+                self.phase = Phase::Syncing { epoch };
                 self.current_epoch = epoch;
                 self.check_established();
             }
@@ -278,13 +334,13 @@ impl Leader {
     /// A tick: timeouts, the quorum check and PINGs.
     pub fn on_tick(&mut self, now_ms: u64) -> Vec<Action> {
         self.now_ms = self.now_ms.max(now_ms);
-        if self.stopped {
+        if self.phase.stopped() {
             return Vec::new();
         }
         let now = self.now_ms;
         let init_ms = self.cfg.tick_ms * u64::from(self.cfg.init_limit);
         let sync_ms = self.cfg.tick_ms * u64::from(self.cfg.sync_limit);
-        if !self.established && now.saturating_sub(self.started_ms) > init_ms {
+        if !self.is_established() && now.saturating_sub(self.started_ms) > init_ms {
             self.stop("no quorum established within initLimit");
             return self.take();
         }
@@ -307,7 +363,7 @@ impl Leader {
         for (sid, reason) in drop {
             self.disconnect(sid, reason);
         }
-        if self.established {
+        if self.is_established() {
             let synced = self.peers.iter().filter(|(_, p)| p.role == Role::Follower && p.synced()).map(|(s, _)| *s);
             if !self.is_quorum(synced.chain([self.cfg.my_sid])) {
                 self.stop("lost quorum of synced followers");
@@ -344,13 +400,10 @@ impl Leader {
         txn_type: i32,
         txn: Txn,
     ) -> Result<(Zxid, Vec<Action>), ProposeError> {
-        if self.stopped {
+        if self.phase.stopped() {
             return Err(ProposeError::Stopped);
         }
-        let epoch = match self.new_epoch {
-            Some(e) if self.established => e,
-            _ => return Err(ProposeError::NotEstablished),
-        };
+        let Phase::Broadcast { epoch } = self.phase else { return Err(ProposeError::NotEstablished) };
         let zxid = if epoch_of(self.last_proposed) == epoch {
             if counter_of(self.last_proposed) >= self.cfg.max_counter {
                 return Err(ProposeError::ZxidExhausted);
@@ -376,7 +429,7 @@ impl Leader {
 
     /// A learner forwarded a sync: answer SYNC once everything proposed so far is committed.
     pub fn sync(&mut self, from: Sid) -> Vec<Action> {
-        if self.stopped {
+        if self.phase.stopped() {
             return Vec::new();
         }
         if self.committed >= self.last_proposed {
@@ -389,7 +442,7 @@ impl Leader {
 
     /// Gives up leadership (shutdown, or after `ProposeError::ZxidExhausted`).
     pub fn step_down(&mut self, reason: &str) -> Vec<Action> {
-        if !self.stopped {
+        if !self.phase.stopped() {
             self.stop(reason);
         }
         self.take()
@@ -408,7 +461,7 @@ impl Leader {
         if from == self.cfg.my_sid || (role == Role::Follower) != self.cfg.voters.contains(&from) {
             return self.disconnect(from, "learner type does not match the configuration");
         }
-        if let Some(epoch) = self.new_epoch.filter(|e| role == Role::Follower && epoch_of(packet.zxid) > *e) {
+        if let Some(epoch) = self.phase.epoch().filter(|e| role == Role::Follower && epoch_of(packet.zxid) > *e) {
             // The voter promised a newer epoch (a leader attempt that never established) and will
             // refuse ours for good; stepping down lets the next discovery pick an epoch above it.
             return self.stop(&format!(
@@ -428,7 +481,7 @@ impl Leader {
             forwarding: false,
         };
         self.peers.insert(from, peer);
-        if self.accepted_durable {
+        if self.phase.accepted_durable() {
             self.send_leader_info(from);
         } else {
             self.check_discovery_quorum();
@@ -436,7 +489,7 @@ impl Leader {
     }
 
     fn check_discovery_quorum(&mut self) {
-        if self.new_epoch.is_some() {
+        if self.phase != Phase::Discovery {
             return;
         }
         let connecting: Vec<(Sid, i64)> = self
@@ -449,13 +502,13 @@ impl Leader {
         if self.is_quorum(connecting.iter().map(|(s, _)| *s)) {
             let max = connecting.iter().map(|(_, e)| *e).max().unwrap_or(self.accepted_epoch);
             let epoch = max.max(self.current_epoch) + 1;
-            self.new_epoch = Some(epoch);
+            self.phase = Phase::AcceptingEpoch { epoch };
             self.out.push(Action::PersistEpoch { kind: EpochKind::Accepted, epoch });
         }
     }
 
     fn send_leader_info(&mut self, sid: Sid) {
-        let Some(epoch) = self.new_epoch else { return };
+        let Some(epoch) = self.phase.epoch() else { return };
         if let Some(p) = self.peers.get_mut(&sid) {
             p.phase = PeerPhase::LeaderInfoSent;
             self.send(sid, codec::leader_info(epoch));
@@ -482,7 +535,7 @@ impl Leader {
         if current != -1 && p.role == Role::Follower {
             self.epoch_ackers.insert(from);
         }
-        if self.epoch_quorum {
+        if self.phase.epoch_quorum() {
             self.sync_peer(from);
         } else {
             self.check_epoch_quorum();
@@ -490,17 +543,13 @@ impl Leader {
     }
 
     fn check_epoch_quorum(&mut self) {
-        if self.epoch_quorum || !self.accepted_durable {
-            return;
-        }
+        let Phase::AgreeingEpoch { epoch } = self.phase else { return };
         let ackers: Vec<Sid> = self.epoch_ackers.iter().copied().filter(|s| self.peers.contains_key(s)).collect();
         if !self.is_quorum(ackers.into_iter().chain([self.cfg.my_sid])) {
             return;
         }
-        self.epoch_quorum = true;
-        if let Some(epoch) = self.new_epoch {
-            self.out.push(Action::PersistEpoch { kind: EpochKind::Current, epoch });
-        }
+        self.phase = Phase::WritingCurrentEpoch { epoch };
+        self.out.push(Action::PersistEpoch { kind: EpochKind::Current, epoch });
         let waiting: Vec<Sid> =
             self.peers.iter().filter(|(_, p)| p.phase == PeerPhase::EpochAcked).map(|(s, _)| *s).collect();
         for sid in waiting {
@@ -512,7 +561,7 @@ impl Leader {
 
     /// DIFF / TRUNC / SNAP for one learner, the txns it lacks, then NEWLEADER.
     fn sync_peer(&mut self, sid: Sid) {
-        let Some(epoch) = self.new_epoch else { return };
+        let Some(epoch) = self.phase.epoch() else { return };
         let Some(peer) = self.peers.get(&sid) else { return };
         let role = peer.role;
         let upto = if role == Role::Follower { self.last_proposed } else { self.committed };
@@ -606,7 +655,7 @@ impl Leader {
     }
 
     fn on_ack(&mut self, from: Sid, zxid: Zxid) {
-        let Some(epoch) = self.new_epoch else { return };
+        let Some(epoch) = self.phase.epoch() else { return };
         let newleader_zxid = make_zxid(epoch, 0);
         let Some(p) = self.peers.get_mut(&from) else { return };
         match p.phase {
@@ -615,7 +664,7 @@ impl Leader {
                 if p.role == Role::Follower {
                     self.newleader_ackers.insert(from);
                 }
-                if self.established {
+                if self.is_established() {
                     self.send_uptodate(from);
                 } else {
                     self.check_established();
@@ -638,17 +687,13 @@ impl Leader {
     }
 
     fn check_established(&mut self) {
-        if self.established || !self.current_durable {
-            return;
-        }
+        let Phase::Syncing { epoch } = self.phase else { return };
         let ackers: Vec<Sid> = self.newleader_ackers.iter().copied().filter(|s| self.peers.contains_key(s)).collect();
         if !self.is_quorum(ackers.into_iter().chain([self.cfg.my_sid])) {
             return;
         }
-        self.established = true;
-        if let Some(epoch) = self.new_epoch {
-            self.out.push(Action::Broadcasting { epoch });
-        }
+        self.phase = Phase::Broadcast { epoch };
+        self.out.push(Action::Broadcasting { epoch });
         let ready: Vec<Sid> =
             self.peers.iter().filter(|(_, p)| p.phase == PeerPhase::NewLeaderAcked).map(|(s, _)| *s).collect();
         for sid in ready {
@@ -667,7 +712,7 @@ impl Leader {
     /// includes the leader's own: `ApplyCommitted` (and the client reply that follows it) must
     /// never precede the leader's own fsync, even when the followers are faster.
     fn try_commit(&mut self) {
-        if !self.established {
+        if !self.is_established() {
             return;
         }
         loop {
@@ -751,7 +796,7 @@ impl Leader {
     }
 
     fn stop(&mut self, reason: &str) {
-        self.stopped = true;
+        self.phase = Phase::Stopped { epoch: self.phase.epoch(), established: self.phase.established() };
         self.out.push(Action::GoLooking { reason: reason.to_string() });
     }
 
@@ -785,19 +830,16 @@ impl Leader {
             return Err("outstanding proposals and their timestamps disagree".into());
         }
         if !outstanding.is_empty()
-            && (!self.established || outstanding.iter().any(|z| Some(epoch_of(*z)) != self.new_epoch))
+            && (!self.phase.established() || outstanding.iter().any(|z| Some(epoch_of(*z)) != self.phase.epoch()))
         {
             return Err("a proposal outside the established epoch".into());
         }
-        if self.established && !(self.accepted_durable && self.epoch_quorum && self.current_durable) {
-            return Err("established before the epoch files were durable".into());
-        }
-        if self.current_durable && !self.epoch_quorum {
-            return Err("currentEpoch written without an epoch quorum".into());
-        }
-        if let Some(e) = self.new_epoch {
-            if self.accepted_durable && self.accepted_epoch != e {
+        if let Some(e) = self.phase.epoch() {
+            if self.phase.accepted_durable() && self.accepted_epoch != e {
                 return Err("acceptedEpoch differs from the epoch being led".into());
+            }
+            if matches!(self.phase, Phase::Syncing { .. } | Phase::Broadcast { .. }) && self.current_epoch != e {
+                return Err("currentEpoch differs from the epoch being led".into());
             }
         }
         if self.accepted_epoch < self.current_epoch {

@@ -18,6 +18,42 @@ use warden_proto::quorum::{packet_type as pt, LearnerInfo, QuorumPacket, LEARNER
 use super::codec;
 use super::{epoch_of, follows, make_zxid, Action, EpochKind, Sid, TxnEntry, Zxid};
 
+/// Why a learner gives up its connection to the leader (it goes LOOKING).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LearnerError {
+    #[error("unexpected packet for the learner's stage")]
+    Unexpected,
+    #[error("malformed {0}: {1}")]
+    Malformed(&'static str, warden_proto::DecodeError),
+    #[error("leader protocol version {0:#x} is too old")]
+    ProtocolTooOld(i32),
+    #[error("current epoch {0} exceeds an int")]
+    EpochOverflow(i64),
+    #[error("leader's epoch {epoch} is below our accepted epoch {accepted}")]
+    EpochBelowAccepted { epoch: i64, accepted: i64 },
+    #[error("TRUNC beyond our log")]
+    TruncBeyondLog,
+    #[error("txn {zxid:#x} does not follow {last:#x}")]
+    NotAfter { zxid: Zxid, last: Zxid },
+    #[error("txn {0:#x} from a later epoch")]
+    LaterEpoch(Zxid),
+    /// Accepting it would persist a hole that no later DIFF repairs (ZOOKEEPER-4925).
+    #[error("gap: {zxid:#x} does not directly follow {last:#x}")]
+    Gap { zxid: Zxid, last: Zxid },
+    #[error("old-epoch txn {0:#x} after NEWLEADER")]
+    OldEpochAfterNewLeader(Zxid),
+    #[error("COMMIT for {0:#x}, a txn we do not hold")]
+    CommitUnknown(Zxid),
+    #[error("observer got a PROPOSAL")]
+    ObserverProposal,
+    #[error("INFORM before NEWLEADER")]
+    InformBeforeNewLeader,
+    #[error("NEWLEADER for another epoch")]
+    NewLeaderOtherEpoch,
+    #[error("UPTODATE before our NEWLEADER ACK")]
+    UpToDateBeforeAck,
+}
+
 /// Follower (votes, ACKs proposals) or observer (receives INFORM, never counts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LearnerRole {
@@ -264,7 +300,7 @@ impl Learner {
 
     // ----- packet handling -----
 
-    fn handle(&mut self, p: &QuorumPacket) -> Result<(), String> {
+    fn handle(&mut self, p: &QuorumPacket) -> Result<(), LearnerError> {
         match (p.packet_type, self.stage) {
             (pt::LEADERINFO, Stage::AwaitLeaderInfo) => self.on_leader_info(p),
             (pt::DIFF, Stage::AwaitSyncMode) => {
@@ -287,13 +323,13 @@ impl Learner {
             }
             (pt::PROPOSAL, Stage::Syncing | Stage::Broadcast) => {
                 if self.cfg.role == LearnerRole::Observer && self.stage == Stage::Broadcast {
-                    return Err("observer got a PROPOSAL".into());
+                    return Err(LearnerError::ObserverProposal);
                 }
                 self.on_txn(p)
             }
             (pt::INFORM, Stage::Syncing | Stage::Broadcast) if self.cfg.role == LearnerRole::Observer => {
                 if self.newleader.is_none() {
-                    return Err("INFORM before NEWLEADER".into());
+                    return Err(LearnerError::InformBeforeNewLeader);
                 }
                 self.on_txn(p)?;
                 self.committed = p.zxid;
@@ -302,14 +338,14 @@ impl Learner {
             (pt::COMMIT, Stage::Syncing | Stage::Broadcast) => self.on_commit(p.zxid),
             (pt::NEWLEADER, Stage::Syncing) if self.newleader.is_none() => {
                 if epoch_of(p.zxid) != self.new_epoch {
-                    return Err("NEWLEADER for another epoch".into());
+                    return Err(LearnerError::NewLeaderOtherEpoch);
                 }
                 self.newleader = Some(NewLeader { history_end: self.last_received, ..NewLeader::default() });
                 Ok(())
             }
             (pt::UPTODATE, Stage::Syncing) => {
                 if !self.newleader.is_some_and(|nl| nl.acked) {
-                    return Err("UPTODATE before our NEWLEADER ACK".into());
+                    return Err(LearnerError::UpToDateBeforeAck);
                 }
                 self.stage = Stage::Broadcast;
                 self.send(QuorumPacket::new(pt::ACK, make_zxid(self.new_epoch, 0)));
@@ -329,23 +365,24 @@ impl Learner {
             (pt::REVALIDATE, Stage::Broadcast) => {
                 let data = p.data.as_deref().unwrap_or_default();
                 let (session_id, valid) =
-                    codec::decode_revalidate_reply(data).map_err(|e| format!("malformed REVALIDATE reply: {e}"))?;
+                    codec::decode_revalidate_reply(data).map_err(|e| LearnerError::Malformed("REVALIDATE reply", e))?;
                 self.out.push(Action::Revalidated { session_id, valid });
                 Ok(())
             }
-            _ => Err("unexpected packet".into()),
+            _ => Err(LearnerError::Unexpected),
         }
     }
 
-    fn on_leader_info(&mut self, p: &QuorumPacket) -> Result<(), String> {
-        let version = codec::decode_int(p).map_err(|e| format!("malformed LEADERINFO: {e}"))?;
+    fn on_leader_info(&mut self, p: &QuorumPacket) -> Result<(), LearnerError> {
+        let version = codec::decode_int(p).map_err(|e| LearnerError::Malformed("LEADERINFO", e))?;
         if version < LEARNER_PROTOCOL_VERSION {
-            return Err(format!("leader protocol version {version:#x} is too old"));
+            return Err(LearnerError::ProtocolTooOld(version));
         }
         let epoch = epoch_of(p.zxid);
         self.new_epoch = epoch;
         if epoch > self.accepted_epoch {
-            self.ack_epoch_current = i32::try_from(self.current_epoch).map_err(|_| "current epoch exceeds an int")?;
+            self.ack_epoch_current =
+                i32::try_from(self.current_epoch).map_err(|_| LearnerError::EpochOverflow(self.current_epoch))?;
             self.stage = Stage::AcceptingEpoch;
             self.out.push(Action::PersistEpoch { kind: EpochKind::Accepted, epoch });
         } else if epoch == self.accepted_epoch {
@@ -353,7 +390,7 @@ impl Learner {
             self.ack_epoch_current = -1;
             self.send_ack_epoch();
         } else {
-            return Err(format!("leader's epoch {epoch} is below our accepted epoch {}", self.accepted_epoch));
+            return Err(LearnerError::EpochBelowAccepted { epoch, accepted: self.accepted_epoch });
         }
         Ok(())
     }
@@ -364,9 +401,9 @@ impl Learner {
         self.send(QuorumPacket::with_data(pt::ACKEPOCH, self.initial_last_zxid, data));
     }
 
-    fn on_trunc(&mut self, zxid: Zxid) -> Result<(), String> {
+    fn on_trunc(&mut self, zxid: Zxid) -> Result<(), LearnerError> {
         if zxid > self.last_received {
-            return Err("TRUNC beyond our log".into());
+            return Err(LearnerError::TruncBeyondLog);
         }
         self.stage = Stage::Syncing;
         self.last_received = zxid;
@@ -379,14 +416,14 @@ impl Learner {
     }
 
     /// A PROPOSAL (or INFORM): must extend the history without a gap in the leader's epoch.
-    fn on_txn(&mut self, p: &QuorumPacket) -> Result<(), String> {
-        let entry = codec::decode_entry(p).map_err(|e| format!("malformed txn: {e}"))?;
+    fn on_txn(&mut self, p: &QuorumPacket) -> Result<(), LearnerError> {
+        let entry = codec::decode_entry(p).map_err(|e| LearnerError::Malformed("txn", e))?;
         let z = entry.zxid();
         if z <= self.last_received {
-            return Err(format!("txn does not follow {:#x}", self.last_received));
+            return Err(LearnerError::NotAfter { zxid: z, last: self.last_received });
         }
         if epoch_of(z) > self.new_epoch {
-            return Err("txn from a later epoch".into());
+            return Err(LearnerError::LaterEpoch(z));
         }
         // Every leader proposes 1, 2, 3... in its epoch, and every log is a gap-free prefix of
         // those runs, epoch after epoch. So a txn must directly follow the last one we hold: the
@@ -394,10 +431,10 @@ impl Learner {
         // would persist a hole that no later DIFF repairs (a DIFF starts after our last zxid) and
         // that the leader's cumulative ACK counting would vouch for (ZOOKEEPER-4925).
         if !follows(self.last_received, z) {
-            return Err(format!("gap: {z:#x} does not directly follow {:#x}", self.last_received));
+            return Err(LearnerError::Gap { zxid: z, last: self.last_received });
         }
         if self.newleader.is_some() && epoch_of(z) != self.new_epoch {
-            return Err("old-epoch txn after NEWLEADER".into());
+            return Err(LearnerError::OldEpochAfterNewLeader(z));
         }
         self.last_received = z;
         self.entries.push_back(entry.clone());
@@ -405,13 +442,13 @@ impl Learner {
         Ok(())
     }
 
-    fn on_commit(&mut self, zxid: Zxid) -> Result<(), String> {
+    fn on_commit(&mut self, zxid: Zxid) -> Result<(), LearnerError> {
         if zxid <= self.applied {
             return Ok(()); // already in the tree (our own log before this connection)
         }
         // `entries` is in zxid order (checked by `check_invariants`).
         if zxid <= self.committed || self.entries.binary_search_by_key(&zxid, TxnEntry::zxid).is_err() {
-            return Err("COMMIT for a txn we do not hold".into());
+            return Err(LearnerError::CommitUnknown(zxid));
         }
         self.committed = zxid;
         Ok(())

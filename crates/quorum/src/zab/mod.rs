@@ -41,8 +41,8 @@ pub mod codec;
 pub mod leader;
 pub mod learner;
 
-pub use leader::{Leader, LeaderConfig, LeaderInit, ProposeError};
-pub use learner::{Learner, LearnerConfig, LearnerRole, LocalState};
+pub use leader::{Leader, LeaderConfig, LeaderInit, LeaderInitError, ProposeError};
+pub use learner::{Learner, LearnerConfig, LearnerError, LearnerRole, LocalState};
 
 use warden_proto::quorum::QuorumPacket;
 use warden_proto::txn::{Txn, TxnHeader};
