@@ -107,7 +107,7 @@ fn a_turns_writes_are_one_append_and_replies_wait_for_the_sync() {
     assert_eq!(batch.len(), 200);
     assert!(may_inline, "the session also wrote the batch before (its createSession)");
     let last = batch.last().unwrap().0.zxid;
-    d.check_invariants();
+    d.check_invariants().unwrap();
 
     let mut cmds = Vec::new();
     d.step(clock(), Event::Synced(Report { last: Some(last), epochs: Vec::new() }), &mut cmds);
@@ -116,7 +116,7 @@ fn a_turns_writes_are_one_append_and_replies_wait_for_the_sync() {
     while d.unapplied() {
         d.apply_chunk(clock(), &mut cmds);
         chunks += 1;
-        d.check_invariants();
+        d.check_invariants().unwrap();
     }
     assert_eq!((replies(&cmds), chunks), (200, 4));
 

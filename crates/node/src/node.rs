@@ -3,6 +3,7 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use warden_proto::ensure;
 
 use warden_proto::connect::{ConnectRequest, ConnectResponse};
 use warden_proto::header::{keeper_state, ReplyHeader, WatcherEvent};
@@ -681,32 +682,24 @@ impl Node {
     }
 
     /// Asserts the node's cross-structure invariants; tests run it after every step.
-    pub fn check_invariants(&self) {
-        if let Err(e) = self.tree.check_invariants() {
-            panic!("tree invariant: {e}");
-        }
-        if let Err(e) = self.watches.check_invariants() {
-            panic!("watch invariant: {e}");
-        }
-        if let Err(e) = self.prep.check_invariants(&self.tree) {
-            panic!("prep invariant: {e}");
-        }
-        self.sessions.check_invariants();
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.tree.check_invariants().map_err(|e| format!("tree invariant: {e}"))?;
+        self.watches.check_invariants().map_err(|e| format!("watch invariant: {e}"))?;
+        self.prep.check_against(&self.tree).map_err(|e| format!("prep invariant: {e}"))?;
+        self.sessions.check_invariants().map_err(|e| format!("session invariant: {e}"))?;
         for (sid, conn) in &self.session_conn {
-            let c = self.conns.get(conn).expect("session maps to a live connection");
-            assert_eq!(c.session_id, *sid);
+            let c = self.conns.get(conn);
+            ensure!(c.is_some_and(|c| c.session_id == *sid), "session {sid:#x} maps to connection {conn}, not its own");
         }
         if let Some(q) = &self.quorum {
-            if let Err(e) = self.check_quorum_invariants(q) {
-                panic!("quorum invariant: {e}");
-            }
-            return;
+            return self.check_quorum_invariants(q).map_err(|e| format!("quorum invariant: {e}"));
         }
         let mut last = self.tree.last_processed_zxid();
         for (h, _, _) in &self.in_flight {
-            assert_eq!(h.zxid, last + 1, "in-flight txns are gap-free and ordered");
+            ensure!(h.zxid == last + 1, "in-flight txn {:#x} after {last:#x}: not gap-free and ordered", h.zxid);
             last = h.zxid;
         }
-        assert_eq!(last, self.last_zxid);
+        ensure!(last == self.last_zxid, "last zxid {:#x}, in-flight ends at {last:#x}", self.last_zxid);
+        Ok(())
     }
 }

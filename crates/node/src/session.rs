@@ -4,6 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use warden_proto::ensure;
+
 /// One client session as the leader (or standalone server) tracks it.
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -138,16 +140,15 @@ impl SessionTracker {
     }
 
     /// Checks the bucket index against the sessions: every live session is in exactly its bucket.
-    pub fn check_invariants(&self) {
+    pub fn check_invariants(&self) -> Result<(), String> {
         let bucketed: usize = self.buckets.values().map(BTreeSet::len).sum();
         let live = self.sessions.values().filter(|s| !s.closing || self.in_bucket(s)).count();
-        assert_eq!(bucketed, live, "bucket index out of step with sessions");
-        for s in self.sessions.values() {
-            if !s.closing {
-                assert!(self.in_bucket(s), "session {:#x} missing from bucket {}", s.id, s.expires_at_ms);
-                assert_eq!(s.expires_at_ms % self.tick_ms, 0);
-            }
+        ensure!(bucketed == live, "bucket index out of step with sessions ({bucketed} bucketed, {live} live)");
+        for s in self.sessions.values().filter(|s| !s.closing) {
+            ensure!(self.in_bucket(s), "session {:#x} missing from bucket {}", s.id, s.expires_at_ms);
+            ensure!(s.expires_at_ms % self.tick_ms == 0, "session {:#x} deadline off the tick grid", s.id);
         }
+        Ok(())
     }
 
     fn in_bucket(&self, s: &Session) -> bool {
@@ -184,11 +185,11 @@ mod tests {
         assert_eq!(t.get(7).unwrap().expires_at_ms, 12_000);
         assert!(t.touch(7, 3_999));
         assert_eq!(t.get(7).unwrap().expires_at_ms, 14_000);
-        t.check_invariants();
+        t.check_invariants().unwrap();
         assert!(t.expire(13_999).is_empty());
         assert_eq!(t.expire(14_000), vec![7]);
         assert!(!t.touch(7, 14_001), "a closing session cannot be touched");
-        t.check_invariants();
+        t.check_invariants().unwrap();
         t.remove(7);
         assert!(t.is_empty());
     }

@@ -37,7 +37,7 @@ impl Harness {
     /// frames sent and connections closed.
     fn step(&mut self, input: Input) -> Vec<Output> {
         self.node.step(self.now, input, &mut self.out);
-        self.node.check_invariants();
+        self.node.check_invariants().unwrap();
         let mut all = Vec::new();
         while !self.out.is_empty() {
             let batch = std::mem::take(&mut self.out);
@@ -51,7 +51,7 @@ impl Harness {
             all.extend(batch.into_iter().filter(|o| !matches!(o, Output::Persist { .. })));
             if let Some(zxid) = durable {
                 self.node.step(self.now, Input::Durable { zxid }, &mut self.out);
-                self.node.check_invariants();
+                self.node.check_invariants().unwrap();
             }
         }
         all
@@ -191,7 +191,7 @@ fn restored_state_keeps_sessions_for_reconnect_and_continues_zxids() {
 
     let mut restarted = Harness::new();
     restarted.node.restore(tree, &sessions, Vec::new());
-    restarted.node.check_invariants();
+    restarted.node.check_invariants().unwrap();
     assert_eq!(restarted.node.last_processed_zxid(), 2);
     assert_eq!(restarted.node.tree().stat("/eph").map(|st| st.ephemeral_owner), Some(s.session_id));
     let resp = restarted.connect(9, s.session_id, s.passwd.clone());

@@ -75,7 +75,7 @@ impl Cluster {
         let Some(node) = self.nodes.get_mut(&sid) else { return };
         let mut out = Vec::new();
         node.step(self.now, input, &mut out);
-        node.check_invariants();
+        node.check_invariants().unwrap();
         let mut quorum = Vec::new();
         let mut durable = None;
         for o in out {

@@ -61,7 +61,7 @@ impl Harness {
     fn step(&mut self, input: Input) -> Vec<Output> {
         let mut out = Vec::new();
         self.node.step(self.now, input, &mut out);
-        self.node.check_invariants();
+        self.node.check_invariants().unwrap();
         out.retain(|o| !matches!(o, Output::Quorum(_)));
         out
     }

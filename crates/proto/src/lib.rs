@@ -7,6 +7,17 @@
 //! holds the handshake, [`header`] the request/reply headers and watch events, [`request`] every
 //! request record and the [`Request`] enum, [`response`] every reply body and the reply encoders.
 
+/// Returns `Err` with the formatted message when the condition does not hold: the form every
+/// `check_invariants(&self) -> Result<(), String>` in the workspace is written in.
+#[macro_export]
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+));
+        }
+    };
+}
+
 pub mod connect;
 pub mod data;
 pub mod election;

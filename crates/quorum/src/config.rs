@@ -37,9 +37,10 @@ impl QuorumConfig {
     }
 
     /// A configuration is usable if it has a voter and no id is both voter and observer.
-    pub fn check_invariants(&self) {
-        assert!(!self.voters.is_empty(), "a configuration needs at least one voter");
-        assert!(self.voters.is_disjoint(&self.observers), "an id is both voter and observer");
+    pub fn check_invariants(&self) -> Result<(), String> {
+        warden_proto::ensure!(!self.voters.is_empty(), "a configuration needs at least one voter");
+        warden_proto::ensure!(self.voters.is_disjoint(&self.observers), "an id is both voter and observer");
+        Ok(())
     }
 }
 
@@ -50,7 +51,7 @@ mod tests {
     #[test]
     fn quorum_is_a_majority_of_voters_only() {
         let c = QuorumConfig::new([1, 2, 3], [4]);
-        c.check_invariants();
+        c.check_invariants().unwrap();
         assert!(!c.is_quorum(&[1]));
         assert!(c.is_quorum(&[1, 2]));
         assert!(!c.is_quorum(&[1, 4]), "observers do not count");

@@ -68,6 +68,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use warden_proto::election::{Notification, ServerState};
+use warden_proto::ensure;
 
 use crate::action::{Elected, ElectionAction};
 use crate::candidate::Candidate;
@@ -439,43 +440,49 @@ impl FastLeaderElection {
         ElectionAction::Send { to, notification }
     }
 
-    /// Asserts the machine's invariants; run after every step in tests and simulation.
-    pub fn check_invariants(&self) {
-        self.config.check_invariants();
-        assert!((MIN_NOTIFICATION_INTERVAL_MS..=MAX_NOTIFICATION_INTERVAL_MS).contains(&self.not_timeout_ms));
+    /// Checks the machine's invariants; run after every step in tests and simulation.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.config.check_invariants()?;
+        let interval = MIN_NOTIFICATION_INTERVAL_MS..=MAX_NOTIFICATION_INTERVAL_MS;
+        ensure!(interval.contains(&self.not_timeout_ms), "notification interval {} out of range", self.not_timeout_ms);
         match self.phase {
-            Phase::Idle => assert_eq!(self.logical_clock, 0, "idle only before the first round"),
+            Phase::Idle => {
+                ensure!(self.logical_clock == 0, "idle only before the first round");
+                Ok(())
+            }
             Phase::Looking { finalize_at_ms } => self.check_looking(finalize_at_ms.is_some()),
             Phase::Decided(v) => self.check_decided(v),
         }
     }
 
-    fn check_looking(&self, finalizing: bool) {
-        assert!(self.logical_clock >= 1);
-        assert!(
+    fn check_looking(&self, finalizing: bool) -> Result<(), String> {
+        ensure!(self.logical_clock >= 1, "looking before the first round");
+        ensure!(
             self.proposal == self.own || self.proposal.beats(&self.own, &self.config),
             "the proposal is never worse than our own vote"
         );
-        assert!(
+        ensure!(
             self.proposal == Candidate::NONE || self.config.is_voter(self.proposal.sid),
             "only voters are proposed"
         );
         for (sid, v) in &self.recvset {
-            assert!(self.config.is_voter(*sid), "only voters are counted");
-            assert_eq!(v.election_epoch, self.logical_clock, "recvset holds only this round");
+            ensure!(self.config.is_voter(*sid), "only voters are counted ({sid} is not)");
+            ensure!(v.election_epoch == self.logical_clock, "recvset holds only this round");
         }
         if finalizing {
             let mine = Vote::looking(self.proposal, self.logical_clock);
             let acks = self.recvset.iter().filter(|(_, v)| v.agrees_with(&mine)).map(|(s, _)| s);
-            assert!(self.config.is_quorum(acks), "finalizeWait only with a quorum behind the proposal");
+            ensure!(self.config.is_quorum(acks), "finalizeWait only with a quorum behind the proposal");
         }
+        Ok(())
     }
 
-    fn check_decided(&self, v: Vote) {
-        assert!(self.config.is_voter(v.leader), "the leader is a voter");
+    fn check_decided(&self, v: Vote) -> Result<(), String> {
+        ensure!(self.config.is_voter(v.leader), "the leader is a voter");
         let want = if v.leader == self.my_id { ServerState::Leading } else { self.learning_state() };
-        assert_eq!(v.state, want);
-        assert_ne!(v.state, ServerState::Looking);
+        ensure!(v.state == want, "decided {:?}, expected {want:?}", v.state);
+        ensure!(v.state != ServerState::Looking, "decided while LOOKING");
+        Ok(())
     }
 }
 

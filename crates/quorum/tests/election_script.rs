@@ -31,7 +31,7 @@ impl Cluster {
     }
 
     fn apply(&mut self, from: Sid, actions: Vec<ElectionAction>) {
-        self.nodes[&from].check_invariants();
+        self.nodes[&from].check_invariants().unwrap();
         for a in actions {
             match a {
                 ElectionAction::Send { to, notification } => self.queue.push_back((from, to, notification)),
@@ -175,7 +175,7 @@ fn a_better_vote_during_finalize_wait_reopens_the_round() {
     assert_eq!(out.len(), 1);
     assert_eq!(m.state(), ServerState::Following);
     assert_eq!(m.current_vote().unwrap().leader, 3);
-    m.check_invariants();
+    m.check_invariants().unwrap();
 }
 
 #[test]
@@ -198,7 +198,7 @@ fn a_newer_round_resets_the_clock_and_the_votes() {
     assert_eq!(m.next_deadline_ms(), Some(4 + 200), "no finalizeWait: only 3 and 4 hold 5 in round 4");
     m.receive(2, &looking(5, 50, 4, 1), 5);
     assert_eq!(m.next_deadline_ms(), Some(5 + FINALIZE_WAIT_MS), "2, 3, 4 hold 5: finalizeWait");
-    m.check_invariants();
+    m.check_invariants().unwrap();
 }
 
 #[test]
@@ -250,8 +250,8 @@ fn an_observer_and_a_voter_in_different_rounds_do_not_answer_each_other_forever(
     let from_looking_voter = looking(2, 5, 99, 1);
     let out = c.nodes.get_mut(&9).unwrap().receive(2, &from_looking_voter, c.now_ms);
     assert!(sends(&out).is_empty(), "the decided observer answered a LOOKING voter");
-    voter.check_invariants();
-    observer.check_invariants();
+    voter.check_invariants().unwrap();
+    observer.check_invariants().unwrap();
 }
 
 #[test]
@@ -357,7 +357,7 @@ fn early_finalize_when_every_reachable_voter_agrees() {
     assert_eq!(elected.len(), 1, "{{1, 2}} hold 2 and 3 is unreachable: decided at once");
     assert_eq!(m.state(), ServerState::Following);
     assert_eq!(m.current_vote().unwrap().leader, 2);
-    m.check_invariants();
+    m.check_invariants().unwrap();
 }
 
 #[test]

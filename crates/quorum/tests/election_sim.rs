@@ -141,7 +141,7 @@ impl Sim {
     }
 
     fn apply(&mut self, from: Sid, actions: Vec<ElectionAction>) {
-        self.nodes[&from].fle.check_invariants();
+        self.nodes[&from].fle.check_invariants().unwrap();
         for a in actions {
             match a {
                 ElectionAction::Send { to, notification } => self.send(from, to, notification),

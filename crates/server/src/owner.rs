@@ -37,9 +37,21 @@ pub(crate) const CONN_QUEUE: usize = 16_384;
 /// Events stepped per turn before the driver's turn ends (and persisted txns go to storage).
 const BATCH: usize = 256;
 
+/// Why the server stops on its own: storage failed, and it must not go on with a hole in its log
+/// or a tree it cannot trust.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Fatal {
+    #[error("transaction log write failed")]
+    LogWrite(#[source] warden_storage::StorageError),
+    #[error("truncating the log and reloading the data failed")]
+    Reload(#[source] warden_storage::StorageError),
+    #[error("the storage thread ended")]
+    StorageGone,
+}
+
 pub(crate) enum Event {
     /// Storage failed; the server must stop rather than go on with a hole in its log.
-    Fatal(String),
+    Fatal(Fatal),
     Register {
         conn: ConnId,
         tx: ConnTx,
@@ -113,7 +125,7 @@ pub(crate) struct Owner {
     pending: HashMap<ConnId, Frames>,
     storage: Storage,
     snapshots: Snapshots,
-    fatal: Option<String>,
+    fatal: Option<Fatal>,
     /// Quorum mode: the election and quorum ports.
     ens: Option<Ensemble>,
 }
@@ -235,7 +247,7 @@ impl Owner {
             ens.stop().await;
         }
         match self.fatal {
-            Some(why) => Err(anyhow::anyhow!(why)),
+            Some(why) => Err(anyhow::Error::new(why)),
             None => Ok(()),
         }
     }
@@ -248,8 +260,13 @@ impl Owner {
             let now = self.clock();
             self.driver.end_turn(now, &mut self.cmds);
             self.route();
-            if self.later.is_empty() || self.fatal.is_some() {
+            if self.fatal.is_some() {
                 return;
+            }
+            if self.later.is_empty() {
+                // Once everything is carried out (a TRUNC below the tree holds the node above its
+                // log until the reload it asked for).
+                return self.check_invariants();
             }
             while let Some(cmd) = self.later.pop_front() {
                 self.carry_out(cmd).await;
@@ -257,6 +274,18 @@ impl Owner {
                     return;
                 }
             }
+        }
+    }
+
+    /// The driver's own invariants after every turn, in every build (they cost nothing); every
+    /// machine's in debug builds. A broken invariant is a bug: the server stops rather than go on.
+    fn check_invariants(&self) {
+        if let Err(e) = self.driver.check_own_invariants() {
+            panic!("driver invariant: {e}");
+        }
+        #[cfg(debug_assertions)]
+        if let Err(e) = self.driver.check_invariants() {
+            panic!("invariant: {e}");
         }
     }
 
@@ -378,7 +407,7 @@ impl Owner {
                     }
                     Some(Err(why)) => {
                         tracing::error!(%why, "transaction log write failed; stopping");
-                        self.fatal.get_or_insert_with(|| format!("transaction log write failed: {why}"));
+                        self.fatal.get_or_insert(Fatal::LogWrite(why));
                         return;
                     }
                     None => StoreOp::Append(batch),
@@ -388,7 +417,7 @@ impl Owner {
             op => op,
         };
         if self.storage.send(op.into()).await.is_err() {
-            self.fatal.get_or_insert_with(|| "storage thread ended".into());
+            self.fatal.get_or_insert(Fatal::StorageGone);
         }
     }
 
@@ -398,16 +427,17 @@ impl Owner {
         let (reply, rx) = oneshot::channel();
         let msg = StorageMsg { op: StoreOp::TruncateAndReload(zxid), reloaded: Some(reply) };
         if self.storage.send(msg).await.is_err() {
-            self.fatal.get_or_insert_with(|| "storage thread ended".into());
+            self.fatal.get_or_insert(Fatal::StorageGone);
             return;
         }
         match rx.await {
             Ok(Ok(data)) => self.step(DriverEvent::Reloaded(data)),
             Ok(Err(why)) => {
-                self.fatal.get_or_insert(format!("truncating and reloading the data: {why}"));
+                tracing::error!(%why, "truncating the log and reloading the data failed; stopping");
+                self.fatal.get_or_insert(Fatal::Reload(why));
             }
             Err(_) => {
-                self.fatal.get_or_insert_with(|| "storage thread ended".into());
+                self.fatal.get_or_insert(Fatal::StorageGone);
             }
         }
     }

@@ -669,7 +669,7 @@ impl World {
         // The invariants hold once the commands are carried out (a TRUNC below the applied tree
         // leaves the node above its log until the data is reloaded from disk).
         if let Some(r) = self.running(sid, inc) {
-            r.driver.check_invariants();
+            r.driver.check_invariants().map_err(|e| format!("server {sid}: {e}"))?;
         }
         self.after_node_step(sid)
     }
@@ -848,7 +848,7 @@ impl World {
     fn election_actions(&mut self, sid: Sid, actions: Vec<ElectionAction>) -> Result<(), String> {
         let inc = self.server(sid).inc;
         if let Some(r) = self.running(sid, inc) {
-            r.fle.check_invariants();
+            r.fle.check_invariants().map_err(|e| format!("server {sid}: election invariant: {e}"))?;
         }
         for a in actions {
             match a {

@@ -487,7 +487,7 @@ impl Prep {
     /// Checks that the latest-per-path map mirrors the newest outstanding record of each path,
     /// that zxids never decrease, and that each applied parent without a pending record shows
     /// what `tree` holds.
-    pub fn check_invariants(&self, tree: &DataTree) -> Result<(), String> {
+    pub fn check_against(&self, tree: &DataTree) -> Result<(), String> {
         let mut last = i64::MIN;
         let mut newest: HashMap<&str, u64> = HashMap::new();
         for (i, r) in self.outstanding.iter().enumerate() {

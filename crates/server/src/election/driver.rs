@@ -98,7 +98,7 @@ impl Driver {
 
     fn carry_out(&mut self, actions: Vec<ElectionAction>) {
         #[cfg(debug_assertions)]
-        self.election.check_invariants();
+        self.election.check_invariants().unwrap();
         let mut decided = None;
         for action in actions {
             match action {

@@ -89,7 +89,7 @@ impl Harness {
 
     pub fn check(&self) {
         self.tree.check_invariants().expect("tree invariants");
-        self.prep.check_invariants(&self.tree).expect("prep invariants");
+        self.prep.check_against(&self.tree).expect("prep invariants");
         self.watches.check_invariants().expect("watch invariants");
     }
 
