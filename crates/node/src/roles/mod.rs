@@ -56,6 +56,10 @@ use warden_tree::DataTree;
 use crate::conn::Pending;
 use crate::node::{ConnId, Node, Origin, Output};
 
+mod change;
+mod leader;
+mod learner;
+
 /// Committed txns kept in memory for DIFF sync (ZooKeeper's `commitLogCount`); older learners get
 /// a SNAP.
 const LOG_KEEP: usize = 500;
@@ -368,112 +372,9 @@ impl Node {
         self.run(actions, out);
     }
 
-    // ----- role changes -----
-
-    /// Closes every client connection, forgets what they waited for, and applies the whole log.
-    fn reset_for_role(&mut self, out: &mut Vec<Output>) {
-        let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
-        conns.sort_unstable();
-        for conn in conns {
-            self.drop_conn(conn);
-            out.push(Output::Close { conn });
-        }
-        self.session_conn.clear();
-        self.forget_local_sessions();
-        self.prep.clear();
-        let Some(q) = self.quorum.as_mut() else { return };
-        q.origins.clear();
-        q.awaiting.clear();
-        q.syncs.clear();
-        q.revalidating.clear();
-        q.touched.clear();
-        let applied = self.tree.last_processed_zxid();
-        let pending: Vec<TxnEntry> = q.log.iter().filter(|e| e.zxid() > applied).cloned().collect();
-        for e in pending {
-            // The log is this server's history: a new role starts from all of it, as ZooKeeper
-            // reloads its database (the new leader's sync confirms or truncates it).
-            self.apply(e.hdr, &e.txn, Origin::Internal, out);
-        }
-    }
-
-    /// Stops the current machine without asking for an election.
-    fn stop_machine(&mut self) {
-        let Some(q) = self.quorum.as_mut() else { return };
-        if let Machine::Leader(l) = &mut q.machine {
-            // Its GoLooking is the reason we are here; nothing to carry out.
-            let _ = l.step_down("role change");
-        }
-        q.machine = Machine::Looking;
-        q.looking_since_ms = self.now.mono_ms;
-    }
-
-    fn leave_role(&mut self, out: &mut Vec<Output>) {
-        self.stop_machine();
-        self.reset_for_role(out);
-    }
-
-    /// The machine gave up its role: go LOOKING and ask for an election.
-    fn lose_role(&mut self, reason: String, out: &mut Vec<Output>) {
-        tracing::info!(%reason, "leaving the quorum role");
-        self.leave_role(out);
-        out.push(Output::Quorum(QuorumOutput::Elect { reason }));
-    }
-
-    fn become_leader(&mut self, out: &mut Vec<Output>) {
-        self.leave_role(out);
-        let tick_ms = u64::from(self.cfg.tick_time_ms);
-        let now_ms = self.now.mono_ms;
-        let Some(q) = self.quorum.as_mut() else { return };
-        let mut cfg = LeaderConfig::new(q.setup.my_sid, q.setup.voters.iter().copied());
-        cfg.tick_ms = tick_ms;
-        cfg.init_limit = q.setup.init_limit;
-        cfg.sync_limit = q.setup.sync_limit;
-        cfg.max_committed_log = LOG_KEEP;
-        cfg.max_counter = q.setup.max_counter;
-        let init = LeaderInit {
-            accepted_epoch: q.accepted_epoch,
-            current_epoch: q.current_epoch,
-            last_zxid: q.last_logged(),
-            history_base: q.log_base,
-            history: q.log.iter().cloned().collect(),
-        };
-        match Leader::new(cfg, init, now_ms) {
-            Ok((leader, actions)) => {
-                q.machine = Machine::Leader(Box::new(leader));
-                // The leader owns expiry now: every session gets a fresh deadline, as ZooKeeper's
-                // new leader does when it builds its session tracker.
-                let sessions: Vec<(i64, u32)> = self.sessions.iter().map(|s| (s.id, s.timeout_ms)).collect();
-                for (id, timeout_ms) in sessions {
-                    self.sessions.add(id, timeout_ms, now_ms);
-                }
-                self.run(actions, out);
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot lead");
-                out.push(Output::Quorum(QuorumOutput::Elect { reason: format!("cannot lead: {e}") }));
-            }
-        }
-    }
-
-    fn become_learner(&mut self, leader: Sid, role: LearnerRole, out: &mut Vec<Output>) {
-        self.leave_role(out);
-        let tick_ms = u64::from(self.cfg.tick_time_ms);
-        let now_ms = self.now.mono_ms;
-        let Some(q) = self.quorum.as_mut() else { return };
-        let mut cfg = LearnerConfig::new(q.setup.my_sid, leader, role);
-        cfg.tick_ms = tick_ms;
-        cfg.init_limit = q.setup.init_limit;
-        cfg.sync_limit = q.setup.sync_limit;
-        let state =
-            LocalState { accepted_epoch: q.accepted_epoch, current_epoch: q.current_epoch, last_zxid: q.last_logged() };
-        let (learner, actions) = Learner::new(cfg, state, now_ms);
-        q.machine = Machine::Learner(Box::new(learner));
-        self.run(actions, out);
-    }
-
     // ----- carrying out the machines' actions -----
 
-    fn run(&mut self, actions: Vec<Action>, out: &mut Vec<Output>) {
+    pub(super) fn run(&mut self, actions: Vec<Action>, out: &mut Vec<Output>) {
         for action in actions {
             if self.quorum.as_ref().is_some_and(|q| matches!(q.machine, Machine::Looking))
                 && !matches!(action, Action::GoLooking { .. })
@@ -485,7 +386,7 @@ impl Node {
         }
     }
 
-    fn run_one(&mut self, action: Action, out: &mut Vec<Output>) {
+    pub(super) fn run_one(&mut self, action: Action, out: &mut Vec<Output>) {
         match action {
             Action::Send { to, packet } => out.push(Output::Quorum(QuorumOutput::PeerSend { to, packet })),
             Action::SendSnapshot { to, zxid } => {
@@ -542,7 +443,7 @@ impl Node {
         }
     }
 
-    fn trim_log(&mut self) {
+    pub(super) fn trim_log(&mut self) {
         let applied = self.tree.last_processed_zxid();
         let Some(q) = self.quorum.as_mut() else { return };
         while q.log.len() > LOG_KEEP && q.log.front().is_some_and(|e| e.zxid() <= applied) {
@@ -552,7 +453,7 @@ impl Node {
         }
     }
 
-    fn truncate(&mut self, zxid: Zxid, out: &mut Vec<Output>) {
+    pub(super) fn truncate(&mut self, zxid: Zxid, out: &mut Vec<Output>) {
         let Some(q) = self.quorum.as_mut() else { return };
         q.log.retain(|e| e.zxid() <= zxid);
         if q.log_base > zxid {
@@ -566,7 +467,7 @@ impl Node {
         }
     }
 
-    fn install_snapshot(&mut self, zxid: Zxid, out: &mut Vec<Output>) {
+    pub(super) fn install_snapshot(&mut self, zxid: Zxid, out: &mut Vec<Output>) {
         let snapshot = self.quorum.as_mut().and_then(|q| q.incoming_snapshot.take());
         let Some(snapshot) = snapshot.filter(|s| s.zxid == zxid && s.tree.last_processed_zxid() == zxid) else {
             return self.lose_role("SNAP without a matching snapshot stream".into(), out);
@@ -588,234 +489,13 @@ impl Node {
         }
     }
 
-    fn apply_committed(&mut self, entry: TxnEntry, out: &mut Vec<Output>) {
+    pub(super) fn apply_committed(&mut self, entry: TxnEntry, out: &mut Vec<Output>) {
         let origin = self.quorum.as_mut().and_then(|q| match q.machine {
             Machine::Leader(_) => q.origins.remove(&entry.zxid()),
             _ => q.awaiting.remove(&(entry.hdr.client_id, entry.hdr.cxid)),
         });
         self.apply(entry.hdr, &entry.txn, origin.unwrap_or(Origin::Internal), out);
         self.trim_log();
-    }
-
-    // ----- leader -----
-
-    /// Proposes a prepped txn through the leader machine (its zxid was `next_zxid()`).
-    pub(crate) fn leader_propose(
-        &mut self,
-        session_id: i64,
-        cxid: i32,
-        txn_type: i32,
-        mut txn: Txn,
-        origin: Origin,
-        out: &mut Vec<Output>,
-    ) -> i64 {
-        // The leader keeps committed txns for DIFF; they must not hold client read buffers.
-        txn.detach_data();
-        let wall_ms = self.now.wall_ms;
-        let result = match self.quorum.as_mut().map(|q| &mut q.machine) {
-            Some(Machine::Leader(l)) => {
-                l.propose_typed(session_id, cxid, wall_ms, txn_type, txn).map_err(|e| format!("{e:?}"))
-            }
-            _ => Err("not leading".to_string()),
-        };
-        match result {
-            Ok((zxid, actions)) => {
-                if let Some(q) = self.quorum.as_mut() {
-                    if !matches!(origin, Origin::Internal) {
-                        q.origins.insert(zxid, origin);
-                    }
-                }
-                self.run(actions, out);
-                zxid
-            }
-            Err(e) => {
-                // Prepped changes were recorded under a zxid that will never apply.
-                let zxid = self.next_zxid();
-                if let Some(Machine::Leader(l)) = self.quorum.as_mut().map(|q| &mut q.machine) {
-                    let actions = l.step_down(&format!("cannot propose: {e}"));
-                    self.run(actions, out);
-                } else {
-                    self.lose_role(format!("cannot propose: {e}"), out);
-                }
-                zxid
-            }
-        }
-    }
-
-    /// A learner's forwarded client request: prepped as that session's write, then proposed.
-    fn on_forwarded(&mut self, from: Sid, req: codec::ForwardedRequest, out: &mut Vec<Output>) {
-        let codec::ForwardedRequest { session_id, cxid, op_type, request, authinfo } = req;
-        let zxid = self.next_zxid();
-        let live = self.sessions.get(session_id).is_some_and(|s| !s.closing);
-        let txn = if op_type == OpCode::CreateSession.code() {
-            let Ok(bytes) = <[u8; 4]>::try_from(request.get(..4).unwrap_or_default()) else {
-                out.push(Output::Quorum(QuorumOutput::PeerClose {
-                    sid: from,
-                    reason: "malformed createSession".into(),
-                }));
-                return;
-            };
-            Txn::CreateSession { timeout_ms: i32::from_be_bytes(bytes) }
-        } else if op_type == OpCode::Sync.code() {
-            let actions = match self.quorum.as_mut().map(|q| &mut q.machine) {
-                Some(Machine::Leader(l)) => l.sync(from),
-                _ => Vec::new(),
-            };
-            return self.run(actions, out);
-        } else if op_type == OpCode::CloseSession.code() {
-            self.sessions.set_closing(session_id);
-            self.prep.prep_close_session(&self.tree, session_id, zxid)
-        } else if !live {
-            Txn::Error { err: ErrorCode::SessionExpired.code() }
-        } else {
-            self.prep_forwarded(session_id, op_type, &request, authinfo, zxid)
-        };
-        let txn_type = txn.header_type(op_type);
-        self.propose_typed(session_id, cxid, txn_type, txn, Origin::Internal, out);
-    }
-
-    fn prep_forwarded(
-        &mut self,
-        session_id: i64,
-        op_type: i32,
-        request: &[u8],
-        auth: Vec<warden_proto::Id>,
-        zxid: Zxid,
-    ) -> Txn {
-        let req = match Request::decode(op_type, request) {
-            Ok(r) if crate::writes::write_ops(&r).is_some() => r,
-            _ => return Txn::Error { err: ErrorCode::MarshallingError.code() },
-        };
-        Self::prep_write(&mut self.prep, &self.tree, &self.cfg, session_id, &auth, zxid, req)
-    }
-
-    // ----- learner -----
-
-    pub(crate) fn learner_touched(&mut self, session_id: i64, timeout_ms: u32) {
-        if !self.is_learner() {
-            return;
-        }
-        if let Some(q) = self.quorum.as_mut() {
-            q.touched.insert(session_id, timeout_ms as i32);
-        }
-    }
-
-    fn forward(&mut self, request: codec::ForwardedRequest, origin: Option<Origin>, out: &mut Vec<Output>) {
-        let Some(q) = self.quorum.as_mut() else { return };
-        let Machine::Learner(l) = &mut q.machine else { return };
-        let actions = l.forward(&request);
-        if let Some(origin) = origin {
-            q.awaiting.insert((request.session_id, request.cxid), origin);
-        }
-        self.run(actions, out);
-    }
-
-    /// A new session on a learner: the id is ours (our sid in its top byte), the createSession txn
-    /// is the leader's.
-    pub(crate) fn forward_create_session(&mut self, conn: ConnId, id: i64, timeout_ms: u32, out: &mut Vec<Output>) {
-        let arrived_ms = self.now.mono_ms;
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.queue.push_back(Pending::Forwarded { cxid: 0, arrived_ms });
-        }
-        let request = codec::ForwardedRequest {
-            session_id: id,
-            cxid: 0,
-            op_type: OpCode::CreateSession.code(),
-            request: (timeout_ms as i32).to_be_bytes().to_vec(),
-            authinfo: Vec::new(),
-        };
-        self.forward(request, Some(Origin::Connect { conn, fwd: true }), out);
-    }
-
-    /// A write, closeSession or sync from a learner's client goes to the leader; the reply waits
-    /// in the connection's queue (reads behind it wait too).
-    pub(crate) fn forward_request(
-        &mut self,
-        conn: ConnId,
-        xid: i32,
-        session_id: i64,
-        req: Request,
-        out: &mut Vec<Output>,
-    ) {
-        let arrived_ms = self.now.mono_ms;
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.queue.push_back(Pending::Forwarded { cxid: xid, arrived_ms });
-        }
-        let mut w = warden_proto::jute::Writer::new();
-        req.encode_body(&mut w);
-        let request = codec::ForwardedRequest {
-            session_id,
-            cxid: xid,
-            op_type: req.op_code().code(),
-            request: w.into_inner(),
-            authinfo: self.conns.get(&conn).map(|c| c.auth.clone()).unwrap_or_default(),
-        };
-        let origin = match &req {
-            Request::Sync(r) => {
-                if let Some(q) = self.quorum.as_mut() {
-                    q.syncs.push_back((conn, xid, r.path.clone()));
-                }
-                None
-            }
-            _ => {
-                if matches!(req, Request::CloseSession) {
-                    self.sessions.set_closing(session_id);
-                }
-                let ops = crate::writes::write_ops(&req).unwrap_or_default();
-                Some(Origin::Client { conn, xid, ops, fwd: true })
-            }
-        };
-        self.forward(request, origin, out);
-    }
-
-    /// A reconnect with an existing session (password already checked): the connection waits
-    /// for the leader's answer to REVALIDATE.
-    pub(crate) fn learner_revalidate(&mut self, conn: ConnId, c: crate::conn::Conn, id: i64, out: &mut Vec<Output>) {
-        let timeout_ms = c.timeout_ms as i32;
-        self.conns.insert(conn, c);
-        let Some(q) = self.quorum.as_mut() else { return };
-        let Machine::Learner(l) = &mut q.machine else { return };
-        let actions = l.revalidate(id, timeout_ms);
-        if let Some(old) = q.revalidating.insert(id, conn) {
-            // ZooKeeper keeps only the newest waiting connection of a session; the older one would
-            // never be answered, so it is closed.
-            self.drop_conn(old);
-            out.push(Output::Close { conn: old });
-        }
-        self.run(actions, out);
-    }
-
-    /// A connection waiting for a REVALIDATE answer is gone (the answer will be ignored).
-    pub(crate) fn forget_revalidation(&mut self, conn: ConnId) {
-        if let Some(q) = self.quorum.as_mut() {
-            q.revalidating.retain(|_, c| *c != conn);
-        }
-    }
-
-    /// The leader's REVALIDATE answer.
-    fn revalidated(&mut self, session_id: i64, valid: bool, out: &mut Vec<Output>) {
-        let Some(conn) = self.quorum.as_mut().and_then(|q| q.revalidating.remove(&session_id)) else {
-            return tracing::debug!(session_id, "REVALIDATE answer for no waiting connection");
-        };
-        let Some(c) = self.conns.remove(&conn) else { return };
-        if !valid {
-            self.drop_conn(conn);
-            return self.answer_expired(conn, c.read_only_byte, out);
-        }
-        if self.sessions.get(session_id).is_none() {
-            // The leader vouches for it; our table follows the leader's (this can only lag).
-            self.sessions.add(session_id, c.timeout_ms, self.now.mono_ms);
-        }
-        self.resume_session(conn, c, session_id, out);
-    }
-
-    fn sync_done(&mut self, out: &mut Vec<Output>) {
-        let Some((conn, xid, path)) = self.quorum.as_mut().and_then(|q| q.syncs.pop_front()) else { return };
-        let frame = self.reply_frame(xid, 0, Some(&Response::Sync { path }));
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.complete_forwarded(xid, frame, false);
-        }
-        self.drain(conn, out);
     }
 
     // ----- invariants -----

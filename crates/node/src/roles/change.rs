@@ -1,0 +1,106 @@
+//! Role changes: becoming leader or learner, and losing the role (the node then goes LOOKING).
+
+use super::*;
+
+impl Node {
+    /// Closes every client connection, forgets what they waited for, and applies the whole log.
+    pub(super) fn reset_for_role(&mut self, out: &mut Vec<Output>) {
+        let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        conns.sort_unstable();
+        for conn in conns {
+            self.drop_conn(conn);
+            out.push(Output::Close { conn });
+        }
+        self.session_conn.clear();
+        self.forget_local_sessions();
+        self.prep.clear();
+        let Some(q) = self.quorum.as_mut() else { return };
+        q.origins.clear();
+        q.awaiting.clear();
+        q.syncs.clear();
+        q.revalidating.clear();
+        q.touched.clear();
+        let applied = self.tree.last_processed_zxid();
+        let pending: Vec<TxnEntry> = q.log.iter().filter(|e| e.zxid() > applied).cloned().collect();
+        for e in pending {
+            // The log is this server's history: a new role starts from all of it, as ZooKeeper
+            // reloads its database (the new leader's sync confirms or truncates it).
+            self.apply(e.hdr, &e.txn, Origin::Internal, out);
+        }
+    }
+
+    /// Stops the current machine without asking for an election.
+    pub(super) fn stop_machine(&mut self) {
+        let Some(q) = self.quorum.as_mut() else { return };
+        if let Machine::Leader(l) = &mut q.machine {
+            // Its GoLooking is the reason we are here; nothing to carry out.
+            let _ = l.step_down("role change");
+        }
+        q.machine = Machine::Looking;
+        q.looking_since_ms = self.now.mono_ms;
+    }
+
+    pub(super) fn leave_role(&mut self, out: &mut Vec<Output>) {
+        self.stop_machine();
+        self.reset_for_role(out);
+    }
+
+    /// The machine gave up its role: go LOOKING and ask for an election.
+    pub(super) fn lose_role(&mut self, reason: String, out: &mut Vec<Output>) {
+        tracing::info!(%reason, "leaving the quorum role");
+        self.leave_role(out);
+        out.push(Output::Quorum(QuorumOutput::Elect { reason }));
+    }
+
+    pub(super) fn become_leader(&mut self, out: &mut Vec<Output>) {
+        self.leave_role(out);
+        let tick_ms = u64::from(self.cfg.tick_time_ms);
+        let now_ms = self.now.mono_ms;
+        let Some(q) = self.quorum.as_mut() else { return };
+        let mut cfg = LeaderConfig::new(q.setup.my_sid, q.setup.voters.iter().copied());
+        cfg.tick_ms = tick_ms;
+        cfg.init_limit = q.setup.init_limit;
+        cfg.sync_limit = q.setup.sync_limit;
+        cfg.max_committed_log = LOG_KEEP;
+        cfg.max_counter = q.setup.max_counter;
+        let init = LeaderInit {
+            accepted_epoch: q.accepted_epoch,
+            current_epoch: q.current_epoch,
+            last_zxid: q.last_logged(),
+            history_base: q.log_base,
+            history: q.log.iter().cloned().collect(),
+        };
+        match Leader::new(cfg, init, now_ms) {
+            Ok((leader, actions)) => {
+                q.machine = Machine::Leader(Box::new(leader));
+                // The leader owns expiry now: every session gets a fresh deadline, as ZooKeeper's
+                // new leader does when it builds its session tracker.
+                let sessions: Vec<(i64, u32)> = self.sessions.iter().map(|s| (s.id, s.timeout_ms)).collect();
+                for (id, timeout_ms) in sessions {
+                    self.sessions.add(id, timeout_ms, now_ms);
+                }
+                self.run(actions, out);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot lead");
+                out.push(Output::Quorum(QuorumOutput::Elect { reason: format!("cannot lead: {e}") }));
+            }
+        }
+    }
+
+    pub(super) fn become_learner(&mut self, leader: Sid, role: LearnerRole, out: &mut Vec<Output>) {
+        self.leave_role(out);
+        let tick_ms = u64::from(self.cfg.tick_time_ms);
+        let now_ms = self.now.mono_ms;
+        let Some(q) = self.quorum.as_mut() else { return };
+        let mut cfg = LearnerConfig::new(q.setup.my_sid, leader, role);
+        cfg.tick_ms = tick_ms;
+        cfg.init_limit = q.setup.init_limit;
+        cfg.sync_limit = q.setup.sync_limit;
+        let state =
+            LocalState { accepted_epoch: q.accepted_epoch, current_epoch: q.current_epoch, last_zxid: q.last_logged() };
+        let (learner, actions) = Learner::new(cfg, state, now_ms);
+        q.machine = Machine::Learner(Box::new(learner));
+        self.run(actions, out);
+    }
+}
