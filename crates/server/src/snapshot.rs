@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
-use warden_storage::{purge, write_snapshot_paced};
+use warden_storage::{purge, write_snapshot, RealFs, SnapshotOptions};
 use warden_tree::DataTree;
 
 /// One snapshot to write.
@@ -87,7 +87,14 @@ pub(crate) fn spawn(dirs: SnapshotDirs, log: Arc<LogActivity>) -> std::io::Resul
                     std::thread::sleep(pause);
                 }
             };
-            match write_snapshot_paced(&dirs.data_dir, &job.tree, &job.sessions, job.zxid, &mut pace) {
+            match write_snapshot(
+                &RealFs,
+                &dirs.data_dir,
+                &job.tree,
+                &job.sessions,
+                job.zxid,
+                SnapshotOptions { pace: Some(&mut pace), ..Default::default() },
+            ) {
                 Ok(path) => {
                     tracing::info!(
                         file = %path.display(),

@@ -24,8 +24,8 @@ use warden_proto::quorum::packet_type as pt;
 use warden_proto::ConnectRequest;
 use warden_quorum::{ElectionAction, FastLeaderElection, QuorumConfig, Sid};
 use warden_storage::{
-    purge_with_fs, read_epochs_with_fs, recover_with_fs, write_snapshot_with_fs, Compression, EpochFile, FaultFs,
-    Report, Store, StoreOp,
+    purge_with_fs, read_epochs_with_fs, recover_with_fs, write_snapshot, EpochFile, FaultFs, Report, SnapshotOptions,
+    Store, StoreOp,
 };
 use warden_tree::DataTree;
 
@@ -824,7 +824,7 @@ impl World {
         let Some(r) = self.running(sid, inc) else { return };
         r.snapshot_busy = false;
         let dir = data_dir();
-        match write_snapshot_with_fs(&fs, &dir, &tree, &sessions, zxid, Compression::None, &mut |_| {}) {
+        match write_snapshot(&fs, &dir, &tree, &sessions, zxid, SnapshotOptions::default()) {
             Ok(_) => {
                 if let Err(e) = purge_with_fs(&fs, &dir, &dir, 3) {
                     self.trace(|| format!("server {sid}: purge failed: {e}"));

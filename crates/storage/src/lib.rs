@@ -22,10 +22,9 @@ pub use log_format::{
 pub use recover::{purge, purge_with_fs, recover, recover_with_fs, Recovered};
 pub use snapshot::{
     decode_snapshot, encode_snap_sync, encode_snapshot, find_valid_snapshots, find_valid_snapshots_with_fs,
-    read_snapshot, read_snapshot_with_fs, snapshot_file_name, write_snapshot, write_snapshot_paced,
-    write_snapshot_with, write_snapshot_with_fs, Compression, Snapshot, SnapshotBody, SnapshotBodyDecoder,
-    SnapshotDigest, DIGEST_VERSION, OPEN_ACL_KEY, SNAPSHOTS_TRIED, SNAP_DB_ID, SNAP_FILE_MAGIC, SNAP_FILE_VERSION,
-    SNAP_SYNC_SIGNATURE,
+    read_snapshot, read_snapshot_with_fs, snapshot_file_name, write_snapshot, Compression, Snapshot, SnapshotBody,
+    SnapshotBodyDecoder, SnapshotDigest, SnapshotOptions, DIGEST_VERSION, OPEN_ACL_KEY, SNAPSHOTS_TRIED, SNAP_DB_ID,
+    SNAP_FILE_MAGIC, SNAP_FILE_VERSION, SNAP_SYNC_SIGNATURE,
 };
 pub use store::{read_epochs_with_fs, Reloaded, Report, Store, StoreOp};
 pub use txn_log::{log_file_name, TxnLog, DEFAULT_PRE_ALLOC_BYTES};

@@ -127,51 +127,31 @@ pub fn snapshot_file_name(zxid: i64, compression: Compression) -> String {
     format!("snapshot.{zxid:x}{}", compression.extension())
 }
 
-/// Writes `<data_dir>/version-2/snapshot.<hex zxid>` (uncompressed, ZooKeeper's default) and
-/// makes it durable: temp file, fsync, rename, fsync the directory. Returns the final path.
+/// How a snapshot is written: its compression (none, ZooKeeper's default), and `pace`, told how
+/// long each write into the file took (the serialising between writes not counted) and free to
+/// sleep: the server's snapshot thread uses it to give way to the transaction log's fsyncs.
+#[derive(Default)]
+pub struct SnapshotOptions<'a> {
+    pub compression: Compression,
+    pub pace: Option<&'a mut dyn FnMut(Duration)>,
+}
+
+/// Writes `<data_dir>/version-2/snapshot.<hex zxid>[.gz|.snappy]` on `fs` and makes it durable:
+/// temp file, fsync, rename, fsync the directory. Returns the final path.
 pub fn write_snapshot(
-    data_dir: &Path,
-    tree: &DataTree,
-    sessions: &[(i64, i32)],
-    zxid: i64,
-) -> Result<PathBuf, StorageError> {
-    write_snapshot_with(data_dir, tree, sessions, zxid, Compression::None)
-}
-
-/// As `write_snapshot`, with a compression method.
-pub fn write_snapshot_with(
-    data_dir: &Path,
-    tree: &DataTree,
-    sessions: &[(i64, i32)],
-    zxid: i64,
-    compression: Compression,
-) -> Result<PathBuf, StorageError> {
-    write_snapshot_with_fs(&RealFs, data_dir, tree, sessions, zxid, compression, &mut |_| {})
-}
-
-/// As `write_snapshot`, telling `pace` how long each write into the file took (the serialising
-/// between writes not counted). `pace` may sleep: the snapshot server thread uses it to give way to
-/// the transaction log's fsyncs.
-pub fn write_snapshot_paced(
-    data_dir: &Path,
-    tree: &DataTree,
-    sessions: &[(i64, i32)],
-    zxid: i64,
-    pace: &mut dyn FnMut(Duration),
-) -> Result<PathBuf, StorageError> {
-    write_snapshot_with_fs(&RealFs, data_dir, tree, sessions, zxid, Compression::None, pace)
-}
-
-/// As `write_snapshot_paced`, on the file system `fs`, with a compression method.
-pub fn write_snapshot_with_fs(
     fs: &dyn Fs,
     data_dir: &Path,
     tree: &DataTree,
     sessions: &[(i64, i32)],
     zxid: i64,
-    compression: Compression,
-    pace: &mut dyn FnMut(Duration),
+    opts: SnapshotOptions<'_>,
 ) -> Result<PathBuf, StorageError> {
+    let SnapshotOptions { compression, pace } = opts;
+    let mut no_pace = |_| {};
+    let pace: &mut dyn FnMut(Duration) = match pace {
+        Some(p) => p,
+        None => &mut no_pace,
+    };
     let dir = data_dir.join("version-2");
     fs.create_dir_all(&dir).map_err(StorageError::io("create directory", &dir))?;
     let name = snapshot_file_name(zxid, compression);

@@ -18,7 +18,7 @@ use warden_tree::DataTree;
 use crate::epoch::{read_epoch_with_fs, write_epoch_with_fs, EpochFile};
 use crate::fs::Fs;
 use crate::recover::recover_with_fs;
-use crate::snapshot::{snapshot_files, sync_dir, write_snapshot_with_fs, Compression};
+use crate::snapshot::{snapshot_files, sync_dir, write_snapshot, SnapshotOptions};
 use crate::{StorageError, TxnLog};
 
 /// A tree, its live sessions (id, timeout ms) and the log txns replayed after the snapshot,
@@ -140,7 +140,7 @@ impl Store {
         sessions: &[(i64, i32)],
         zxid: i64,
     ) -> Result<(), StorageError> {
-        write_snapshot_with_fs(&*self.fs, &self.data_dir, tree, sessions, zxid, Compression::None, &mut |_| {})?;
+        write_snapshot(&*self.fs, &self.data_dir, tree, sessions, zxid, SnapshotOptions::default())?;
         self.remove_snapshots_after(zxid)?;
         self.log.truncate_after(zxid)
     }
@@ -192,7 +192,7 @@ mod tests {
     use super::*;
     use crate::fs::FaultFs;
     use crate::recover::recover_with_fs;
-    use crate::snapshot::write_snapshot_with_fs;
+    use crate::snapshot::{write_snapshot, SnapshotOptions};
     use warden_proto::{Txn, TxnHeader};
 
     fn txn(zxid: i64, path: &str) -> (TxnHeader, Txn) {
@@ -221,7 +221,7 @@ mod tests {
             mine.apply(&h, &t);
         }
         store.sync().unwrap();
-        write_snapshot_with_fs(&fs, dir, &mine, &[], 2, Compression::None, &mut |_| {}).unwrap();
+        write_snapshot(&fs, dir, &mine, &[], 2, SnapshotOptions::default()).unwrap();
         // The leader kept only zxid 1.
         let mut leaders = DataTree::new();
         let (h, t) = txn(1, "/n1");

@@ -28,8 +28,8 @@ use rand::{Rng, SeedableRng};
 use warden_proto::data::Acl;
 use warden_proto::{Txn, TxnHeader};
 use warden_storage::{
-    find_valid_snapshots_with_fs, purge_with_fs, read_log_file_with_fs, recover_with_fs, write_snapshot_with_fs,
-    Compression, FaultFs, Fs, RealFs, Recovered, StorageError, TxnLog,
+    find_valid_snapshots_with_fs, purge_with_fs, read_log_file_with_fs, recover_with_fs, write_snapshot, FaultFs, Fs,
+    RealFs, Recovered, SnapshotOptions, StorageError, TxnLog,
 };
 use warden_tree::DataTree;
 
@@ -443,11 +443,10 @@ fn snapshot_roll_purge<E: Env>(env: &E, log: &mut TxnLog, m: &mut Model, rng: &m
         let name = format!(".snapshot.{:x}.tmp", m.acked);
         let path = if rng.gen_bool(0.5) { data.join("version-2").join(name) } else { data.join("version-2") };
         f.fail_next_sync(&path);
-        assert!(write_snapshot_with_fs(&*fs, &data, &tree, &sessions, m.acked as i64, Compression::None, &mut |_| {})
-            .is_err());
+        assert!(write_snapshot(&*fs, &data, &tree, &sessions, m.acked as i64, SnapshotOptions::default()).is_err());
         return;
     }
-    write_snapshot_with_fs(&*fs, &data, &tree, &sessions, m.acked as i64, Compression::None, &mut |_| {}).unwrap();
+    write_snapshot(&*fs, &data, &tree, &sessions, m.acked as i64, SnapshotOptions::default()).unwrap();
     log.roll().unwrap();
     purge_with_fs(&*fs, &data, &logd, 3).unwrap();
 }
@@ -485,7 +484,7 @@ fn flipped_bit_in_snapshot<E: Env>(env: E, seed: u64) {
         log.sync().unwrap();
         m.acked = m.appended.len();
         let (tree, sessions) = m.tree(m.acked);
-        write_snapshot_with_fs(&*fs, &data, &tree, &sessions, m.acked as i64, Compression::None, &mut |_| {}).unwrap();
+        write_snapshot(&*fs, &data, &tree, &sessions, m.acked as i64, SnapshotOptions::default()).unwrap();
         log.roll().unwrap();
         purge_with_fs(&*fs, &data, &logd, 3).unwrap();
     }

@@ -10,7 +10,7 @@ use common::snap::{dump, sample_tree, EPH_SESSION};
 use warden_proto::{perms, Acl, Id, Txn, TxnHeader};
 use warden_storage::{
     encode_snapshot, find_valid_snapshots, purge, read_snapshot, recover, snapshot_file_name, write_snapshot,
-    write_snapshot_paced, write_snapshot_with, Compression, SnapshotDigest, StorageError, TxnLog,
+    Compression, RealFs, SnapshotDigest, SnapshotOptions, StorageError, TxnLog,
 };
 use warden_tree::DataTree;
 
@@ -20,7 +20,7 @@ const SESSIONS: &[(i64, i32)] = &[(EPH_SESSION, 30_000), (0x2000, 4000)];
 fn round_trip_every_node_kind() {
     let dir = tempfile::tempdir().unwrap();
     let t = sample_tree();
-    let path = write_snapshot(dir.path(), &t, SESSIONS, 0x13).unwrap();
+    let path = write_snapshot(&RealFs, dir.path(), &t, SESSIONS, 0x13, SnapshotOptions::default()).unwrap();
     assert_eq!(path, dir.path().join("version-2/snapshot.13"));
     let s = read_snapshot(&path).unwrap();
     assert_eq!(s.zxid, 0x13);
@@ -74,7 +74,9 @@ fn gzip_and_snappy_round_trip() {
     let t = sample_tree();
     for c in [Compression::Gzip, Compression::Snappy] {
         let dir = tempfile::tempdir().unwrap();
-        let path = write_snapshot_with(dir.path(), &t, SESSIONS, 0x20, c).unwrap();
+        let path =
+            write_snapshot(&RealFs, dir.path(), &t, SESSIONS, 0x20, SnapshotOptions { compression: c, pace: None })
+                .unwrap();
         assert!(path.to_str().unwrap().ends_with(&snapshot_file_name(0x20, c)));
         assert_eq!(find_valid_snapshots(dir.path()), vec![path.clone()]);
         let back = read_snapshot(&path).unwrap().into_tree(&path).unwrap().0;
@@ -101,7 +103,8 @@ fn large_tree_round_trip_across_buffers() {
     }
     let dir = tempfile::tempdir().unwrap();
     for c in [Compression::None, Compression::Snappy] {
-        let path = write_snapshot_with(dir.path(), &t, &[], 3000, c).unwrap();
+        let path =
+            write_snapshot(&RealFs, dir.path(), &t, &[], 3000, SnapshotOptions { compression: c, pace: None }).unwrap();
         let back = read_snapshot(&path).unwrap().into_tree(&path).unwrap().0;
         assert_eq!(dump(&back), dump(&t));
     }
@@ -114,14 +117,22 @@ fn a_paced_snapshot_reports_its_writes_and_writes_the_same_file() {
     let t = sample_tree();
     let plain = tempfile::tempdir().unwrap();
     let paced = tempfile::tempdir().unwrap();
-    let a = write_snapshot(plain.path(), &t, SESSIONS, 0x500).unwrap();
+    let a = write_snapshot(&RealFs, plain.path(), &t, SESSIONS, 0x500, SnapshotOptions::default()).unwrap();
     let (mut writes, mut took) = (0, Duration::ZERO);
     let mut pace = |d: Duration| {
         writes += 1;
         took += d;
         std::thread::sleep(Duration::from_micros(200));
     };
-    let b = write_snapshot_paced(paced.path(), &t, SESSIONS, 0x500, &mut pace).unwrap();
+    let b = write_snapshot(
+        &RealFs,
+        paced.path(),
+        &t,
+        SESSIONS,
+        0x500,
+        SnapshotOptions { pace: Some(&mut pace), ..Default::default() },
+    )
+    .unwrap();
     assert!(writes >= 2, "the header and the body at least: {writes} writes reported");
     assert!(took > Duration::ZERO);
     assert_eq!(a.file_name(), b.file_name());
@@ -131,7 +142,7 @@ fn a_paced_snapshot_reports_its_writes_and_writes_the_same_file() {
 #[test]
 fn flipped_bit_is_a_checksum_error_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_snapshot(dir.path(), &sample_tree(), SESSIONS, 0x13).unwrap();
+    let path = write_snapshot(&RealFs, dir.path(), &sample_tree(), SESSIONS, 0x13, SnapshotOptions::default()).unwrap();
     let mut b = fs::read(&path).unwrap();
     // Inside the data of some node (well past the header and ACL cache).
     let off = b.windows(7).position(|w| w == b"updated").unwrap();
@@ -148,7 +159,7 @@ fn flipped_bit_is_a_checksum_error_naming_the_file() {
 #[test]
 fn truncated_snapshot_is_skipped_by_the_quick_check() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_snapshot(dir.path(), &sample_tree(), SESSIONS, 0x13).unwrap();
+    let path = write_snapshot(&RealFs, dir.path(), &sample_tree(), SESSIONS, 0x13, SnapshotOptions::default()).unwrap();
     let b = fs::read(&path).unwrap();
     fs::write(&path, &b[..b.len() - 40]).unwrap();
     assert!(find_valid_snapshots(dir.path()).is_empty());
@@ -182,7 +193,7 @@ fn recovery_uses_newest_valid_snapshot_then_the_log() {
     for (h, txn) in &all {
         t.apply(h, txn);
         if h.zxid == 10 || h.zxid == 20 || h.zxid == 25 {
-            write_snapshot(&data, &t, &[(5, 6000)], h.zxid).unwrap();
+            write_snapshot(&RealFs, &data, &t, &[(5, 6000)], h.zxid, SnapshotOptions::default()).unwrap();
         }
     }
     let snap25 = data.join(format!("version-2/{}", snapshot_file_name(25, Compression::None)));
@@ -212,7 +223,7 @@ fn recovery_replays_over_a_fuzzy_snapshot_and_tracks_sessions() {
         t.apply(h, txn);
     }
     // A "fuzzy" snapshot named 5 that already holds txns up to 8: replaying 6..8 must be harmless.
-    write_snapshot(&data, &t, &[], 5).unwrap();
+    write_snapshot(&RealFs, &data, &t, &[], 5, SnapshotOptions::default()).unwrap();
     {
         let (mut log, _) = TxnLog::open(&logs, 64 * 1024).unwrap();
         log.append(
@@ -239,7 +250,7 @@ fn recovery_without_snapshot_replays_whole_log_and_fails_when_all_bad() {
     assert!(r.snapshot.is_none());
     assert_eq!(r.tree.children("/").unwrap(), vec!["log1", "log2", "log3", "log4", "log5", "zookeeper"]);
     drop(r);
-    let p = write_snapshot(&data, &sample_tree(), &[], 3).unwrap();
+    let p = write_snapshot(&RealFs, &data, &sample_tree(), &[], 3, SnapshotOptions::default()).unwrap();
     let mut b = fs::read(&p).unwrap();
     b[20] ^= 0xff;
     fs::write(&p, b).unwrap();
@@ -255,7 +266,7 @@ fn purge_keeps_newest_snapshots_and_needed_logs() {
     let v2 = d.join("version-2");
     let t = DataTree::new();
     for z in [0x10, 0x20, 0x30, 0x40, 0x50] {
-        write_snapshot(d, &t, &[], z).unwrap();
+        write_snapshot(&RealFs, d, &t, &[], z, SnapshotOptions::default()).unwrap();
     }
     // Log files starting at these zxids (content is irrelevant to purge).
     for z in [0x1, 0x18, 0x25, 0x2f, 0x31, 0x45] {
@@ -333,7 +344,7 @@ fn recovery_fails_when_the_only_snapshot_is_damaged_instead_of_starting_empty() 
     for (h, txn) in &all {
         t.apply(h, txn);
     }
-    let p = write_snapshot(&data, &t, &[], 10).unwrap();
+    let p = write_snapshot(&RealFs, &data, &t, &[], 10, SnapshotOptions::default()).unwrap();
     {
         let (mut log, _) = TxnLog::open(&logs, 64 * 1024).unwrap();
         let txn = Txn::Create {
@@ -369,7 +380,7 @@ fn recovery_fails_on_a_gap_in_the_log() {
     log_txns(&logs, 6, 9);
     let first = fs::read_dir(logs.join("version-2")).unwrap().map(|e| e.unwrap().path()).min().unwrap();
     assert!(first.ends_with("log.1"));
-    write_snapshot(&data, &DataTree::new(), &[], 0).unwrap();
+    write_snapshot(&RealFs, &data, &DataTree::new(), &[], 0, SnapshotOptions::default()).unwrap();
     recover(&data, &logs, 64 * 1024).unwrap();
     fs::remove_file(&first).unwrap();
     let err = recover(&data, &logs, 64 * 1024).unwrap_err();

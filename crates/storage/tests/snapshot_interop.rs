@@ -8,7 +8,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::snap::{dump, sample_tree, EPH_SESSION};
-use warden_storage::{find_valid_snapshots, read_snapshot, recover, write_snapshot};
+use warden_storage::{find_valid_snapshots, read_snapshot, recover, write_snapshot, RealFs, SnapshotOptions};
 
 #[test]
 #[ignore = "driven by tests/zk-snapshot-interop.sh (WARDEN_ZK_DATADIR, WARDEN_ZK_DUMP)"]
@@ -46,7 +46,15 @@ fn write_snapshot_for_zookeeper() {
         std::env::var_os("WARDEN_SNAP_OUT").expect("WARDEN_SNAP_OUT must be set: run tests/zk-snapshot-interop.sh");
     let out = PathBuf::from(out);
     let t = sample_tree();
-    let p = write_snapshot(&out.join("data"), &t, &[(EPH_SESSION, 30_000)], t.last_processed_zxid()).unwrap();
+    let p = write_snapshot(
+        &RealFs,
+        &out.join("data"),
+        &t,
+        &[(EPH_SESSION, 30_000)],
+        t.last_processed_zxid(),
+        SnapshotOptions::default(),
+    )
+    .unwrap();
     std::fs::write(out.join("expected.dump"), dump(&t)).unwrap();
     eprintln!("wrote {}", p.display());
 }
