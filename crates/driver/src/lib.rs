@@ -183,11 +183,6 @@ impl Driver {
         &mut self.node
     }
 
-    /// Highest zxid handed to storage and highest reported durable.
-    pub fn persisted_and_durable(&self) -> (i64, i64) {
-        (self.persisted, self.durable)
-    }
-
     /// Starts from recovered data: the tree, its sessions and the log txns replayed after the
     /// snapshot (`snapshot_zxid`, `None` when no snapshot was loaded). Like ZooKeeper, takes a
     /// snapshot at once unless the newest one already holds everything, so the data directory
@@ -200,15 +195,22 @@ impl Driver {
         snapshot_zxid: Option<i64>,
         cmds: &mut Vec<Command>,
     ) {
+        let zxid = self.load(tree, sessions, replayed);
+        self.snapshots.last_zxid = snapshot_zxid.unwrap_or(0);
+        if snapshot_zxid != Some(zxid) {
+            self.take_snapshot(cmds);
+        }
+    }
+
+    /// Data read from disk replaces the node's: everything up to its zxid is persisted, durable
+    /// and applied. Returns that zxid.
+    fn load(&mut self, tree: DataTree, sessions: &[(i64, i32)], replayed: Vec<(TxnHeader, Txn)>) -> i64 {
         let zxid = tree.last_processed_zxid();
         self.persisted = zxid;
         self.durable = zxid;
         self.applied_to = zxid;
         self.node.restore(tree, sessions, replayed);
-        self.snapshots.last_zxid = snapshot_zxid.unwrap_or(0);
-        if snapshot_zxid != Some(zxid) {
-            self.take_snapshot(cmds);
-        }
+        zxid
     }
 
     /// The vote an election round starts with: (last zxid, current epoch).
@@ -241,12 +243,8 @@ impl Driver {
                 self.elect(format!("cannot lead: {why}"), cmds);
             }
             Event::Reloaded((tree, sessions, replayed)) => {
-                let at = tree.last_processed_zxid();
+                let at = self.load(tree, &sessions, replayed);
                 tracing::info!(tree = format_args!("{at:#x}"), "log truncated; data reloaded from storage");
-                self.node.restore(tree, &sessions, replayed);
-                self.persisted = at;
-                self.durable = at;
-                self.applied_to = at;
             }
         }
     }

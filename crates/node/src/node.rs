@@ -618,8 +618,13 @@ impl Node {
     }
 
     pub(crate) fn reply_frame(&self, xid: i32, err: i32, body: Option<&Response>) -> Vec<u8> {
+        encode_reply(&self.reply_header(xid, err), body)
+    }
+
+    /// The header of a reply: the last processed zxid, except 0 for the auth xid, as ZooKeeper.
+    pub(crate) fn reply_header(&self, xid: i32, err: i32) -> ReplyHeader {
         let zxid = if xid == xid::AUTH { 0 } else { self.tree.last_processed_zxid() };
-        encode_reply(&ReplyHeader { xid, zxid, err }, body)
+        ReplyHeader { xid, zxid, err }
     }
 
     fn on_auth(&mut self, conn: ConnId, xid: i32, scheme: &str, auth: &[u8], out: &mut Vec<Output>) {

@@ -1,6 +1,6 @@
 //! Requests answered from the local tree (reads, watch management, sync, ping) and authentication.
 
-use warden_proto::header::{keeper_state, ReplyHeader, WatcherEvent};
+use warden_proto::header::{keeper_state, WatcherEvent};
 use warden_proto::request::{MultiOp, Request};
 use warden_proto::response::{encode_notification, encode_read_reply, ClientInfo, ReadReply, ReadResult, Response};
 use warden_proto::{perms, Acl, ErrorCode, Id, Stat};
@@ -8,8 +8,6 @@ use warden_tree::acl::{check_acl, digest_id, mask_digests_for_get_acl};
 use warden_tree::{AddWatchMode, SetWatchesLists, WatcherType};
 
 use crate::node::{ConnId, Node, Output};
-
-type ReadResultOf<'a> = Result<ReadReply<'a>, ErrorCode>;
 
 impl Node {
     /// Answers one read that reached the head of its connection's queue. Returns true when the
@@ -73,10 +71,9 @@ impl Node {
             }
             _ => None,
         };
-        let header = ReplyHeader { xid, zxid: self.tree.last_processed_zxid(), err: 0 };
         let encoded = match &result {
-            Ok(body) => encode_read_reply(&header, Some(body)),
-            Err(e) => encode_read_reply(&ReplyHeader { err: e.code(), ..header }, None),
+            Ok(body) => encode_read_reply(&self.reply_header(xid, 0), Some(body)),
+            Err(e) => encode_read_reply(&self.reply_header(xid, e.code()), None),
         };
         drop(result);
         let frame = match encoded {
@@ -108,7 +105,7 @@ impl Node {
     }
 
     /// The reply to a read, borrowing names and data from the tree. Sets no watch.
-    fn read<'a>(&'a self, conn: ConnId, req: &Request) -> ReadResultOf<'a> {
+    fn read<'a>(&'a self, conn: ConnId, req: &Request) -> Result<ReadReply<'a>, ErrorCode> {
         let owned = |r: Response| Ok(ReadReply::Owned(r));
         match req {
             Request::Ping => owned(Response::Empty),

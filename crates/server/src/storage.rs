@@ -141,7 +141,7 @@ pub(crate) fn spawn(
                 let _ = events.blocking_send(Event::Fatal(Fatal::LogWrite(why)));
                 return;
             }
-            if report != Report::default() && events.blocking_send(Event::Synced(report)).is_err() {
+            if !report.is_empty() && events.blocking_send(Event::Synced(report)).is_err() {
                 return;
             }
             // After the report: an owner that reads 0 has it queued before anything it does next.

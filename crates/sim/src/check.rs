@@ -105,6 +105,11 @@ impl Checker {
         Ok(())
     }
 
+    /// Every txn of a batch handed to storage, in order.
+    pub(crate) fn persisted_batch(&mut self, sid: Sid, batch: &warden_driver::Batch) -> Result<(), String> {
+        batch.iter().try_for_each(|(hdr, txn)| self.persisted(sid, hdr.zxid, fingerprint(hdr, txn)))
+    }
+
     pub(crate) fn truncated(&mut self, sid: Sid, zxid: i64) {
         let t = self.track(sid);
         t.log.split_off(&(zxid + 1));

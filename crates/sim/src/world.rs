@@ -740,11 +740,7 @@ impl World {
     /// which the server's owner waits for.
     fn store(&mut self, sid: Sid, inc: u64, op: StoreOp) -> Result<(), String> {
         match &op {
-            StoreOp::Append(batch) => {
-                for (hdr, txn) in batch {
-                    self.check.persisted(sid, hdr.zxid, fingerprint(hdr, txn))?;
-                }
-            }
+            StoreOp::Append(batch) => self.check.persisted_batch(sid, batch)?,
             StoreOp::Truncate(zxid) => self.check.truncated(sid, *zxid),
             StoreOp::TruncateAndReload(zxid) => {
                 self.check.truncated(sid, *zxid);
@@ -766,9 +762,7 @@ impl World {
     /// thread is idle, then steps `Synced` at once. A crash may come between the write and the
     /// fsync, as on the storage thread.
     fn append_inline(&mut self, sid: Sid, inc: u64, batch: warden_driver::Batch) -> Result<(), String> {
-        for (hdr, txn) in &batch {
-            self.check.persisted(sid, hdr.zxid, fingerprint(hdr, txn))?;
-        }
+        self.check.persisted_batch(sid, &batch)?;
         let Some(r) = self.running(sid, inc) else { return Ok(()) };
         let mut report = Report::default();
         if let Err(e) = r.store.execute(StoreOp::Append(batch), &mut report) {
@@ -970,7 +964,7 @@ impl World {
         }
         let report = r.inflight.take().unwrap_or_default();
         r.busy = false;
-        if report != Report::default() {
+        if !report.is_empty() {
             self.step_driver(sid, DriverEvent::Synced(report))?;
         }
         self.after_node_step(sid)

@@ -51,6 +51,13 @@ pub struct Report {
     pub epochs: Vec<(EpochFile, i64)>,
 }
 
+impl Report {
+    /// Nothing to report: no zxid written and no epoch file.
+    pub fn is_empty(&self) -> bool {
+        self.last.is_none() && self.epochs.is_empty()
+    }
+}
+
 /// The open transaction log plus where the data lives.
 #[derive(Debug)]
 pub struct Store {
