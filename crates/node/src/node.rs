@@ -130,6 +130,17 @@ pub(crate) enum Origin {
     Internal,
 }
 
+/// How a node runs. Standalone-only and ensemble-only state live in their variant, so code of
+/// one mode cannot touch the other's; role code reaches the ensemble's through
+/// [`Node::ensemble_mut`], which only quorum inputs dispatched by [`Node::step`] reach.
+#[derive(Debug)]
+pub(crate) enum Mode {
+    /// One server: txns persisted and not yet applied, in zxid order.
+    Standalone { in_flight: VecDeque<(TxnHeader, Arc<Txn>, Origin)> },
+    /// A member of an ensemble.
+    Ensemble(Box<Quorum>),
+}
+
 /// One Warden server's state.
 pub struct Node {
     pub(crate) cfg: NodeConfig,
@@ -141,15 +152,13 @@ pub struct Node {
     pub(crate) session_conn: HashMap<i64, ConnId, warden_tree::FastHash>,
     /// The last zxid handed out.
     last_zxid: i64,
-    /// Persisted but not yet applied, in zxid order.
-    in_flight: VecDeque<(TxnHeader, Arc<Txn>, Origin)>,
     /// The last applied txn's event list, emptied: the next apply fills it without allocating.
     spare_events: Vec<TreeEvent>,
     pub(crate) now: Clock,
     last_reap_ms: u64,
     pub(crate) latency: Latency,
-    /// Quorum mode (`None`: standalone).
-    pub(crate) quorum: Option<Box<Quorum>>,
+    /// Standalone, or a member of an ensemble.
+    pub(crate) mode: Mode,
     /// Read-only mode: sessions created locally, never replicated (`read_only.rs`).
     pub(crate) local_sessions: BTreeSet<i64>,
 }
@@ -166,12 +175,11 @@ impl Node {
             conns: HashMap::default(),
             session_conn: HashMap::default(),
             last_zxid: 0,
-            in_flight: VecDeque::new(),
             spare_events: Vec::new(),
             now,
             last_reap_ms: now.mono_ms,
             latency: Latency::default(),
-            quorum: None,
+            mode: Mode::Standalone { in_flight: VecDeque::new() },
             local_sessions: BTreeSet::new(),
         }
     }
@@ -195,7 +203,7 @@ impl Node {
     /// behind by DIFF, as ZooKeeper fills its committedLog while replaying the log at load.
     pub fn restore(&mut self, tree: DataTree, sessions: &[(i64, i32)], replayed: Vec<(TxnHeader, Txn)>) {
         self.last_zxid = tree.last_processed_zxid();
-        if let Some(q) = self.quorum.as_mut() {
+        if let Mode::Ensemble(q) = &mut self.mode {
             q.restored(self.last_zxid, replayed);
         }
         self.tree = tree;
@@ -225,9 +233,14 @@ impl Node {
             }
             Input::Disconnected { conn } => self.on_disconnect(conn),
             Input::Tick => self.on_tick(out),
-            Input::Durable { zxid } if self.quorum.is_some() => self.quorum_durable(zxid, out),
-            Input::Durable { zxid } => self.on_durable(zxid, out),
-            other => self.quorum_input(other, out),
+            Input::Durable { zxid } => match self.mode {
+                Mode::Standalone { .. } => self.on_durable(zxid, out),
+                Mode::Ensemble(_) => self.quorum_durable(zxid, out),
+            },
+            other => match self.mode {
+                Mode::Standalone { .. } => tracing::warn!(input = ?other, "quorum input on a standalone node ignored"),
+                Mode::Ensemble(_) => self.quorum_input(other, out),
+            },
         }
     }
 
@@ -461,20 +474,22 @@ impl Node {
         origin: Origin,
         out: &mut Vec<Output>,
     ) -> i64 {
-        if self.quorum.is_some() {
+        let Mode::Standalone { in_flight } = &mut self.mode else {
             return self.leader_propose(session_id, cxid, txn_type, txn, origin, out);
-        }
+        };
         self.last_zxid += 1;
         let hdr = TxnHeader { client_id: session_id, cxid, zxid: self.last_zxid, time_ms: self.now.wall_ms, txn_type };
         let txn = Arc::new(txn);
         out.push(Output::Persist { hdr, txn: txn.clone() });
-        self.in_flight.push_back((hdr, txn, origin));
+        in_flight.push_back((hdr, txn, origin));
         self.last_zxid
     }
 
+    /// Standalone: applies every in-flight txn up to `zxid`, now durable.
     fn on_durable(&mut self, zxid: i64, out: &mut Vec<Output>) {
-        while self.in_flight.front().is_some_and(|(h, _, _)| h.zxid <= zxid) {
-            let Some((hdr, txn, origin)) = self.in_flight.pop_front() else { break };
+        loop {
+            let Mode::Standalone { in_flight } = &mut self.mode else { return };
+            let Some((hdr, txn, origin)) = in_flight.pop_front_if(|(h, _, _)| h.zxid <= zxid) else { return };
             // Written and let go by the storage side: its data can move into the tree.
             match Arc::try_unwrap(txn) {
                 Ok(mut txn) => {
@@ -649,7 +664,7 @@ impl Node {
     }
 
     fn on_tick(&mut self, out: &mut Vec<Output>) {
-        if self.quorum.is_some() {
+        if let Mode::Ensemble(_) = self.mode {
             self.quorum_tick(out);
             self.expire_local_sessions(out);
             if !self.is_established_leader() {
@@ -696,11 +711,12 @@ impl Node {
             let c = self.conns.get(conn);
             ensure!(c.is_some_and(|c| c.session_id == *sid), "session {sid:#x} maps to connection {conn}, not its own");
         }
-        if let Some(q) = &self.quorum {
-            return self.check_quorum_invariants(q).map_err(|e| format!("quorum invariant: {e}"));
-        }
+        let in_flight = match &self.mode {
+            Mode::Ensemble(q) => return self.check_quorum_invariants(q).map_err(|e| format!("quorum invariant: {e}")),
+            Mode::Standalone { in_flight } => in_flight,
+        };
         let mut last = self.tree.last_processed_zxid();
-        for (h, _, _) in &self.in_flight {
+        for (h, _, _) in in_flight {
             ensure!(h.zxid == last + 1, "in-flight txn {:#x} after {last:#x}: not gap-free and ordered", h.zxid);
             last = h.zxid;
         }

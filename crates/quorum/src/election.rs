@@ -187,7 +187,7 @@ impl FastLeaderElection {
 
     /// Starts a round (`lookForLeader`): LOOKING, next logical clock, a vote for ourselves with
     /// our `current_epoch` and `last_zxid` (-1 for a server that must not take part), broadcast.
-    pub fn start(&mut self, now_ms: u64, last_zxid: i64, current_epoch: i64) -> Vec<ElectionAction> {
+    pub fn start(&mut self, now_ms: u64, last_zxid: i64, current_epoch: i64, out: &mut Vec<ElectionAction>) {
         self.logical_clock += 1;
         self.recvset.clear();
         self.outofelection.clear();
@@ -199,10 +199,8 @@ impl FastLeaderElection {
         self.phase = Phase::Looking { finalize_at_ms: None };
         self.not_timeout_ms = MIN_NOTIFICATION_INTERVAL_MS;
         self.resend_at_ms = now_ms + self.not_timeout_ms;
-        let mut out = Vec::new();
-        self.broadcast(&mut out);
-        self.check_quorum(now_ms, &mut out);
-        out
+        self.broadcast(out);
+        self.check_quorum(now_ms, out);
     }
 
     /// Whether this server is a voter: only a voter's answers teach anyone anything.
@@ -213,51 +211,45 @@ impl FastLeaderElection {
     /// The shell's view of peer `sid`: `false` when a dial to it failed, `true` once a
     /// connection is up. Only early finalize uses it; a report that makes
     /// every reachable voter agree with our quorum-held proposal decides at once.
-    pub fn peer_reachable(&mut self, sid: Sid, reachable: bool, _now_ms: u64) -> Vec<ElectionAction> {
-        let mut out = Vec::new();
+    pub fn peer_reachable(&mut self, sid: Sid, reachable: bool, _now_ms: u64, out: &mut Vec<ElectionAction>) {
         match reachable {
             true => self.unreachable.remove(&sid),
             false => self.unreachable.insert(sid),
         };
         if let Phase::Looking { finalize_at_ms: Some(_) } = self.phase {
-            self.finalize_early(&mut out);
+            self.finalize_early(out);
         }
-        out
     }
 
     /// A notification from peer `from` (`WorkerReceiver` then `lookForLeader`).
-    pub fn receive(&mut self, from: Sid, n: &Notification, now_ms: u64) -> Vec<ElectionAction> {
-        let mut out = Vec::new();
+    pub fn receive(&mut self, from: Sid, n: &Notification, now_ms: u64, out: &mut Vec<ElectionAction>) {
         match self.phase {
             Phase::Idle => {}
-            _ if !self.config.is_voter(from) => self.answer_non_voter(from, &mut out),
+            _ if !self.config.is_voter(from) => self.answer_non_voter(from, out),
             Phase::Decided(_) if !self.votes() => {}
-            Phase::Decided(vote) => self.answer_looking_voter(from, n, vote, &mut out),
+            Phase::Decided(vote) => self.answer_looking_voter(from, n, vote, out),
             Phase::Looking { .. } => {
                 if n.state == ServerState::Looking && n.election_epoch < self.logical_clock && self.votes() {
                     out.push(self.send(from, Vote::looking(self.proposal, self.logical_clock)));
                 }
                 self.resend_at_ms = now_ms + self.not_timeout_ms;
-                self.process(from, n, now_ms, &mut out);
+                self.process(from, n, now_ms, out);
             }
         }
-        out
     }
 
     /// Time passed: decide after finalizeWait, or resend our vote and back off.
-    pub fn tick(&mut self, now_ms: u64) -> Vec<ElectionAction> {
-        let mut out = Vec::new();
+    pub fn tick(&mut self, now_ms: u64, out: &mut Vec<ElectionAction>) {
         match self.phase {
-            Phase::Looking { finalize_at_ms: Some(t) } if now_ms >= t => self.decide_proposal(&mut out),
+            Phase::Looking { finalize_at_ms: Some(t) } if now_ms >= t => self.decide_proposal(out),
             Phase::Looking { finalize_at_ms: None } if now_ms >= self.resend_at_ms => {
-                self.broadcast(&mut out);
+                self.broadcast(out);
                 self.not_timeout_ms = (self.not_timeout_ms * 2).min(MAX_NOTIFICATION_INTERVAL_MS);
                 self.resend_at_ms = now_ms + self.not_timeout_ms;
-                self.check_quorum(now_ms, &mut out);
+                self.check_quorum(now_ms, out);
             }
             _ => {}
         }
-        out
     }
 
     /// A voter's notification while LOOKING. During finalizeWait only a better vote counts (it

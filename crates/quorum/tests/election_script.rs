@@ -25,7 +25,7 @@ impl Cluster {
     }
 
     fn start(&mut self, id: Sid, zxid: i64, epoch: i64) {
-        let actions = self.nodes.get_mut(&id).unwrap().start(self.now_ms, zxid, epoch);
+        let actions = acts(|o| self.nodes.get_mut(&id).unwrap().start(self.now_ms, zxid, epoch, o));
         self.elected.remove(&id);
         self.apply(id, actions);
     }
@@ -49,7 +49,7 @@ impl Cluster {
             if self.down.contains(&from) || self.down.contains(&to) {
                 continue;
             }
-            let actions = self.nodes.get_mut(&to).unwrap().receive(from, &n, self.now_ms);
+            let actions = acts(|o| self.nodes.get_mut(&to).unwrap().receive(from, &n, self.now_ms, o));
             self.apply(to, actions);
         }
     }
@@ -62,7 +62,7 @@ impl Cluster {
             self.now_ms += 50;
             let ids: Vec<Sid> = self.nodes.keys().copied().filter(|id| !self.down.contains(id)).collect();
             for id in ids {
-                let actions = self.nodes.get_mut(&id).unwrap().tick(self.now_ms);
+                let actions = acts(|o| self.nodes.get_mut(&id).unwrap().tick(self.now_ms, o));
                 self.apply(id, actions);
             }
             self.deliver_all();
@@ -160,18 +160,18 @@ fn higher_epoch_beats_higher_zxid() {
 #[test]
 fn a_better_vote_during_finalize_wait_reopens_the_round() {
     let mut m = FastLeaderElection::new(1, three());
-    m.start(0, 5, 1);
-    let out = m.receive(2, &looking(2, 5, 1, 1), 10);
+    acts(|o| m.start(0, 5, 1, o));
+    let out = acts(|o| m.receive(2, &looking(2, 5, 1, 1), 10, o));
     assert_eq!(sends(&out).len(), 2, "adopts 2 and re-broadcasts");
     assert_eq!(m.next_deadline_ms(), Some(10 + FINALIZE_WAIT_MS), "quorum {{1, 2}} holds 2: finalizeWait");
     // A worse vote restarts the wait and is not counted; its sender is told our vote.
-    assert_eq!(sends(&m.receive(3, &looking(1, 5, 1, 1), 100)), [(3, looking(2, 5, 1, 1))]);
+    assert_eq!(sends(&acts(|o| m.receive(3, &looking(1, 5, 1, 1), 100, o))), [(3, looking(2, 5, 1, 1))]);
     assert_eq!(m.next_deadline_ms(), Some(100 + FINALIZE_WAIT_MS));
-    let out = m.receive(3, &looking(3, 5, 1, 1), 150);
+    let out = acts(|o| m.receive(3, &looking(3, 5, 1, 1), 150, o));
     assert_eq!(m.proposal().sid, 3);
     assert_eq!(sends(&out).iter().map(|(to, n)| (*to, n.leader)).collect::<Vec<_>>(), [(2, 3), (3, 3)]);
-    assert!(m.tick(349).is_empty());
-    let out = m.tick(350);
+    assert!(acts(|o| m.tick(349, o)).is_empty());
+    let out = acts(|o| m.tick(350, o));
     assert_eq!(out.len(), 1);
     assert_eq!(m.state(), ServerState::Following);
     assert_eq!(m.current_vote().unwrap().leader, 3);
@@ -181,22 +181,22 @@ fn a_better_vote_during_finalize_wait_reopens_the_round() {
 #[test]
 fn a_newer_round_resets_the_clock_and_the_votes() {
     let mut m = FastLeaderElection::new(3, five_and_observer());
-    m.start(0, 50, 1);
-    m.receive(4, &looking(4, 50, 1, 1), 1);
-    m.receive(5, &looking(5, 50, 1, 1), 2);
+    acts(|o| m.start(0, 50, 1, o));
+    acts(|o| m.receive(4, &looking(4, 50, 1, 1), 1, o));
+    acts(|o| m.receive(5, &looking(5, 50, 1, 1), 2, o));
     assert_eq!(m.proposal().sid, 5);
     // Round 4 proposes 1, which is worse than our own vote: we return to voting for ourselves.
-    let out = m.receive(1, &looking(1, 10, 4, 1), 3);
+    let out = acts(|o| m.receive(1, &looking(1, 10, 4, 1), 3, o));
     assert_eq!(m.logical_clock(), 4);
     assert_eq!(m.proposal().sid, 3);
     let s = sends(&out);
     assert_eq!(s.len(), 4);
     assert!(s.iter().all(|(_, n)| n.leader == 3 && n.election_epoch == 4 && n.zxid == 50));
     // Round-1 votes were cleared: 5's old vote does not count towards a quorum for 5 in round 4.
-    m.receive(4, &looking(5, 50, 4, 1), 4);
+    acts(|o| m.receive(4, &looking(5, 50, 4, 1), 4, o));
     assert_eq!(m.proposal().sid, 5);
     assert_eq!(m.next_deadline_ms(), Some(4 + 200), "no finalizeWait: only 3 and 4 hold 5 in round 4");
-    m.receive(2, &looking(5, 50, 4, 1), 5);
+    acts(|o| m.receive(2, &looking(5, 50, 4, 1), 5, o));
     assert_eq!(m.next_deadline_ms(), Some(5 + FINALIZE_WAIT_MS), "2, 3, 4 hold 5: finalizeWait");
     m.check_invariants().unwrap();
 }
@@ -204,18 +204,18 @@ fn a_newer_round_resets_the_clock_and_the_votes() {
 #[test]
 fn an_older_round_is_ignored_but_answered() {
     let mut m = FastLeaderElection::new(1, three());
-    m.start(0, 5, 1);
-    m.start(10, 5, 1);
-    m.start(20, 5, 1);
+    acts(|o| m.start(0, 5, 1, o));
+    acts(|o| m.start(10, 5, 1, o));
+    acts(|o| m.start(20, 5, 1, o));
     assert_eq!(m.logical_clock(), 3);
-    let out = m.receive(3, &looking(3, 99, 1, 1), 30);
+    let out = acts(|o| m.receive(3, &looking(3, 99, 1, 1), 30, o));
     assert_eq!(m.proposal().sid, 1, "the better vote of an older round is not adopted");
     let s = sends(&out);
     assert_eq!(s, [(3, looking(1, 5, 3, 1))]);
     // Older FOLLOWING/LEADING notifications are not answered.
     let mut leading = looking(3, 99, 1, 1);
     leading.state = ServerState::Leading;
-    assert!(m.receive(3, &leading, 31).is_empty());
+    assert!(acts(|o| m.receive(3, &leading, 31, o)).is_empty());
 }
 
 /// A voter answers a non-voter at once and does not count its vote, so an observer must not
@@ -224,22 +224,22 @@ fn an_older_round_is_ignored_but_answered() {
 #[test]
 fn an_observer_and_a_voter_in_different_rounds_do_not_answer_each_other_forever() {
     let mut voter = FastLeaderElection::new(2, five_and_observer());
-    voter.start(0, 5, 1);
+    acts(|o| voter.start(0, 5, 1, o));
     let mut observer = FastLeaderElection::new(9, five_and_observer());
     for t in 0..3 {
-        observer.start(t, 7, 1);
+        acts(|o| observer.start(t, 7, 1, o));
     }
     assert!(observer.logical_clock() > voter.logical_clock());
     // The voter's round-1 vote reaches the observer (round 3): no answer.
     let from_voter = looking(2, 5, 1, 1);
-    assert!(sends(&observer.receive(2, &from_voter, 10)).is_empty(), "the observer answered a voter");
+    assert!(sends(&acts(|o| observer.receive(2, &from_voter, 10, o))).is_empty(), "the observer answered a voter");
     // The observer's notification reaches the voter: answered with the voter's vote, once.
-    let from_observer = sends(&observer.start(11, 7, 1));
+    let from_observer = sends(&acts(|o| observer.start(11, 7, 1, o)));
     let to_voter = from_observer.iter().find(|(to, _)| *to == 2).map(|(_, n)| n.clone()).expect("sent to 2");
-    let answer = sends(&voter.receive(9, &to_voter, 12));
+    let answer = sends(&acts(|o| voter.receive(9, &to_voter, 12, o)));
     assert_eq!(answer.len(), 1);
     // ... which the observer does not answer again.
-    assert!(sends(&observer.receive(2, &answer[0].1, 13)).is_empty(), "the exchange goes on");
+    assert!(sends(&acts(|o| observer.receive(2, &answer[0].1, 13, o))).is_empty(), "the exchange goes on");
     // Nor does an observer that has decided (OBSERVING) answer a LOOKING voter.
     let mut c = Cluster::new(&five_and_observer());
     for id in [1, 2, 3, 4, 5, 9] {
@@ -248,7 +248,7 @@ fn an_observer_and_a_voter_in_different_rounds_do_not_answer_each_other_forever(
     c.run_for(1_000);
     assert_eq!(c.role(9), Some((ServerState::Observing, 5)));
     let from_looking_voter = looking(2, 5, 99, 1);
-    let out = c.nodes.get_mut(&9).unwrap().receive(2, &from_looking_voter, c.now_ms);
+    let out = acts(|o| c.nodes.get_mut(&9).unwrap().receive(2, &from_looking_voter, c.now_ms, o));
     assert!(sends(&out).is_empty(), "the decided observer answered a LOOKING voter");
     voter.check_invariants().unwrap();
     observer.check_invariants().unwrap();
@@ -286,15 +286,15 @@ fn a_decided_server_answers_looking_voters_only() {
     }
     c.run_for(500);
     let m = c.nodes.get_mut(&2).unwrap();
-    let out = m.receive(1, &looking(1, 8, 7, 1), 600);
+    let out = acts(|o| m.receive(1, &looking(1, 8, 7, 1), 600, o));
     let mut want = looking(3, 8, 1, 1);
     want.state = ServerState::Following;
     assert_eq!(sends(&out), [(1, want)]);
     let mut following = looking(3, 8, 1, 1);
     following.state = ServerState::Following;
-    assert!(m.receive(1, &following, 601).is_empty());
+    assert!(acts(|o| m.receive(1, &following, 601, o)).is_empty());
     // A non-voter is always answered.
-    assert_eq!(sends(&m.receive(42, &following, 602)).len(), 1);
+    assert_eq!(sends(&acts(|o| m.receive(42, &following, 602, o))).len(), 1);
 }
 
 #[test]
@@ -319,12 +319,12 @@ fn a_minority_never_elects() {
 #[test]
 fn resends_back_off_from_200_ms_to_60_s() {
     let mut m = FastLeaderElection::new(1, three());
-    m.start(0, 1, 1);
+    acts(|o| m.start(0, 1, 1, o));
     let mut times = Vec::new();
     let mut now = 0;
     while now < 400_000 {
         now += 1;
-        if !m.tick(now).is_empty() {
+        if !acts(|o| m.tick(now, o)).is_empty() {
             times.push(now);
         }
     }
@@ -350,9 +350,9 @@ fn a_server_without_history_does_not_take_part() {
 fn early_finalize_when_every_reachable_voter_agrees() {
     // Server 3 (the old leader) is gone: its election connection ended.
     let mut m = FastLeaderElection::new(1, three());
-    assert!(m.peer_reachable(3, false, 0).is_empty());
-    m.start(0, 5, 1);
-    let out = m.receive(2, &looking(2, 5, 1, 1), 10);
+    assert!(acts(|o| m.peer_reachable(3, false, 0, o)).is_empty());
+    acts(|o| m.start(0, 5, 1, o));
+    let out = acts(|o| m.receive(2, &looking(2, 5, 1, 1), 10, o));
     let elected: Vec<_> = out.iter().filter(|a| matches!(a, ElectionAction::Elected(_))).collect();
     assert_eq!(elected.len(), 1, "{{1, 2}} hold 2 and 3 is unreachable: decided at once");
     assert_eq!(m.state(), ServerState::Following);
@@ -363,10 +363,10 @@ fn early_finalize_when_every_reachable_voter_agrees() {
 #[test]
 fn an_unreachable_report_during_finalize_wait_decides_at_once() {
     let mut m = FastLeaderElection::new(1, three());
-    m.start(0, 5, 1);
-    m.receive(2, &looking(2, 5, 1, 1), 10);
+    acts(|o| m.start(0, 5, 1, o));
+    acts(|o| m.receive(2, &looking(2, 5, 1, 1), 10, o));
     assert_eq!(m.next_deadline_ms(), Some(10 + FINALIZE_WAIT_MS), "3 has not voted: finalizeWait");
-    let out = m.peer_reachable(3, false, 20);
+    let out = acts(|o| m.peer_reachable(3, false, 20, o));
     assert!(matches!(out.as_slice(), [ElectionAction::Elected(e)] if e.leader == 2));
     assert_eq!(m.state(), ServerState::Following);
 }
@@ -374,41 +374,41 @@ fn an_unreachable_report_during_finalize_wait_decides_at_once() {
 #[test]
 fn a_reachable_voter_that_has_not_voted_keeps_finalize_wait() {
     let mut m = FastLeaderElection::new(1, three());
-    m.peer_reachable(3, false, 0);
-    m.peer_reachable(3, true, 1);
-    m.start(2, 5, 1);
-    m.receive(2, &looking(2, 5, 1, 1), 10);
+    acts(|o| m.peer_reachable(3, false, 0, o));
+    acts(|o| m.peer_reachable(3, true, 1, o));
+    acts(|o| m.start(2, 5, 1, o));
+    acts(|o| m.receive(2, &looking(2, 5, 1, 1), 10, o));
     assert_eq!(m.state(), ServerState::Looking, "3 is reachable again and has not voted");
-    assert!(m.tick(10 + FINALIZE_WAIT_MS - 1).is_empty());
-    assert_eq!(m.tick(10 + FINALIZE_WAIT_MS).len(), 1, "finalizeWait still decides");
+    assert!(acts(|o| m.tick(10 + FINALIZE_WAIT_MS - 1, o)).is_empty());
+    assert_eq!(acts(|o| m.tick(10 + FINALIZE_WAIT_MS, o)).len(), 1, "finalizeWait still decides");
     assert_eq!(m.state(), ServerState::Following);
 }
 
 #[test]
 fn an_agreeing_vote_during_finalize_wait_is_counted_for_early_finalize() {
     let mut m = FastLeaderElection::new(1, three());
-    m.start(0, 5, 1);
-    m.receive(2, &looking(2, 5, 1, 1), 10);
+    acts(|o| m.start(0, 5, 1, o));
+    acts(|o| m.receive(2, &looking(2, 5, 1, 1), 10, o));
     assert_eq!(m.state(), ServerState::Looking);
     // 3 now agrees (its vote for 2 is not better than ours, ZooKeeper would drop it).
-    let out = m.receive(3, &looking(2, 5, 1, 1), 20);
+    let out = acts(|o| m.receive(3, &looking(2, 5, 1, 1), 20, o));
     assert!(matches!(out.as_slice(), [ElectionAction::Elected(e)] if e.leader == 2));
 }
 
 #[test]
 fn a_disagreeing_reachable_voter_blocks_early_finalize() {
     let mut m = FastLeaderElection::new(3, QuorumConfig::new([1, 2, 3, 4, 5], []));
-    m.start(0, 9, 1);
-    m.receive(4, &looking(3, 9, 1, 1), 1);
-    m.receive(5, &looking(3, 9, 1, 1), 2);
+    acts(|o| m.start(0, 9, 1, o));
+    acts(|o| m.receive(4, &looking(3, 9, 1, 1), 1, o));
+    acts(|o| m.receive(5, &looking(3, 9, 1, 1), 2, o));
     assert_eq!(m.next_deadline_ms(), Some(2 + FINALIZE_WAIT_MS), "{{3, 4, 5}} hold 3: finalizeWait");
-    m.peer_reachable(1, false, 3);
+    acts(|o| m.peer_reachable(1, false, 3, o));
     // 2 is reachable and still votes for itself (a worse vote): restarts the wait, blocks.
-    assert_eq!(sends(&m.receive(2, &looking(2, 9, 1, 1), 4)), [(2, looking(3, 9, 1, 1))]);
+    assert_eq!(sends(&acts(|o| m.receive(2, &looking(2, 9, 1, 1), 4, o))), [(2, looking(3, 9, 1, 1))]);
     assert_eq!(m.state(), ServerState::Looking);
     assert_eq!(m.next_deadline_ms(), Some(4 + FINALIZE_WAIT_MS));
     // Once 2 is also unreachable, the reachable voters {3, 4, 5} all agree.
-    let out = m.peer_reachable(2, false, 5);
+    let out = acts(|o| m.peer_reachable(2, false, 5, o));
     assert!(matches!(out.as_slice(), [ElectionAction::Elected(e)] if e.leader == 3));
     assert_eq!(m.state(), ServerState::Leading);
 }
@@ -416,11 +416,11 @@ fn a_disagreeing_reachable_voter_blocks_early_finalize() {
 #[test]
 fn early_finalize_never_decides_without_a_quorum() {
     let mut m = FastLeaderElection::new(1, three());
-    m.peer_reachable(2, false, 0);
-    m.peer_reachable(3, false, 0);
-    let mut decided = !m.start(0, 5, 1).iter().all(|a| matches!(a, ElectionAction::Send { .. }));
+    acts(|o| m.peer_reachable(2, false, 0, o));
+    acts(|o| m.peer_reachable(3, false, 0, o));
+    let mut decided = !acts(|o| m.start(0, 5, 1, o)).iter().all(|a| matches!(a, ElectionAction::Send { .. }));
     for now in (50..120_000).step_by(50) {
-        decided |= m.tick(now).iter().any(|a| matches!(a, ElectionAction::Elected(_)));
+        decided |= acts(|o| m.tick(now, o)).iter().any(|a| matches!(a, ElectionAction::Elected(_)));
     }
     assert!(!decided, "every other voter unreachable: our own vote is no quorum");
     assert_eq!(m.state(), ServerState::Looking);
@@ -437,7 +437,7 @@ fn survivors_of_a_dead_leader_elect_without_finalize_wait() {
     // 3 dies; 1 and 2 see its election connections end, then start a new round.
     c.down.insert(3);
     for id in [1, 2] {
-        let actions = c.nodes.get_mut(&id).unwrap().peer_reachable(3, false, c.now_ms);
+        let actions = acts(|o| c.nodes.get_mut(&id).unwrap().peer_reachable(3, false, c.now_ms, o));
         c.apply(id, actions);
     }
     for id in [1, 2] {
@@ -453,12 +453,14 @@ fn a_worse_vote_of_our_round_is_answered_with_ours() {
     // Server 3 started round 2 voting for itself; server 1 was still FOLLOWING then and starts
     // round 2 later, voting for itself.
     let mut m = FastLeaderElection::new(3, three());
-    m.start(0, 9, 1);
-    m.start(1, 9, 1);
-    let out = m.receive(1, &looking(1, 9, 2, 1), 5);
+    acts(|o| m.start(0, 9, 1, o));
+    acts(|o| m.start(1, 9, 1, o));
+    let out = acts(|o| m.receive(1, &looking(1, 9, 2, 1), 5, o));
     assert_eq!(sends(&out), [(1, looking(3, 9, 2, 1))]);
     // An equal vote is not answered.
-    assert!(m.receive(2, &looking(3, 9, 2, 1), 6).iter().all(|a| !matches!(a, ElectionAction::Send { .. })));
+    assert!(acts(|o| m.receive(2, &looking(3, 9, 2, 1), 6, o))
+        .iter()
+        .all(|a| !matches!(a, ElectionAction::Send { .. })));
 }
 
 #[test]
@@ -473,7 +475,7 @@ fn a_vote_answered_while_following_is_recovered_without_a_resend() {
     assert_eq!(c.role(1), Some((ServerState::Following, 3)));
     c.down.insert(3);
     for id in [1, 2] {
-        let actions = c.nodes.get_mut(&id).unwrap().peer_reachable(3, false, c.now_ms);
+        let actions = acts(|o| c.nodes.get_mut(&id).unwrap().peer_reachable(3, false, c.now_ms, o));
         c.apply(id, actions);
     }
     c.start(2, 0x1_0000_0012, 1);
@@ -494,14 +496,15 @@ fn a_vote_answered_while_following_is_recovered_without_a_resend() {
 #[test]
 fn a_newcomer_joins_a_leader_once_its_servers_report_the_settled_epoch() {
     let config = QuorumConfig::new([1, 2, 3], []);
-    let answer = |e: &mut FastLeaderElection, newcomer: &Notification| match e.receive(2, newcomer, 0).as_slice() {
-        [ElectionAction::Send { to: 2, notification }] => notification.clone(),
-        other => panic!("{other:?}"),
-    };
+    let answer =
+        |e: &mut FastLeaderElection, newcomer: &Notification| match acts(|o| e.receive(2, newcomer, 0, o)).as_slice() {
+            [ElectionAction::Send { to: 2, notification }] => notification.clone(),
+            other => panic!("{other:?}"),
+        };
     let decide = |id: Sid, round: i64, epoch: i64| {
         // A server that decided for leader 3 in `round`, with 3's vote at `epoch`.
         let mut e = FastLeaderElection::new(id, config.clone());
-        e.start(0, 10, epoch);
+        acts(|o| e.start(0, 10, epoch, o));
         for peer in [1, 3].into_iter().filter(|p| *p != id) {
             let n = Notification {
                 state: ServerState::Looking,
@@ -512,9 +515,9 @@ fn a_newcomer_joins_a_leader_once_its_servers_report_the_settled_epoch() {
                 version: 2,
                 config: Vec::new(),
             };
-            e.receive(peer, &n, 0);
+            acts(|o| e.receive(peer, &n, 0, o));
         }
-        e.tick(FINALIZE_WAIT_MS);
+        acts(|o| e.tick(FINALIZE_WAIT_MS, o));
         assert_ne!(e.state(), ServerState::Looking);
         e
     };
@@ -526,14 +529,14 @@ fn a_newcomer_joins_a_leader_once_its_servers_report_the_settled_epoch() {
             follower.update_peer_epoch(3);
         }
         let mut newcomer = FastLeaderElection::new(2, config.clone());
-        let hello = match newcomer.start(0, 5, 3).first() {
+        let hello = match acts(|o| newcomer.start(0, 5, 3, o)).first() {
             Some(ElectionAction::Send { notification, .. }) => notification.clone(),
             other => panic!("{other:?}"),
         };
         let from_leader = answer(&mut leader, &hello);
         let from_follower = answer(&mut follower, &hello);
-        let mut out = newcomer.receive(3, &from_leader, 0);
-        out.extend(newcomer.receive(1, &from_follower, 0));
+        let mut out = acts(|o| newcomer.receive(3, &from_leader, 0, o));
+        out.extend(acts(|o| newcomer.receive(1, &from_follower, 0, o)));
         out.into_iter().find_map(|a| match a {
             ElectionAction::Elected(e) => Some(e),
             ElectionAction::Send { .. } => None,
@@ -542,4 +545,11 @@ fn a_newcomer_joins_a_leader_once_its_servers_report_the_settled_epoch() {
     assert_eq!(run(false), None, "answers from different epochs do not make a quorum");
     let joined = run(true).expect("joins once both answer with the settled epoch");
     assert_eq!((joined.leader, joined.state), (3, ServerState::Following));
+}
+
+/// What one call of a machine pushed into its caller's buffer.
+fn acts<A>(call: impl FnOnce(&mut Vec<A>)) -> Vec<A> {
+    let mut out = Vec::new();
+    call(&mut out);
+    out
 }

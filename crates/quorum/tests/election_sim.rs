@@ -136,7 +136,7 @@ impl Sim {
         let now = self.now_ms;
         let n = self.nodes.get_mut(&id).unwrap();
         n.unhealthy_since = None;
-        let actions = n.fle.start(now, n.zxid, n.epoch);
+        let actions = acts(|o| n.fle.start(now, n.zxid, n.epoch, o));
         self.apply(id, actions);
     }
 
@@ -194,7 +194,7 @@ impl Sim {
                     n.state, n.leader, n.zxid, n.election_epoch, n.peer_epoch
                 );
             }
-            let actions = self.nodes.get_mut(&to).unwrap().fle.receive(from, &n, now);
+            let actions = acts(|o| self.nodes.get_mut(&to).unwrap().fle.receive(from, &n, now, o));
             self.apply(to, actions);
         }
     }
@@ -204,7 +204,7 @@ impl Sim {
         for id in ids {
             if self.nodes[&id].up {
                 let now = self.now_ms;
-                let actions = self.nodes.get_mut(&id).unwrap().fle.tick(now);
+                let actions = acts(|o| self.nodes.get_mut(&id).unwrap().fle.tick(now, o));
                 self.apply(id, actions);
             }
         }
@@ -223,7 +223,7 @@ impl Sim {
                 (false, Some(t)) if now - t >= GIVE_UP_MS => {
                     let (zxid, epoch) = (n.zxid, n.epoch);
                     n.unhealthy_since = None;
-                    let actions = n.fle.start(now, zxid, epoch);
+                    let actions = acts(|o| n.fle.start(now, zxid, epoch, o));
                     self.apply(id, actions);
                 }
                 _ => {}
@@ -327,7 +327,7 @@ impl Sim {
                 }
                 self.reported.insert((a, b), now);
                 let now_ms = self.now_ms;
-                let actions = self.nodes.get_mut(&a).unwrap().fle.peer_reachable(b, now, now_ms);
+                let actions = acts(|o| self.nodes.get_mut(&a).unwrap().fle.peer_reachable(b, now, now_ms, o));
                 self.apply(a, actions);
             }
         }
@@ -377,4 +377,11 @@ fn fle_simulation_many_seeds() {
     for seed in 0..seeds {
         Sim::run(seed);
     }
+}
+
+/// What one call of a machine pushed into its caller's buffer.
+fn acts<A>(call: impl FnOnce(&mut Vec<A>)) -> Vec<A> {
+    let mut out = Vec::new();
+    call(&mut out);
+    out
 }

@@ -23,11 +23,12 @@ impl Ens {
     /// leader's own epoch files too.
     fn established() -> Self {
         let init = LeaderInit { accepted_epoch: 0, current_epoch: 0, last_zxid: 0, history_base: 0, history: vec![] };
-        let (leader, _) = Leader::new(LeaderConfig::new(1, [1, 2, 3]), init, 0).unwrap();
+        let leader = Leader::new(LeaderConfig::new(1, [1, 2, 3]), init, 0, &mut Vec::new()).unwrap();
         let mut e = Ens { leader, learners: BTreeMap::new(), to_learner: vec![], leader_log: vec![] };
         for (sid, role) in [(2, LearnerRole::Follower), (3, LearnerRole::Follower), (4, LearnerRole::Observer)] {
             let state = LocalState { accepted_epoch: 0, current_epoch: 0, last_zxid: 0 };
-            let (l, out) = Learner::new(LearnerConfig::new(sid, 1, role), state, 0);
+            let mut out = Vec::new();
+            let l = Learner::new(LearnerConfig::new(sid, 1, role), state, 0, &mut out);
             e.learners.insert(sid, l);
             e.learner_actions(sid, out);
         }
@@ -43,7 +44,7 @@ impl Ens {
             match &a {
                 Action::Send { to, packet } => self.to_learner.push((*to, packet.clone())),
                 Action::PersistEpoch { kind, epoch } => {
-                    let more = self.leader.on_epoch_durable(*kind, *epoch);
+                    let more = acts(|o| self.leader.on_epoch_durable(*kind, *epoch, o));
                     self.leader_log.push(a.clone());
                     self.leader_actions(more);
                     continue;
@@ -58,14 +59,14 @@ impl Ens {
     fn learner_actions(&mut self, sid: Sid, out: Vec<Action>) {
         for a in out {
             let more = match a {
-                Action::Send { packet, .. } => self.leader.on_packet(sid, &packet, 0),
+                Action::Send { packet, .. } => acts(|o| self.leader.on_packet(sid, &packet, 0, o)),
                 Action::Persist(e) => {
-                    let more = self.learners.get_mut(&sid).unwrap().on_durable(e.zxid());
+                    let more = acts(|o| self.learners.get_mut(&sid).unwrap().on_durable(e.zxid(), o));
                     self.learner_actions(sid, more);
                     continue;
                 }
                 Action::PersistEpoch { kind, epoch } => {
-                    let more = self.learners.get_mut(&sid).unwrap().on_epoch_durable(kind, epoch);
+                    let more = acts(|o| self.learners.get_mut(&sid).unwrap().on_epoch_durable(kind, epoch, o));
                     self.learner_actions(sid, more);
                     continue;
                 }
@@ -81,7 +82,7 @@ impl Ens {
     fn deliver_all(&mut self) {
         let mut queue: VecDeque<_> = std::mem::take(&mut self.to_learner).into();
         while let Some((sid, p)) = queue.pop_front() {
-            let out = self.learners.get_mut(&sid).unwrap().on_packet(&p, 0);
+            let out = acts(|o| self.learners.get_mut(&sid).unwrap().on_packet(&p, 0, o));
             self.learner_actions(sid, out);
             queue.extend(std::mem::take(&mut self.to_learner));
         }
@@ -89,7 +90,8 @@ impl Ens {
 
     fn propose(&mut self, n: i64) -> Zxid {
         let txn = Txn::SetData { path: "/x".into(), data: Some(n.to_be_bytes().to_vec().into()), version: -1 };
-        let (zxid, out) = self.leader.propose(7, n as i32, n, txn).unwrap();
+        let mut out = Vec::new();
+        let zxid = self.leader.propose(7, n as i32, n, txn, &mut out).unwrap();
         self.leader_actions(out);
         zxid
     }
@@ -110,7 +112,7 @@ impl Ens {
     }
 
     fn ack(&mut self, from: Sid, zxid: Zxid) {
-        let out = self.leader.on_packet(from, &QuorumPacket::new(pt::ACK, zxid), 0);
+        let out = acts(|o| self.leader.on_packet(from, &QuorumPacket::new(pt::ACK, zxid), 0, o));
         self.leader_actions(out);
     }
 }
@@ -126,14 +128,14 @@ fn commit_waits_for_the_leaders_own_durable_ack() {
     e.ack(3, z1);
     assert!(e.queued(2, pt::COMMIT).is_empty() && e.leader_applied().is_empty(), "{:?}", e.leader_log);
     assert_eq!(e.leader.last_committed(), 0);
-    let out = e.leader.on_durable(z1);
+    let out = acts(|o| e.leader.on_durable(z1, o));
     e.leader_actions(out);
     assert_eq!(e.queued(2, pt::COMMIT), [z1]);
     assert_eq!(e.leader_applied(), [z1]);
 
     // The leader's durable ACK alone is not a quorum either.
     let z2 = e.propose(2);
-    let out = e.leader.on_durable(z2);
+    let out = acts(|o| e.leader.on_durable(z2, o));
     e.leader_actions(out);
     assert_eq!(e.leader.last_committed(), z1);
     e.ack(3, z2);
@@ -147,12 +149,12 @@ fn commits_go_out_strictly_in_zxid_order() {
     let zs: Vec<Zxid> = (1..=4).map(|n| e.propose(n)).collect();
     // The leader's log is durable only through the second proposal; follower 2 ACKs the fourth
     // first (its ACKs are cumulative: it logs in order), then the first.
-    let out = e.leader.on_durable(zs[1]);
+    let out = acts(|o| e.leader.on_durable(zs[1], o));
     e.leader_actions(out);
     e.ack(2, zs[3]);
     e.ack(2, zs[0]);
     assert_eq!(e.queued(2, pt::COMMIT), zs[..2]);
-    let out = e.leader.on_durable(zs[3]);
+    let out = acts(|o| e.leader.on_durable(zs[3], o));
     e.leader_actions(out);
     assert_eq!(e.queued(2, pt::COMMIT), zs);
     assert_eq!(e.queued(4, pt::INFORM), zs);
@@ -167,21 +169,21 @@ fn commits_go_out_strictly_in_zxid_order() {
 fn a_leader_that_lost_its_quorum_never_commits() {
     let mut e = Ens::established();
     let z1 = e.propose(1);
-    let out = e.leader.on_durable(z1);
+    let out = acts(|o| e.leader.on_durable(z1, o));
     e.leader_actions(out);
     // Both followers leave (they will follow a newer leader); the leader notices at its next tick.
-    e.leader.on_disconnect(2);
-    e.leader.on_disconnect(3);
-    let out = e.leader.on_tick(1);
+    acts(|o| e.leader.on_disconnect(2, o));
+    acts(|o| e.leader.on_disconnect(3, o));
+    let out = acts(|o| e.leader.on_tick(1, o));
     assert!(out.iter().any(|a| matches!(a, Action::GoLooking { .. })), "{out:?}");
     assert!(e.leader.is_stopped());
     let txn = Txn::SetData { path: "/x".into(), data: None, version: -1 };
-    assert_eq!(e.leader.propose(7, 2, 2, txn).unwrap_err(), ProposeError::Stopped);
+    assert_eq!(e.leader.propose(7, 2, 2, txn, &mut Vec::new()).unwrap_err(), ProposeError::Stopped);
     // Late ACKs (even a quorum of them) and durability change nothing.
     for from in [2, 3] {
-        assert!(e.leader.on_packet(from, &QuorumPacket::new(pt::ACK, z1), 0).is_empty());
+        assert!(acts(|o| e.leader.on_packet(from, &QuorumPacket::new(pt::ACK, z1), 0, o)).is_empty());
     }
-    assert!(e.leader.on_durable(z1).is_empty());
+    assert!(acts(|o| e.leader.on_durable(z1, o)).is_empty());
     assert_eq!(e.leader.last_committed(), 0);
 }
 
@@ -189,18 +191,19 @@ fn a_leader_that_lost_its_quorum_never_commits() {
 fn a_stale_leader_cannot_count_acks_for_another_epoch_or_from_unsynced_learners() {
     let mut e = Ens::established();
     let z1 = e.propose(1);
-    let out = e.leader.on_durable(z1);
+    let out = acts(|o| e.leader.on_durable(z1, o));
     e.leader_actions(out);
     // Follower 3 moved on to epoch 2 (a newer leader); an ACK of an epoch-2 zxid is refused.
-    let out = e.leader.on_packet(3, &QuorumPacket::new(pt::ACK, make_zxid(2, 1)), 0);
+    let out = acts(|o| e.leader.on_packet(3, &QuorumPacket::new(pt::ACK, make_zxid(2, 1)), 0, o));
     assert!(matches!(out.as_slice(), [Action::Disconnect { sid: 3, .. }]), "{out:?}");
     assert_eq!(e.leader.last_committed(), 0);
     // Follower 3 reconnects but has not ACKed NEWLEADER: its ACK does not count.
     let state = LocalState { accepted_epoch: 1, current_epoch: 1, last_zxid: 0 };
-    let (_, out) = Learner::new(LearnerConfig::new(3, 1, LearnerRole::Follower), state, 0);
+    let mut out = Vec::new();
+    let _ = Learner::new(LearnerConfig::new(3, 1, LearnerRole::Follower), state, 0, &mut out);
     let Some(Action::Send { packet: info, .. }) = out.first() else { panic!("{out:?}") };
-    e.leader.on_packet(3, info, 0);
-    let out = e.leader.on_packet(3, &QuorumPacket::new(pt::ACK, z1), 0);
+    acts(|o| e.leader.on_packet(3, info, 0, o));
+    let out = acts(|o| e.leader.on_packet(3, &QuorumPacket::new(pt::ACK, z1), 0, o));
     assert!(matches!(out.as_slice(), [Action::Disconnect { sid: 3, .. }]), "{out:?}");
     assert_eq!(e.leader.last_committed(), 0);
     // Follower 2, synced in this epoch, completes the quorum.
@@ -214,7 +217,7 @@ fn observers_get_inform_only_after_commit_and_never_a_proposal() {
     let z1 = e.propose(1);
     assert_eq!(e.queued(2, pt::PROPOSAL), [z1]);
     assert!(e.to_learner.iter().all(|(s, _)| *s != 4), "observer got something before commit");
-    let out = e.leader.on_durable(z1);
+    let out = acts(|o| e.leader.on_durable(z1, o));
     e.leader_actions(out);
     assert!(e.to_learner.iter().all(|(s, _)| *s != 4));
     e.ack(2, z1);
@@ -229,7 +232,7 @@ fn revalidate_goes_to_the_leader_and_its_answer_comes_back_to_the_learner() {
     let mut e = Ens::established();
     let sid = 0x0200_0000_0000_0007;
     for learner in [2, 4] {
-        let out = e.learners.get_mut(&learner).unwrap().revalidate(sid, 4_000);
+        let out = acts(|o| e.learners.get_mut(&learner).unwrap().revalidate(sid, 4_000, o));
         let [Action::Send { to: 1, packet }] = out.as_slice() else { panic!("{out:?}") };
         // Learner.validateSession: type REVALIDATE, zxid -1, long sessionId + int timeout.
         assert_eq!((packet.packet_type, packet.zxid), (pt::REVALIDATE, -1));
@@ -237,18 +240,18 @@ fn revalidate_goes_to_the_leader_and_its_answer_comes_back_to_the_learner() {
         want.extend_from_slice(&4_000i32.to_be_bytes());
         assert_eq!(packet.data.as_deref(), Some(&want[..]));
         // The leader machine hands the question to the node, which answers from its sessions.
-        let asked = e.leader.on_packet(learner, packet, 0);
+        let asked = acts(|o| e.leader.on_packet(learner, packet, 0, o));
         assert_eq!(asked, [Action::Revalidate { from: learner, session_id: sid, timeout_ms: 4_000 }]);
         for valid in [true, false] {
             let reply = codec::revalidate_reply(sid, valid);
             assert_eq!(reply.data.as_deref().map(<[u8]>::len), Some(9), "long sessionId + boolean");
-            let got = e.learners.get_mut(&learner).unwrap().on_packet(&reply, 0);
+            let got = acts(|o| e.learners.get_mut(&learner).unwrap().on_packet(&reply, 0, o));
             assert_eq!(got, [Action::Revalidated { session_id: sid, valid }]);
         }
         // A reply without its boolean is a protocol error.
         let mut short = codec::revalidate_reply(sid, true);
         short.data.as_mut().unwrap().pop();
-        let got = e.learners.get_mut(&learner).unwrap().on_packet(&short, 0);
+        let got = acts(|o| e.learners.get_mut(&learner).unwrap().on_packet(&short, 0, o));
         assert!(matches!(got.as_slice(), [Action::GoLooking { .. }]), "{got:?}");
     }
 }
@@ -258,19 +261,20 @@ fn the_counter_limit_stops_proposals_in_the_epoch_so_a_new_epoch_starts() {
     let init = LeaderInit { accepted_epoch: 0, current_epoch: 0, last_zxid: 0, history_base: 0, history: vec![] };
     let mut cfg = LeaderConfig::new(1, [1]);
     cfg.max_counter = 2;
-    let (mut leader, out) = Leader::new(cfg, init, 0).unwrap();
+    let mut out = Vec::new();
+    let mut leader = Leader::new(cfg, init, 0, &mut out).unwrap();
     let mut pending = out;
     while let Some(a) = pending.pop() {
         if let Action::PersistEpoch { kind, epoch } = a {
-            pending.extend(leader.on_epoch_durable(kind, epoch));
+            pending.extend(acts(|o| leader.on_epoch_durable(kind, epoch, o)));
         }
     }
     assert!(leader.is_established(), "a one-voter ensemble establishes alone");
     let txn = || Txn::CreateSession { timeout_ms: 1000 };
-    let (z1, _) = leader.propose(1, 1, 0, txn()).unwrap();
-    let (z2, _) = leader.propose(1, 2, 0, txn()).unwrap();
+    let z1 = leader.propose(1, 1, 0, txn(), &mut Vec::new()).unwrap();
+    let z2 = leader.propose(1, 2, 0, txn(), &mut Vec::new()).unwrap();
     assert_eq!((counter_of(z1), counter_of(z2)), (1, 2));
-    assert!(matches!(leader.propose(1, 3, 0, txn()), Err(ProposeError::ZxidExhausted)));
+    assert!(matches!(leader.propose(1, 3, 0, txn(), &mut Vec::new()), Err(ProposeError::ZxidExhausted)));
     assert_eq!(leader.last_proposed(), z2, "nothing was assigned past the limit");
 }
 
@@ -282,24 +286,24 @@ fn a_sync_is_done_only_once_every_commit_before_it_is_applied() {
     let mut e = Ens::established();
     let mut f = e.learners.remove(&2).unwrap();
     let txn = Txn::CreateSession { timeout_ms: 1000 };
-    let (zxid, _) = e.leader.propose(7, 1, 1, txn.clone()).unwrap();
+    let zxid = e.leader.propose(7, 1, 1, txn.clone(), &mut Vec::new()).unwrap();
     let entry = TxnEntry {
         hdr: warden_proto::txn::TxnHeader { client_id: 7, cxid: 1, zxid, time_ms: 1, txn_type: txn.op().code() },
         txn: txn.into(),
     };
-    let out = f.on_packet(&codec::proposal(&entry), 0);
+    let out = acts(|o| f.on_packet(&codec::proposal(&entry), 0, o));
     assert!(out.contains(&Action::Persist(entry.clone())), "{out:?}");
-    let out = f.on_packet(&QuorumPacket::new(pt::COMMIT, zxid), 0);
+    let out = acts(|o| f.on_packet(&QuorumPacket::new(pt::COMMIT, zxid), 0, o));
     assert!(out.is_empty(), "not applied before it is durable here: {out:?}");
-    let out = f.on_packet(&QuorumPacket::new(pt::SYNC, 0), 0);
+    let out = acts(|o| f.on_packet(&QuorumPacket::new(pt::SYNC, 0), 0, o));
     assert!(!out.contains(&Action::SyncDone), "the sync waits for the commit before it: {out:?}");
     f.check_invariants().unwrap();
-    let out = f.on_durable(zxid);
+    let out = acts(|o| f.on_durable(zxid, o));
     let applied = out.iter().position(|a| matches!(a, Action::ApplyCommitted(x) if x.zxid() == zxid));
     let done = out.iter().position(|a| *a == Action::SyncDone);
     assert!(applied.is_some() && done.is_some() && applied < done, "apply, then sync done: {out:?}");
     // With nothing pending, a SYNC is done at once.
-    assert!(f.on_packet(&QuorumPacket::new(pt::SYNC, 0), 0).contains(&Action::SyncDone));
+    assert!(acts(|o| f.on_packet(&QuorumPacket::new(pt::SYNC, 0), 0, o)).contains(&Action::SyncDone));
     f.check_invariants().unwrap();
 }
 
@@ -311,14 +315,23 @@ fn a_voter_with_a_newer_accepted_epoch_makes_the_leader_step_down() {
     let mut e = Ens::established();
     let epoch = e.leader.epoch().unwrap();
     let state = LocalState { accepted_epoch: epoch, current_epoch: epoch - 1, last_zxid: 0 };
-    let (_, out) = Learner::new(LearnerConfig::new(3, 1, LearnerRole::Follower), state, 0);
+    let mut out = Vec::new();
+    let _ = Learner::new(LearnerConfig::new(3, 1, LearnerRole::Follower), state, 0, &mut out);
     let [Action::Send { packet: same, .. }] = out.as_slice() else { panic!("{out:?}") };
-    let out = e.leader.on_packet(3, same, 0);
+    let out = acts(|o| e.leader.on_packet(3, same, 0, o));
     assert!(!out.iter().any(|a| matches!(a, Action::GoLooking { .. })), "an equal epoch reconnects: {out:?}");
     let state = LocalState { accepted_epoch: epoch + 1, current_epoch: epoch - 1, last_zxid: 0 };
-    let (_, out) = Learner::new(LearnerConfig::new(3, 1, LearnerRole::Follower), state, 0);
+    let mut out = Vec::new();
+    let _ = Learner::new(LearnerConfig::new(3, 1, LearnerRole::Follower), state, 0, &mut out);
     let [Action::Send { packet: newer, .. }] = out.as_slice() else { panic!("{out:?}") };
-    let out = e.leader.on_packet(3, newer, 0);
+    let out = acts(|o| e.leader.on_packet(3, newer, 0, o));
     assert!(out.iter().any(|a| matches!(a, Action::GoLooking { .. })), "{out:?}");
     assert!(e.leader.is_stopped());
+}
+
+/// What one call of a machine pushed into its caller's buffer.
+fn acts<A>(call: impl FnOnce(&mut Vec<A>)) -> Vec<A> {
+    let mut out = Vec::new();
+    call(&mut out);
+    out
 }

@@ -36,7 +36,8 @@ fn leader_with(history: &[Zxid], base: Zxid, epoch: i64) -> Leader {
         history_base: base,
         history: history.iter().map(|z| entry(*z)).collect(),
     };
-    let (l, out) = Leader::new(LeaderConfig::new(1, [1, 2, 3]), init, 0).unwrap();
+    let mut out = Vec::new();
+    let l = Leader::new(LeaderConfig::new(1, [1, 2, 3]), init, 0, &mut out).unwrap();
     assert!(out.is_empty(), "one of three voters cannot fix an epoch alone");
     l
 }
@@ -54,27 +55,28 @@ fn handshake_from(
     current: i64,
 ) -> (Learner, Vec<Action>, Vec<QuorumPacket>) {
     let state = LocalState { accepted_epoch: epoch, current_epoch: current, last_zxid: last };
-    let (mut learner, mut log) = Learner::new(LearnerConfig::new(2, 1, LearnerRole::Follower), state, 0);
+    let mut log = Vec::new();
+    let mut learner = Learner::new(LearnerConfig::new(2, 1, LearnerRole::Follower), state, 0, &mut log);
     let info = sends(&log, 1);
     assert_eq!(types(&info), [pt::FOLLOWERINFO]);
     assert_eq!(info[0].zxid, z(epoch, 0));
-    let out = leader.on_packet(2, &info[0], 0);
+    let out = acts(|o| leader.on_packet(2, &info[0], 0, o));
     assert_eq!(out, [Action::PersistEpoch { kind: EpochKind::Accepted, epoch: epoch + 1 }]);
-    let out = leader.on_epoch_durable(EpochKind::Accepted, epoch + 1);
+    let out = acts(|o| leader.on_epoch_durable(EpochKind::Accepted, epoch + 1, o));
     let li = sends(&out, 2);
     assert_eq!(types(&li), [pt::LEADERINFO]);
     assert_eq!(li[0].zxid, z(epoch + 1, 0));
-    let out = learner.on_packet(&li[0], 0);
+    let out = acts(|o| learner.on_packet(&li[0], 0, o));
     // acceptedEpoch must be durable before ACKEPOCH.
     assert_eq!(out, [Action::PersistEpoch { kind: EpochKind::Accepted, epoch: epoch + 1 }]);
     log.extend(out);
-    let out = learner.on_epoch_durable(EpochKind::Accepted, epoch + 1);
+    let out = acts(|o| learner.on_epoch_durable(EpochKind::Accepted, epoch + 1, o));
     let ack = sends(&out, 1);
     assert_eq!(types(&ack), [pt::ACKEPOCH]);
     assert_eq!(ack[0].zxid, last);
     assert_eq!(ack[0].data.as_deref(), Some(&(current as i32).to_be_bytes()[..]));
     log.extend(out);
-    let out = leader.on_packet(2, &ack[0], 0);
+    let out = acts(|o| leader.on_packet(2, &ack[0], 0, o));
     assert!(out.contains(&Action::PersistEpoch { kind: EpochKind::Current, epoch: epoch + 1 }));
     let sync = sends(&out, 2);
     assert_eq!(sync.last().map(|p| p.packet_type), Some(pt::NEWLEADER));
@@ -85,7 +87,7 @@ fn handshake_from(
 
 fn feed(learner: &mut Learner, packets: &[QuorumPacket], log: &mut Vec<Action>) {
     for p in packets {
-        let out = learner.on_packet(p, 0);
+        let out = acts(|o| learner.on_packet(p, 0, o));
         assert!(!out.iter().any(|a| matches!(a, Action::GoLooking { .. })), "{out:?}");
         log.extend(out);
         learner.check_invariants().unwrap();
@@ -107,11 +109,11 @@ fn diff_then_persist_history_then_current_epoch_then_ack_newleader() {
     // Nothing is ACKed, epoch-written or applied until the synced history is durable.
     assert!(sends(&log, 1).iter().all(|p| p.packet_type != pt::ACK));
     assert!(!log.iter().any(|a| matches!(a, Action::PersistEpoch { kind: EpochKind::Current, .. })));
-    let out = learner.on_durable(z(1, 2));
+    let out = acts(|o| learner.on_durable(z(1, 2), o));
     assert!(out.is_empty(), "only part of the history is durable: {out:?}");
-    log.extend(learner.on_durable(z(1, 3)));
+    log.extend(acts(|o| learner.on_durable(z(1, 3), o)));
     assert!(sends(&log, 1).iter().all(|p| p.packet_type != pt::ACK), "ACK before currentEpoch is durable");
-    log.extend(learner.on_epoch_durable(EpochKind::Current, 2));
+    log.extend(acts(|o| learner.on_epoch_durable(EpochKind::Current, 2, o)));
     learner.check_invariants().unwrap();
     let persisted = position(&log, |a| matches!(a, Action::Persist(e) if e.zxid() == z(1, 3)));
     let epoch = position(&log, |a| matches!(a, Action::PersistEpoch { kind: EpochKind::Current, epoch: 2 }));
@@ -124,13 +126,13 @@ fn diff_then_persist_history_then_current_epoch_then_ack_newleader() {
 
     // The leader establishes only with its own currentEpoch durable too.
     let nl_ack = QuorumPacket::new(pt::ACK, z(2, 0));
-    assert!(leader.on_packet(2, &nl_ack, 0).is_empty());
-    let out = leader.on_epoch_durable(EpochKind::Current, 2);
+    assert!(acts(|o| leader.on_packet(2, &nl_ack, 0, o)).is_empty());
+    let out = acts(|o| leader.on_epoch_durable(EpochKind::Current, 2, o));
     assert_eq!(out[0], Action::Broadcasting { epoch: 2 });
     assert_eq!(types(&sends(&out, 2)), [pt::UPTODATE]);
     leader.check_invariants().unwrap();
 
-    let out = learner.on_packet(&QuorumPacket::new(pt::UPTODATE, -1), 0);
+    let out = acts(|o| learner.on_packet(&QuorumPacket::new(pt::UPTODATE, -1), 0, o));
     assert_eq!(types(&sends(&out, 1)), [pt::ACK]);
     let synced = position(&out, |a| matches!(a, Action::Synced { epoch: 2 }));
     let applied: Vec<Zxid> = out
@@ -187,7 +189,7 @@ fn leader_refuses_a_history_with_a_hole() {
             history_base: base,
             history: history.iter().map(|z| entry(*z)).collect(),
         };
-        let err = Leader::new(LeaderConfig::new(1, [1, 2, 3]), init, 0).unwrap_err();
+        let err = Leader::new(LeaderConfig::new(1, [1, 2, 3]), init, 0, &mut Vec::new()).unwrap_err();
         assert!(matches!(err, LeaderInitError::HistoryHole { .. }), "{err}");
     }
 }
@@ -205,28 +207,29 @@ fn divergent_tail_across_an_epoch_gets_a_snapshot() {
 fn far_behind_learner_gets_a_snapshot_installed_durably_before_the_ack() {
     let mut leader = leader_with(&[z(1, 51), z(1, 52), z(1, 53)], z(1, 50), 1);
     let state = LocalState { accepted_epoch: 1, current_epoch: 1, last_zxid: z(1, 10) };
-    let (mut learner, mut log) = Learner::new(LearnerConfig::new(2, 1, LearnerRole::Follower), state, 0);
+    let mut log = Vec::new();
+    let mut learner = Learner::new(LearnerConfig::new(2, 1, LearnerRole::Follower), state, 0, &mut log);
     let mut to_leader = sends(&log, 1);
     let mut actions_of_leader = Vec::new();
     // Drive discovery generically this time.
     for _ in 0..4 {
         for p in std::mem::take(&mut to_leader) {
-            actions_of_leader.extend(leader.on_packet(2, &p, 0));
+            actions_of_leader.extend(acts(|o| leader.on_packet(2, &p, 0, o)));
         }
-        actions_of_leader.extend(leader.on_epoch_durable(EpochKind::Accepted, 2));
+        actions_of_leader.extend(acts(|o| leader.on_epoch_durable(EpochKind::Accepted, 2, o)));
         for p in sends(&std::mem::take(&mut actions_of_leader), 2) {
-            let out = learner.on_packet(&p, 0);
+            let out = acts(|o| learner.on_packet(&p, 0, o));
             to_leader.extend(sends(&out, 1));
             log.extend(out);
         }
-        let out = learner.on_epoch_durable(EpochKind::Accepted, 2);
+        let out = acts(|o| learner.on_epoch_durable(EpochKind::Accepted, 2, o));
         to_leader.extend(sends(&out, 1));
         log.extend(out);
     }
     assert!(log.contains(&Action::InstallSnapshot { zxid: z(1, 53) }), "{log:#?}");
     assert!(!log.iter().any(|a| matches!(a, Action::PersistEpoch { kind: EpochKind::Current, .. })));
-    log.extend(learner.on_durable(z(1, 53)));
-    log.extend(learner.on_epoch_durable(EpochKind::Current, 2));
+    log.extend(acts(|o| learner.on_durable(z(1, 53), o)));
+    log.extend(acts(|o| learner.on_epoch_durable(EpochKind::Current, 2, o)));
     let install = position(&log, |a| matches!(a, Action::InstallSnapshot { .. }));
     let epoch = position(&log, |a| matches!(a, Action::PersistEpoch { kind: EpochKind::Current, .. }));
     let ack = position(&log, |a| matches!(a, Action::Send { packet, .. } if packet.packet_type == pt::ACK));
@@ -238,11 +241,12 @@ fn far_behind_learner_gets_a_snapshot_installed_durably_before_the_ack() {
 fn leader_snapshot_action_follows_the_snap_packet() {
     let mut leader = leader_with(&[z(1, 51)], z(1, 50), 1);
     let state = LocalState { accepted_epoch: 1, current_epoch: 1, last_zxid: z(1, 3) };
-    let (_, out) = Learner::new(LearnerConfig::new(2, 1, LearnerRole::Follower), state, 0);
-    leader.on_packet(2, &sends(&out, 1)[0], 0);
-    leader.on_epoch_durable(EpochKind::Accepted, 2);
+    let mut out = Vec::new();
+    let _ = Learner::new(LearnerConfig::new(2, 1, LearnerRole::Follower), state, 0, &mut out);
+    acts(|o| leader.on_packet(2, &sends(&out, 1)[0], 0, o));
+    acts(|o| leader.on_epoch_durable(EpochKind::Accepted, 2, o));
     let ack = QuorumPacket::with_data(pt::ACKEPOCH, z(1, 3), 1i32.to_be_bytes().to_vec());
-    let out = leader.on_packet(2, &ack, 0);
+    let out = acts(|o| leader.on_packet(2, &ack, 0, o));
     let snap = position(&out, |a| matches!(a, Action::Send { packet, .. } if packet.packet_type == pt::SNAP));
     assert_eq!(out[snap + 1], Action::SendSnapshot { to: 2, zxid: z(1, 51) });
 }
@@ -251,12 +255,13 @@ fn leader_snapshot_action_follows_the_snap_packet() {
 fn learner_more_recent_than_the_leader_makes_it_step_down() {
     let mut leader = leader_with(&[z(1, 1)], 0, 1);
     let state = LocalState { accepted_epoch: 1, current_epoch: 1, last_zxid: z(1, 9) };
-    let (_, out) = Learner::new(LearnerConfig::new(2, 1, LearnerRole::Follower), state, 0);
-    leader.on_packet(2, &sends(&out, 1)[0], 0);
-    leader.on_epoch_durable(EpochKind::Accepted, 2);
+    let mut out = Vec::new();
+    let _ = Learner::new(LearnerConfig::new(2, 1, LearnerRole::Follower), state, 0, &mut out);
+    acts(|o| leader.on_packet(2, &sends(&out, 1)[0], 0, o));
+    acts(|o| leader.on_epoch_durable(EpochKind::Accepted, 2, o));
     // Same current epoch, higher zxid: ZooKeeper's StateSummary.isMoreRecentThan.
     let ack = QuorumPacket::with_data(pt::ACKEPOCH, z(1, 9), 1i32.to_be_bytes().to_vec());
-    let out = leader.on_packet(2, &ack, 0);
+    let out = acts(|o| leader.on_packet(2, &ack, 0, o));
     assert!(matches!(out.last(), Some(Action::GoLooking { .. })), "{out:?}");
     assert!(leader.is_stopped());
 }
@@ -264,11 +269,11 @@ fn learner_more_recent_than_the_leader_makes_it_step_down() {
 #[test]
 fn learner_rejects_an_older_epoch_and_acks_an_already_accepted_one_with_minus_one() {
     let state = LocalState { accepted_epoch: 5, current_epoch: 4, last_zxid: z(4, 2) };
-    let (mut l, _) = Learner::new(LearnerConfig::new(2, 1, LearnerRole::Follower), state, 0);
-    let out = l.on_packet(&warden_quorum::zab::codec::leader_info(4), 0);
+    let mut l = Learner::new(LearnerConfig::new(2, 1, LearnerRole::Follower), state, 0, &mut Vec::new());
+    let out = acts(|o| l.on_packet(&warden_quorum::zab::codec::leader_info(4), 0, o));
     assert!(matches!(out.as_slice(), [Action::GoLooking { .. }]));
-    let (mut l, _) = Learner::new(LearnerConfig::new(2, 1, LearnerRole::Follower), state, 0);
-    let out = l.on_packet(&warden_quorum::zab::codec::leader_info(5), 0);
+    let mut l = Learner::new(LearnerConfig::new(2, 1, LearnerRole::Follower), state, 0, &mut Vec::new());
+    let out = acts(|o| l.on_packet(&warden_quorum::zab::codec::leader_info(5), 0, o));
     let ack = sends(&out, 1);
     assert_eq!(types(&ack), [pt::ACKEPOCH]);
     assert_eq!(ack[0].data.as_deref(), Some(&(-1i32).to_be_bytes()[..]));
@@ -280,7 +285,7 @@ fn learner_rejects_a_gap_and_a_commit_it_cannot_match() {
     let (mut learner, _, sync) = handshake(&mut leader, z(1, 2), 1);
     let mut log = Vec::new();
     feed(&mut learner, &sync, &mut log);
-    let out = learner.on_packet(&QuorumPacket::new(pt::COMMIT, z(2, 7)), 0);
+    let out = acts(|o| learner.on_packet(&QuorumPacket::new(pt::COMMIT, z(2, 7)), 0, o));
     assert!(matches!(out.as_slice(), [Action::GoLooking { .. }]), "{out:?}");
 }
 
@@ -296,7 +301,7 @@ fn learner_refuses_a_txn_that_leaves_a_hole_in_its_log() {
     assert_eq!(types(&sync)[..3], [pt::DIFF, pt::PROPOSAL, pt::COMMIT]);
     feed(&mut learner, &sync[..1], &mut log);
     // (1,4) before (1,3): refused, nothing persisted.
-    let out = learner.on_packet(&sync[3], 0);
+    let out = acts(|o| learner.on_packet(&sync[3], 0, o));
     assert_eq!(sync[3].zxid, z(1, 4));
     assert!(matches!(out.as_slice(), [Action::GoLooking { .. }]), "{out:?}");
     assert_eq!(learner.last_received(), z(1, 2));
@@ -318,25 +323,25 @@ fn a_lost_uptodate_is_noticed_only_through_the_connection_closing() {
     let mut leader = leader_with(&[z(1, 1)], 0, 1);
     let (mut learner, mut log, sync) = handshake(&mut leader, z(1, 1), 1);
     feed(&mut learner, &sync, &mut log);
-    log.extend(learner.on_epoch_durable(EpochKind::Current, 2));
+    log.extend(acts(|o| learner.on_epoch_durable(EpochKind::Current, 2, o)));
     let ack = sends(&log, 1).into_iter().find(|p| p.packet_type == pt::ACK).unwrap();
-    leader.on_packet(2, &ack, 0);
-    let out = leader.on_epoch_durable(EpochKind::Current, 2);
+    acts(|o| leader.on_packet(2, &ack, 0, o));
+    let out = acts(|o| leader.on_epoch_durable(EpochKind::Current, 2, o));
     assert_eq!(types(&sends(&out, 2)), [pt::UPTODATE]); // ...lost on the way
     let tick_ms = LearnerConfig::new(2, 1, LearnerRole::Follower).tick_ms;
     for t in 1..100 {
         let now = t * tick_ms;
-        let out = leader.on_tick(now);
+        let out = acts(|o| leader.on_tick(now, o));
         assert!(!leader.is_stopped());
         for p in sends(&out, 2) {
-            let out = learner.on_packet(&p, now);
+            let out = acts(|o| learner.on_packet(&p, now, o));
             let [Action::PingReply { to: 1, zxid }] = out.as_slice() else { panic!("{out:?}") };
-            leader.on_packet(2, &codec::ping_reply(*zxid, &[]), now);
+            acts(|o| leader.on_packet(2, &codec::ping_reply(*zxid, &[]), now, o));
         }
-        assert!(learner.on_tick(now).is_empty());
+        assert!(acts(|o| learner.on_tick(now, o)).is_empty());
         assert!(!learner.is_synced() && !learner.is_stopped());
     }
-    assert!(matches!(learner.on_disconnect().as_slice(), [Action::GoLooking { .. }]));
+    assert!(matches!(acts(|o| learner.on_disconnect(o)).as_slice(), [Action::GoLooking { .. }]));
 }
 
 /// Lossy seed 1782 of zab_cluster: the harness let PROPOSAL (2,1) overtake the end of a DIFF
@@ -372,4 +377,11 @@ fn a_new_epoch_txn_overtaking_the_diff_stream_is_indistinguishable_from_a_short_
         })
         .collect();
     assert_eq!(persisted, [z(1, 3), z(1, 4), z(1, 5), z(2, 1)]);
+}
+
+/// What one call of a machine pushed into its caller's buffer.
+fn acts<A>(call: impl FnOnce(&mut Vec<A>)) -> Vec<A> {
+    let mut out = Vec::new();
+    call(&mut out);
+    out
 }

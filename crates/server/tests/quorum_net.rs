@@ -196,27 +196,26 @@ async fn run_leader(
         while !actions.is_empty() {
             let durable = carry_out(std::mem::take(&mut actions), &store, &mut net);
             if let Some(z) = durable.zxid {
-                actions.extend(leader.on_durable(z));
+                leader.on_durable(z, &mut actions);
             }
             for (kind, epoch) in durable.epochs {
-                actions.extend(leader.on_epoch_durable(kind, epoch));
+                leader.on_epoch_durable(kind, epoch, &mut actions);
             }
         }
         leader.check_invariants().expect("leader invariants");
         tokio::select! {
             event = net.recv() => match event {
-                Some(LeaderEvent::Packet { from, packet }) => actions = leader.on_packet(from, &packet, now()),
-                Some(LeaderEvent::Disconnected { sid }) => actions = leader.on_disconnect(sid),
+                Some(LeaderEvent::Packet { from, packet }) => leader.on_packet(from, &packet, now(), &mut actions),
+                Some(LeaderEvent::Disconnected { sid }) => leader.on_disconnect(sid, &mut actions),
                 None => break,
             },
-            _ = tick.tick() => actions = leader.on_tick(now()),
+            _ = tick.tick() => leader.on_tick(now(), &mut actions),
             cmd = cmds.recv() => match cmd {
                 Some(LeaderCmd::Propose(n)) => {
                     for _ in 0..n {
                         proposed += 1;
                         let txn = (*entry(0, proposed).txn).clone();
-                        let (_, out) = leader.propose(1, proposed as i32, 0, txn).expect("propose");
-                        actions.extend(out);
+                        leader.propose(1, proposed as i32, 0, txn, &mut actions).expect("propose");
                     }
                 }
                 Some(LeaderCmd::Disconnect(sid)) => {
@@ -264,7 +263,8 @@ async fn run_learner(
         cfg.tick_ms = TICK_MS;
         cfg.init_limit = 40;
         cfg.sync_limit = 20;
-        let (mut learner, mut actions) = Learner::new(cfg, state, now());
+        let mut actions = Vec::new();
+        let mut learner = Learner::new(cfg, state, now(), &mut actions);
         let first = match actions.remove(0) {
             Action::Send { packet, .. } => packet,
             other => panic!("a learner starts by sending its info, not {other:?}"),
@@ -287,10 +287,10 @@ async fn run_learner(
             while !actions.is_empty() {
                 let durable = carry_out(std::mem::take(&mut actions), &store, &mut net);
                 if let Some(z) = durable.zxid {
-                    actions.extend(learner.on_durable(z));
+                    learner.on_durable(z, &mut actions);
                 }
                 for (kind, epoch) in durable.epochs {
-                    actions.extend(learner.on_epoch_durable(kind, epoch));
+                    learner.on_epoch_durable(kind, epoch, &mut actions);
                 }
             }
             learner.check_invariants().expect("learner invariants");
@@ -301,12 +301,12 @@ async fn run_learner(
                 event = net.recv() => match event {
                     Some(LearnerEvent::Packet(p)) => {
                         lock(&store).seen.push(p.packet_type);
-                        actions = learner.on_packet(&p, now());
+                        learner.on_packet(&p, now(), &mut actions);
                     }
-                    Some(LearnerEvent::Disconnected) | None => actions = learner.on_disconnect(),
+                    Some(LearnerEvent::Disconnected) | None => learner.on_disconnect(&mut actions),
                     Some(LearnerEvent::Snapshot { .. }) => panic!("no snapshot is sent in this test"),
                 },
-                _ = tick.tick() => actions = learner.on_tick(now()),
+                _ = tick.tick() => learner.on_tick(now(), &mut actions),
                 cmd = cmds.recv() => match cmd {
                     Some(LearnerCmd::Cut) => net.disconnect(),
                     None => {
@@ -344,7 +344,8 @@ async fn start_ensemble() -> Ensemble {
     cfg.tick_ms = TICK_MS;
     cfg.init_limit = 40;
     cfg.sync_limit = 20;
-    let (leader, first) = Leader::new(cfg, init, 0).expect("leader");
+    let mut first = Vec::new();
+    let leader = Leader::new(cfg, init, 0, &mut first).expect("leader");
     let net = LeaderNet::start(localhost(), net_cfg()).await.expect("start leader net");
     let addr = net.local_addr();
     let (leader_cmds, rx) = mpsc::channel(16);

@@ -442,7 +442,8 @@ impl World {
                 let now = self.now;
                 let Some(r) = self.running(sid, inc) else { return Ok(()) };
                 r.fle_timer_at = None;
-                let actions = r.fle.tick(now);
+                let mut actions = Vec::new();
+                r.fle.tick(now, &mut actions);
                 self.election_actions(sid, actions)?;
             }
             Ev::Vote { from, to, n } => {
@@ -450,7 +451,8 @@ impl World {
                 let inc = self.server(to).inc;
                 let n = crate::wire::decode_vote(&n).map_err(|e| format!("vote from {from} to {to}: {e}"))?;
                 let Some(r) = self.running(to, inc) else { return Ok(()) };
-                let actions = r.fle.receive(from, &n, now);
+                let mut actions = Vec::new();
+                r.fle.receive(from, &n, now, &mut actions);
                 self.election_actions(to, actions)?;
             }
             Ev::Dial { conn } => self.on_dial(conn)?,
@@ -835,7 +837,8 @@ impl World {
         let inc = self.server(sid).inc;
         let Some(r) = self.running(sid, inc) else { return Ok(()) };
         let (last_zxid, current_epoch) = r.driver.vote();
-        let actions = r.fle.start(now, last_zxid, current_epoch);
+        let mut actions = Vec::new();
+        r.fle.start(now, last_zxid, current_epoch, &mut actions);
         self.election_actions(sid, actions)
     }
 

@@ -14,13 +14,13 @@ impl Node {
         self.session_conn.clear();
         self.forget_local_sessions();
         self.prep.clear();
-        let Some(q) = self.quorum.as_mut() else { return };
+        let applied = self.tree.last_processed_zxid();
+        let q = self.ensemble_mut();
         q.origins.clear();
         q.awaiting.clear();
         q.syncs.clear();
         q.revalidating.clear();
         q.touched.clear();
-        let applied = self.tree.last_processed_zxid();
         let pending: Vec<TxnEntry> = q.log.iter().filter(|e| e.zxid() > applied).cloned().collect();
         for e in pending {
             // The log is this server's history: a new role starts from all of it, as ZooKeeper
@@ -31,13 +31,14 @@ impl Node {
 
     /// Stops the current machine without asking for an election.
     pub(super) fn stop_machine(&mut self) {
-        let Some(q) = self.quorum.as_mut() else { return };
+        let now_ms = self.now.mono_ms;
+        let q = self.ensemble_mut();
         if let Machine::Leader(l) = &mut q.machine {
             // Its GoLooking is the reason we are here; nothing to carry out.
-            let _ = l.step_down("role change");
+            l.step_down("role change", &mut Vec::new());
         }
         q.machine = Machine::Looking;
-        q.looking_since_ms = self.now.mono_ms;
+        q.looking_since_ms = now_ms;
     }
 
     pub(super) fn leave_role(&mut self, out: &mut Vec<Output>) {
@@ -56,7 +57,7 @@ impl Node {
         self.leave_role(out);
         let tick_ms = u64::from(self.cfg.tick_time_ms);
         let now_ms = self.now.mono_ms;
-        let Some(q) = self.quorum.as_mut() else { return };
+        let q = self.ensemble_mut();
         let mut cfg = LeaderConfig::new(q.setup.my_sid, q.setup.voters.iter().copied());
         cfg.tick_ms = tick_ms;
         cfg.init_limit = q.setup.init_limit;
@@ -70,21 +71,20 @@ impl Node {
             history_base: q.log_base,
             history: q.log.iter().cloned().collect(),
         };
-        match Leader::new(cfg, init, now_ms) {
-            Ok((leader, actions)) => {
-                q.machine = Machine::Leader(Box::new(leader));
-                // The leader owns expiry now: every session gets a fresh deadline, as ZooKeeper's
-                // new leader does when it builds its session tracker.
-                let sessions: Vec<(i64, u32)> = self.sessions.iter().map(|s| (s.id, s.timeout_ms)).collect();
-                for (id, timeout_ms) in sessions {
-                    self.sessions.add(id, timeout_ms, now_ms);
-                }
-                self.run(actions, out);
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot lead");
-                out.push(Output::Quorum(QuorumOutput::Elect { reason: format!("cannot lead: {e}") }));
-            }
+        // The leader owns expiry now: every session gets a fresh deadline, as ZooKeeper's new
+        // leader does when it builds its session tracker.
+        let sessions: Vec<(i64, u32)> = self.sessions.iter().map(|s| (s.id, s.timeout_ms)).collect();
+        for (id, timeout_ms) in sessions {
+            self.sessions.add(id, timeout_ms, now_ms);
+        }
+        let mut failed = None;
+        self.drive(out, |q, a| match Leader::new(cfg, init, now_ms, a) {
+            Ok(leader) => q.machine = Machine::Leader(Box::new(leader)),
+            Err(e) => failed = Some(e),
+        });
+        if let Some(e) = failed {
+            tracing::error!(error = %e, "cannot lead");
+            out.push(Output::Quorum(QuorumOutput::Elect { reason: format!("cannot lead: {e}") }));
         }
     }
 
@@ -92,15 +92,13 @@ impl Node {
         self.leave_role(out);
         let tick_ms = u64::from(self.cfg.tick_time_ms);
         let now_ms = self.now.mono_ms;
-        let Some(q) = self.quorum.as_mut() else { return };
+        let q = self.ensemble_mut();
         let mut cfg = LearnerConfig::new(q.setup.my_sid, leader, role);
         cfg.tick_ms = tick_ms;
         cfg.init_limit = q.setup.init_limit;
         cfg.sync_limit = q.setup.sync_limit;
         let state =
             LocalState { accepted_epoch: q.accepted_epoch, current_epoch: q.current_epoch, last_zxid: q.last_logged() };
-        let (learner, actions) = Learner::new(cfg, state, now_ms);
-        q.machine = Machine::Learner(Box::new(learner));
-        self.run(actions, out);
+        self.drive(out, |q, a| q.machine = Machine::Learner(Box::new(Learner::new(cfg, state, now_ms, a))));
     }
 }

@@ -16,28 +16,27 @@ impl Node {
         // The leader keeps committed txns for DIFF; they must not hold client read buffers.
         txn.detach_data();
         let wall_ms = self.now.wall_ms;
-        let result = match self.quorum.as_mut().map(|q| &mut q.machine) {
-            Some(Machine::Leader(l)) => {
-                l.propose_typed(session_id, cxid, wall_ms, txn_type, txn).map_err(|e| format!("{e:?}"))
-            }
-            _ => Err("not leading".to_string()),
-        };
-        match result {
-            Ok((zxid, actions)) => {
-                if let Some(q) = self.quorum.as_mut() {
-                    if !matches!(origin, Origin::Internal) {
-                        q.origins.insert(zxid, origin);
-                    }
+        let mut result = Err("not leading".to_string());
+        self.drive(out, |q, a| {
+            let Machine::Leader(l) = &mut q.machine else { return };
+            result = l.propose_typed(session_id, cxid, wall_ms, txn_type, txn, a).map_err(|e| format!("{e:?}"));
+            if let Ok(zxid) = result {
+                if !matches!(origin, Origin::Internal) {
+                    q.origins.insert(zxid, origin);
                 }
-                self.run(actions, out);
-                zxid
             }
+        });
+        match result {
+            Ok(zxid) => zxid,
             Err(e) => {
                 // Prepped changes were recorded under a zxid that will never apply.
                 let zxid = self.next_zxid();
-                if let Some(Machine::Leader(l)) = self.quorum.as_mut().map(|q| &mut q.machine) {
-                    let actions = l.step_down(&format!("cannot propose: {e}"));
-                    self.run(actions, out);
+                if self.leader().is_some() {
+                    self.drive(out, |q, a| {
+                        if let Machine::Leader(l) = &mut q.machine {
+                            l.step_down(&format!("cannot propose: {e}"), a);
+                        }
+                    });
                 } else {
                     self.lose_role(format!("cannot propose: {e}"), out);
                 }
@@ -61,11 +60,11 @@ impl Node {
             };
             Txn::CreateSession { timeout_ms: i32::from_be_bytes(bytes) }
         } else if op_type == OpCode::Sync.code() {
-            let actions = match self.quorum.as_mut().map(|q| &mut q.machine) {
-                Some(Machine::Leader(l)) => l.sync(from),
-                _ => Vec::new(),
-            };
-            return self.run(actions, out);
+            return self.drive(out, |q, a| {
+                if let Machine::Leader(l) = &mut q.machine {
+                    l.sync(from, a);
+                }
+            });
         } else if op_type == OpCode::CloseSession.code() {
             self.sessions.set_closing(session_id);
             self.prep.prep_close_session(&self.tree, session_id, zxid)

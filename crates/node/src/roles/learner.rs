@@ -4,22 +4,19 @@ use super::*;
 
 impl Node {
     pub(crate) fn learner_touched(&mut self, session_id: i64, timeout_ms: u32) {
-        if !self.is_learner() {
-            return;
-        }
-        if let Some(q) = self.quorum.as_mut() {
-            q.touched.insert(session_id, timeout_ms as i32);
+        if self.is_learner() {
+            self.ensemble_mut().touched.insert(session_id, timeout_ms as i32);
         }
     }
 
     pub(super) fn forward(&mut self, request: codec::ForwardedRequest, origin: Option<Origin>, out: &mut Vec<Output>) {
-        let Some(q) = self.quorum.as_mut() else { return };
-        let Machine::Learner(l) = &mut q.machine else { return };
-        let actions = l.forward(&request);
-        if let Some(origin) = origin {
-            q.awaiting.insert((request.session_id, request.cxid), origin);
-        }
-        self.run(actions, out);
+        self.drive(out, |q, a| {
+            let Machine::Learner(l) = &mut q.machine else { return };
+            l.forward(&request, a);
+            if let Some(origin) = origin {
+                q.awaiting.insert((request.session_id, request.cxid), origin);
+            }
+        });
     }
 
     /// A new session on a learner: the id is ours (our sid in its top byte), the createSession txn
@@ -64,9 +61,7 @@ impl Node {
         };
         let origin = match &req {
             Request::Sync(r) => {
-                if let Some(q) = self.quorum.as_mut() {
-                    q.syncs.push_back((conn, xid, r.path.clone()));
-                }
+                self.ensemble_mut().syncs.push_back((conn, xid, r.path.clone()));
                 None
             }
             _ => {
@@ -85,28 +80,33 @@ impl Node {
     pub(crate) fn learner_revalidate(&mut self, conn: ConnId, c: crate::conn::Conn, id: i64, out: &mut Vec<Output>) {
         let timeout_ms = c.timeout_ms as i32;
         self.conns.insert(conn, c);
-        let Some(q) = self.quorum.as_mut() else { return };
-        let Machine::Learner(l) = &mut q.machine else { return };
-        let actions = l.revalidate(id, timeout_ms);
+        let q = self.ensemble_mut();
+        if !matches!(q.machine, Machine::Learner(_)) {
+            return;
+        }
         if let Some(old) = q.revalidating.insert(id, conn) {
             // ZooKeeper keeps only the newest waiting connection of a session; the older one would
             // never be answered, so it is closed.
             self.drop_conn(old);
             out.push(Output::Close { conn: old });
         }
-        self.run(actions, out);
+        self.drive(out, |q, a| {
+            if let Machine::Learner(l) = &mut q.machine {
+                l.revalidate(id, timeout_ms, a);
+            }
+        });
     }
 
     /// A connection waiting for a REVALIDATE answer is gone (the answer will be ignored).
     pub(crate) fn forget_revalidation(&mut self, conn: ConnId) {
-        if let Some(q) = self.quorum.as_mut() {
+        if let Mode::Ensemble(q) = &mut self.mode {
             q.revalidating.retain(|_, c| *c != conn);
         }
     }
 
     /// The leader's REVALIDATE answer.
     pub(super) fn revalidated(&mut self, session_id: i64, valid: bool, out: &mut Vec<Output>) {
-        let Some(conn) = self.quorum.as_mut().and_then(|q| q.revalidating.remove(&session_id)) else {
+        let Some(conn) = self.ensemble_mut().revalidating.remove(&session_id) else {
             return tracing::debug!(session_id, "REVALIDATE answer for no waiting connection");
         };
         let Some(c) = self.conns.remove(&conn) else { return };
@@ -122,7 +122,7 @@ impl Node {
     }
 
     pub(super) fn sync_done(&mut self, out: &mut Vec<Output>) {
-        let Some((conn, xid, path)) = self.quorum.as_mut().and_then(|q| q.syncs.pop_front()) else { return };
+        let Some((conn, xid, path)) = self.ensemble_mut().syncs.pop_front() else { return };
         let frame = self.reply_frame(xid, 0, Some(&Response::Sync { path }));
         if let Some(c) = self.conns.get_mut(&conn) {
             c.complete_forwarded(xid, frame, false);

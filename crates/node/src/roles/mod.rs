@@ -54,7 +54,7 @@ use warden_quorum::Sid;
 use warden_tree::DataTree;
 
 use crate::conn::Pending;
-use crate::node::{ConnId, Node, Origin, Output};
+use crate::node::{ConnId, Mode, Node, Origin, Output};
 
 mod change;
 mod leader;
@@ -167,6 +167,8 @@ pub(crate) struct Quorum {
     incoming_snapshot: Option<SnapshotData>,
     /// When the machine last became `Looking` (read-only mode's grace period counts from it).
     looking_since_ms: u64,
+    /// The machines push their actions here ([`Node::drive`]); kept to reuse its capacity.
+    actions: Vec<Action>,
 }
 
 impl Quorum {
@@ -221,7 +223,7 @@ impl Node {
     /// goes into the top byte of the session ids this server hands out).
     pub fn new_quorum(cfg: crate::NodeConfig, setup: QuorumSetup, now: crate::Clock) -> Self {
         let mut node = Node::new(cfg, now);
-        node.quorum = Some(Box::new(Quorum {
+        node.mode = Mode::Ensemble(Box::new(Quorum {
             accepted_epoch: setup.accepted_epoch,
             current_epoch: setup.current_epoch,
             setup,
@@ -236,12 +238,43 @@ impl Node {
             revalidating: HashMap::new(),
             touched: BTreeMap::new(),
             incoming_snapshot: None,
+            actions: Vec::new(),
         }));
         node
     }
 
+    /// The ensemble state, if the node is a member of one.
+    pub(crate) fn ensemble(&self) -> Option<&Quorum> {
+        match &self.mode {
+            Mode::Ensemble(q) => Some(q),
+            Mode::Standalone { .. } => None,
+        }
+    }
+
+    /// The ensemble state, for role code. Only quorum inputs, which [`Node::step`] dispatches to a
+    /// member of an ensemble, and the machines' actions reach role code, so a standalone node here
+    /// is a bug in that dispatch: it stops the server rather than being ignored.
+    pub(crate) fn ensemble_mut(&mut self) -> &mut Quorum {
+        match &mut self.mode {
+            Mode::Ensemble(q) => q,
+            Mode::Standalone { .. } => unreachable!("role code reached on a standalone node"),
+        }
+    }
+
+    /// Calls the role's machine with the reusable action buffer, then carries out what it pushed.
+    pub(super) fn drive(&mut self, out: &mut Vec<Output>, call: impl FnOnce(&mut Quorum, &mut Vec<Action>)) {
+        let q = self.ensemble_mut();
+        let mut actions = std::mem::take(&mut q.actions);
+        call(q, &mut actions);
+        self.run(&mut actions, out);
+        let q = self.ensemble_mut();
+        if q.actions.capacity() < actions.capacity() {
+            q.actions = actions;
+        }
+    }
+
     pub fn role(&self) -> RoleKind {
-        match self.quorum.as_ref().map(|q| &q.machine) {
+        match self.ensemble().map(|q| &q.machine) {
             None => RoleKind::Standalone,
             Some(Machine::Looking) => RoleKind::Looking,
             Some(Machine::Leader(_)) => RoleKind::Leader,
@@ -252,12 +285,12 @@ impl Node {
 
     /// The (accepted, current) epochs this node knows to be durable.
     pub fn epochs(&self) -> Option<(i64, i64)> {
-        self.quorum.as_ref().map(|q| (q.accepted_epoch, q.current_epoch))
+        self.ensemble().map(|q| (q.accepted_epoch, q.current_epoch))
     }
 
     /// When the node became LOOKING, if it is LOOKING.
     pub(crate) fn looking_since_ms(&self) -> Option<u64> {
-        match self.quorum.as_ref() {
+        match self.ensemble() {
             Some(q) if matches!(q.machine, Machine::Looking) => Some(q.looking_since_ms),
             _ => None,
         }
@@ -265,7 +298,7 @@ impl Node {
 
     /// Whether clients are served: always standalone; once established or synced in a quorum.
     pub fn serving(&self) -> bool {
-        match self.quorum.as_ref().map(|q| &q.machine) {
+        match self.ensemble().map(|q| &q.machine) {
             None => true,
             Some(Machine::Looking) => false,
             Some(Machine::Leader(l)) => l.is_established(),
@@ -274,14 +307,14 @@ impl Node {
     }
 
     pub(crate) fn leader(&self) -> Option<&Leader> {
-        match self.quorum.as_ref().map(|q| &q.machine) {
+        match self.ensemble().map(|q| &q.machine) {
             Some(Machine::Leader(l)) => Some(l),
             _ => None,
         }
     }
 
     pub(crate) fn is_learner(&self) -> bool {
-        matches!(self.quorum.as_ref().map(|q| &q.machine), Some(Machine::Learner(_)))
+        matches!(self.ensemble().map(|q| &q.machine), Some(Machine::Learner(_)))
     }
 
     pub(crate) fn is_established_leader(&self) -> bool {
@@ -292,55 +325,39 @@ impl Node {
 
     pub(crate) fn quorum_input(&mut self, input: crate::Input, out: &mut Vec<Output>) {
         use crate::Input as I;
-        if self.quorum.is_none() {
-            tracing::warn!("quorum input on a standalone node ignored");
-            return;
-        }
         let now_ms = self.now.mono_ms;
         match input {
-            I::Peer { from, packet } => {
-                let actions = match self.quorum.as_mut().map(|q| &mut q.machine) {
-                    Some(Machine::Leader(l)) => l.on_packet(from, &packet, now_ms),
-                    Some(Machine::Learner(l)) if l.leader() == from => l.on_packet(&packet, now_ms),
-                    _ => Vec::new(),
-                };
-                self.run(actions, out);
-            }
+            I::Peer { from, packet } => self.drive(out, |q, a| match &mut q.machine {
+                Machine::Leader(l) => l.on_packet(from, &packet, now_ms, a),
+                Machine::Learner(l) if l.leader() == from => l.on_packet(&packet, now_ms, a),
+                _ => {}
+            }),
             I::PeerSnapshot { from, snapshot } => {
                 let packet = QuorumPacket::new(pt::SNAP, snapshot.zxid);
-                if let Some(q) = self.quorum.as_mut() {
-                    q.incoming_snapshot = Some(snapshot);
-                }
+                self.ensemble_mut().incoming_snapshot = Some(snapshot);
                 self.quorum_input(I::Peer { from, packet }, out);
-                if let Some(q) = self.quorum.as_mut() {
-                    q.incoming_snapshot = None;
-                }
+                self.ensemble_mut().incoming_snapshot = None;
             }
-            I::PeerDisconnected { sid } => {
-                let actions = match self.quorum.as_mut().map(|q| &mut q.machine) {
-                    Some(Machine::Leader(l)) => l.on_disconnect(sid),
-                    Some(Machine::Learner(l)) if l.leader() == sid => l.on_disconnect(),
-                    _ => Vec::new(),
-                };
-                self.run(actions, out);
-            }
+            I::PeerDisconnected { sid } => self.drive(out, |q, a| match &mut q.machine {
+                Machine::Leader(l) => l.on_disconnect(sid, a),
+                Machine::Learner(l) if l.leader() == sid => l.on_disconnect(a),
+                _ => {}
+            }),
             I::BecomeLeader => self.become_leader(out),
             I::BecomeFollower { leader } => self.become_learner(leader, LearnerRole::Follower, out),
             I::BecomeObserver { leader } => self.become_learner(leader, LearnerRole::Observer, out),
             I::BecomeLooking => self.leave_role(out),
-            I::EpochDurable { kind, epoch } => {
-                let Some(q) = self.quorum.as_mut() else { return };
+            I::EpochDurable { kind, epoch } => self.drive(out, |q, a| {
                 match kind {
                     EpochKind::Accepted => q.accepted_epoch = q.accepted_epoch.max(epoch),
                     EpochKind::Current => q.current_epoch = q.current_epoch.max(epoch),
                 }
-                let actions = match &mut q.machine {
-                    Machine::Leader(l) => l.on_epoch_durable(kind, epoch),
-                    Machine::Learner(l) => l.on_epoch_durable(kind, epoch),
-                    Machine::Looking => Vec::new(),
-                };
-                self.run(actions, out);
-            }
+                match &mut q.machine {
+                    Machine::Leader(l) => l.on_epoch_durable(kind, epoch, a),
+                    Machine::Learner(l) => l.on_epoch_durable(kind, epoch, a),
+                    Machine::Looking => {}
+                }
+            }),
             I::Connect { .. }
             | I::Request { .. }
             | I::Invalid { .. }
@@ -351,34 +368,31 @@ impl Node {
     }
 
     pub(crate) fn quorum_durable(&mut self, zxid: Zxid, out: &mut Vec<Output>) {
-        let Some(q) = self.quorum.as_mut() else { return };
-        q.durable = q.durable.max(zxid.min(q.last_logged()));
-        let actions = match &mut q.machine {
-            Machine::Leader(l) => l.on_durable(zxid),
-            Machine::Learner(l) => l.on_durable(zxid),
-            Machine::Looking => Vec::new(),
-        };
-        self.run(actions, out);
+        self.drive(out, |q, a| {
+            q.durable = q.durable.max(zxid.min(q.last_logged()));
+            match &mut q.machine {
+                Machine::Leader(l) => l.on_durable(zxid, a),
+                Machine::Learner(l) => l.on_durable(zxid, a),
+                Machine::Looking => {}
+            }
+        });
     }
 
     pub(crate) fn quorum_tick(&mut self, out: &mut Vec<Output>) {
         let now_ms = self.now.mono_ms;
-        let Some(q) = self.quorum.as_mut() else { return };
-        let actions = match &mut q.machine {
-            Machine::Leader(l) => l.on_tick(now_ms),
-            Machine::Learner(l) => l.on_tick(now_ms),
-            Machine::Looking => Vec::new(),
-        };
-        self.run(actions, out);
+        self.drive(out, |q, a| match &mut q.machine {
+            Machine::Leader(l) => l.on_tick(now_ms, a),
+            Machine::Learner(l) => l.on_tick(now_ms, a),
+            Machine::Looking => {}
+        });
     }
 
     // ----- carrying out the machines' actions -----
 
-    pub(super) fn run(&mut self, actions: Vec<Action>, out: &mut Vec<Output>) {
-        for action in actions {
-            if self.quorum.as_ref().is_some_and(|q| matches!(q.machine, Machine::Looking))
-                && !matches!(action, Action::GoLooking { .. })
-            {
+    /// Carries out the machine's actions, emptying `actions`.
+    fn run(&mut self, actions: &mut Vec<Action>, out: &mut Vec<Output>) {
+        for action in actions.drain(..) {
+            if matches!(self.ensemble_mut().machine, Machine::Looking) && !matches!(action, Action::GoLooking { .. }) {
                 // The role was given up earlier in this batch; the rest is moot.
                 continue;
             }
@@ -399,9 +413,7 @@ impl Node {
             Action::Disconnect { sid, reason } => out.push(Output::Quorum(QuorumOutput::PeerClose { sid, reason })),
             Action::Persist(entry) => {
                 out.push(Output::Persist { hdr: entry.hdr, txn: entry.txn.clone() });
-                if let Some(q) = self.quorum.as_mut() {
-                    q.log.push_back(entry);
-                }
+                self.ensemble_mut().log.push_back(entry);
                 self.trim_log();
             }
             Action::PersistEpoch { kind, epoch } => {
@@ -414,11 +426,7 @@ impl Node {
                 out.push(Output::Quorum(QuorumOutput::Serving { epoch }))
             }
             Action::PingReply { to, zxid } => {
-                let touches: Vec<codec::SessionTouch> = self
-                    .quorum
-                    .as_mut()
-                    .map(|q| std::mem::take(&mut q.touched))
-                    .unwrap_or_default()
+                let touches: Vec<codec::SessionTouch> = std::mem::take(&mut self.ensemble_mut().touched)
                     .into_iter()
                     .map(|(session_id, timeout_ms)| codec::SessionTouch { session_id, timeout_ms })
                     .collect();
@@ -445,7 +453,7 @@ impl Node {
 
     pub(super) fn trim_log(&mut self) {
         let applied = self.tree.last_processed_zxid();
-        let Some(q) = self.quorum.as_mut() else { return };
+        let q = self.ensemble_mut();
         while q.log.len() > LOG_KEEP && q.log.front().is_some_and(|e| e.zxid() <= applied) {
             if let Some(e) = q.log.pop_front() {
                 q.log_base = e.zxid();
@@ -454,7 +462,7 @@ impl Node {
     }
 
     pub(super) fn truncate(&mut self, zxid: Zxid, out: &mut Vec<Output>) {
-        let Some(q) = self.quorum.as_mut() else { return };
+        let q = self.ensemble_mut();
         q.log.retain(|e| e.zxid() <= zxid);
         if q.log_base > zxid {
             q.log_base = zxid;
@@ -468,7 +476,7 @@ impl Node {
     }
 
     pub(super) fn install_snapshot(&mut self, zxid: Zxid, out: &mut Vec<Output>) {
-        let snapshot = self.quorum.as_mut().and_then(|q| q.incoming_snapshot.take());
+        let snapshot = self.ensemble_mut().incoming_snapshot.take();
         let Some(snapshot) = snapshot.filter(|s| s.zxid == zxid && s.tree.last_processed_zxid() == zxid) else {
             return self.lose_role("SNAP without a matching snapshot stream".into(), out);
         };
@@ -481,19 +489,19 @@ impl Node {
         for &(id, timeout_ms) in &snapshot.sessions {
             self.sessions.add(id, timeout_ms.max(0) as u32, self.now.mono_ms);
         }
-        if let Some(q) = self.quorum.as_mut() {
-            q.log.clear();
-            q.log_base = zxid;
-            q.durable = q.durable.min(zxid);
-            out.push(Output::Quorum(QuorumOutput::InstallSnapshot { snapshot }));
-        }
+        let q = self.ensemble_mut();
+        q.log.clear();
+        q.log_base = zxid;
+        q.durable = q.durable.min(zxid);
+        out.push(Output::Quorum(QuorumOutput::InstallSnapshot { snapshot }));
     }
 
     pub(super) fn apply_committed(&mut self, entry: TxnEntry, out: &mut Vec<Output>) {
-        let origin = self.quorum.as_mut().and_then(|q| match q.machine {
+        let q = self.ensemble_mut();
+        let origin = match q.machine {
             Machine::Leader(_) => q.origins.remove(&entry.zxid()),
             _ => q.awaiting.remove(&(entry.hdr.client_id, entry.hdr.cxid)),
-        });
+        };
         self.apply(entry.hdr, &entry.txn, origin.unwrap_or(Origin::Internal), out);
         self.trim_log();
     }
@@ -578,7 +586,7 @@ mod tests {
     fn restored(zxid: Zxid, replayed: Vec<(TxnHeader, Txn)>) -> (Zxid, Vec<Zxid>) {
         let now = crate::Clock { mono_ms: 0, wall_ms: 0 };
         let mut node = Node::new_quorum(crate::NodeConfig::default(), QuorumSetup::new(1, [1]), now);
-        let q = node.quorum.as_mut().unwrap();
+        let q = node.ensemble_mut();
         q.restored(zxid, replayed);
         assert_eq!(q.last_logged(), zxid);
         (q.log_base, q.log.iter().map(TxnEntry::zxid).collect())

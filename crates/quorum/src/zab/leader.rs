@@ -212,8 +212,13 @@ pub struct Leader {
 }
 
 impl Leader {
-    /// Starts leading. A one-voter ensemble fixes its epoch at once (the returned actions).
-    pub fn new(cfg: LeaderConfig, init: LeaderInit, now_ms: u64) -> Result<(Self, Vec<Action>), LeaderInitError> {
+    /// Starts leading. A one-voter ensemble fixes its epoch at once (the actions pushed to `out`).
+    pub fn new(
+        cfg: LeaderConfig,
+        init: LeaderInit,
+        now_ms: u64,
+        out: &mut Vec<Action>,
+    ) -> Result<Self, LeaderInitError> {
         if !cfg.voters.contains(&cfg.my_sid) {
             return Err(LeaderInitError::NotAVoter(cfg.my_sid));
         }
@@ -248,8 +253,8 @@ impl Leader {
         };
         leader.trim_history();
         leader.check_discovery_quorum();
-        let out = leader.take();
-        Ok((leader, out))
+        leader.take(out);
+        Ok(leader)
     }
 
     // ----- queries -----
@@ -280,30 +285,30 @@ impl Leader {
     /// A packet from learner `from`. The shell keys connections by the sid in the first packet
     /// (FOLLOWERINFO / OBSERVERINFO: `LearnerInfo.server_id`); a new FOLLOWERINFO from a known sid
     /// replaces that learner's old connection.
-    pub fn on_packet(&mut self, from: Sid, packet: &QuorumPacket, now_ms: u64) -> Vec<Action> {
+    pub fn on_packet(&mut self, from: Sid, packet: &QuorumPacket, now_ms: u64, out: &mut Vec<Action>) {
         self.now_ms = self.now_ms.max(now_ms);
         if self.phase.stopped() {
-            return Vec::new();
+            return;
         }
         match packet.packet_type {
             pt::FOLLOWERINFO => self.on_info(from, packet, Role::Follower),
             pt::OBSERVERINFO => self.on_info(from, packet, Role::Observer),
             _ => self.on_peer_packet(from, packet),
         }
-        self.take()
+        self.take(out);
     }
 
     /// Storage reports the leader's own log durable through `zxid`.
-    pub fn on_durable(&mut self, zxid: Zxid) -> Vec<Action> {
+    pub fn on_durable(&mut self, zxid: Zxid, out: &mut Vec<Action>) {
         if !self.phase.stopped() {
             self.self_durable = self.self_durable.max(zxid.min(self.last_proposed));
             self.try_commit();
         }
-        self.take()
+        self.take(out);
     }
 
     /// Storage reports an epoch file durable.
-    pub fn on_epoch_durable(&mut self, kind: EpochKind, epoch: i64) -> Vec<Action> {
+    pub fn on_epoch_durable(&mut self, kind: EpochKind, epoch: i64, out: &mut Vec<Action>) {
         match (kind, self.phase) {
             (EpochKind::Accepted, Phase::AcceptingEpoch { epoch: e }) if e == epoch => {
                 self.phase = Phase::AgreeingEpoch { epoch };
@@ -322,27 +327,27 @@ impl Leader {
             }
             _ => {}
         }
-        self.take()
+        self.take(out);
     }
 
     /// The connection to `sid` closed.
-    pub fn on_disconnect(&mut self, sid: Sid) -> Vec<Action> {
+    pub fn on_disconnect(&mut self, sid: Sid, out: &mut Vec<Action>) {
         self.remove_peer(sid);
-        Vec::new()
+        self.take(out);
     }
 
     /// A tick: timeouts, the quorum check and PINGs.
-    pub fn on_tick(&mut self, now_ms: u64) -> Vec<Action> {
+    pub fn on_tick(&mut self, now_ms: u64, out: &mut Vec<Action>) {
         self.now_ms = self.now_ms.max(now_ms);
         if self.phase.stopped() {
-            return Vec::new();
+            return;
         }
         let now = self.now_ms;
         let init_ms = self.cfg.tick_ms * u64::from(self.cfg.init_limit);
         let sync_ms = self.cfg.tick_ms * u64::from(self.cfg.sync_limit);
         if !self.is_established() && now.saturating_sub(self.started_ms) > init_ms {
             self.stop("no quorum established within initLimit");
-            return self.take();
+            return self.take(out);
         }
         let mut drop = Vec::new();
         for (sid, p) in &self.peers {
@@ -367,7 +372,7 @@ impl Leader {
             let synced = self.peers.iter().filter(|(_, p)| p.role == Role::Follower && p.synced()).map(|(s, _)| *s);
             if !self.is_quorum(synced.chain([self.cfg.my_sid])) {
                 self.stop("lost quorum of synced followers");
-                return self.take();
+                return self.take(out);
             }
         }
         let ping = QuorumPacket::new(pt::PING, self.last_proposed);
@@ -375,7 +380,7 @@ impl Leader {
         for sid in targets {
             self.send(sid, ping.clone());
         }
-        self.take()
+        self.take(out);
     }
 
     /// Proposes a txn in the established epoch: Persist locally, PROPOSAL to forwarding followers.
@@ -385,9 +390,10 @@ impl Leader {
         cxid: i32,
         time_ms: i64,
         txn: Txn,
-    ) -> Result<(Zxid, Vec<Action>), ProposeError> {
+        out: &mut Vec<Action>,
+    ) -> Result<Zxid, ProposeError> {
         let txn_type = txn.op().code();
-        self.propose_typed(client_id, cxid, time_ms, txn_type, txn)
+        self.propose_typed(client_id, cxid, time_ms, txn_type, txn, out)
     }
 
     /// As `propose`, with the TxnHeader type given (`Txn::header_type`: a create2 request's
@@ -399,7 +405,8 @@ impl Leader {
         time_ms: i64,
         txn_type: i32,
         txn: Txn,
-    ) -> Result<(Zxid, Vec<Action>), ProposeError> {
+        out: &mut Vec<Action>,
+    ) -> Result<Zxid, ProposeError> {
         if self.phase.stopped() {
             return Err(ProposeError::Stopped);
         }
@@ -424,28 +431,29 @@ impl Leader {
         for sid in targets {
             self.send(sid, packet.clone());
         }
-        Ok((zxid, self.take()))
+        self.take(out);
+        Ok(zxid)
     }
 
     /// A learner forwarded a sync: answer SYNC once everything proposed so far is committed.
-    pub fn sync(&mut self, from: Sid) -> Vec<Action> {
+    pub fn sync(&mut self, from: Sid, out: &mut Vec<Action>) {
         if self.phase.stopped() {
-            return Vec::new();
+            return;
         }
         if self.committed >= self.last_proposed {
             self.send(from, QuorumPacket::new(pt::SYNC, 0));
         } else {
             self.pending_syncs.push_back((self.last_proposed, from));
         }
-        self.take()
+        self.take(out);
     }
 
     /// Gives up leadership (shutdown, or after `ProposeError::ZxidExhausted`).
-    pub fn step_down(&mut self, reason: &str) -> Vec<Action> {
+    pub fn step_down(&mut self, reason: &str, out: &mut Vec<Action>) {
         if !self.phase.stopped() {
             self.stop(reason);
         }
-        self.take()
+        self.take(out);
     }
 
     // ----- discovery -----
@@ -800,8 +808,9 @@ impl Leader {
         self.out.push(Action::GoLooking { reason: reason.to_string() });
     }
 
-    fn take(&mut self) -> Vec<Action> {
-        leader_take(&mut self.out)
+    /// Moves the staged actions into the caller's buffer; both keep their capacity.
+    fn take(&mut self, out: &mut Vec<Action>) {
+        out.append(&mut self.out);
     }
 
     /// Checks the leader's internal consistency; `Err` names the first broken rule.
@@ -858,10 +867,6 @@ impl Leader {
         }
         Ok(())
     }
-}
-
-fn leader_take(out: &mut Vec<Action>) -> Vec<Action> {
-    std::mem::take(out)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

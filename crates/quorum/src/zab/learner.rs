@@ -144,7 +144,7 @@ pub struct Learner {
 
 impl Learner {
     /// Connects: sends FOLLOWERINFO / OBSERVERINFO.
-    pub fn new(cfg: LearnerConfig, state: LocalState, now_ms: u64) -> (Self, Vec<Action>) {
+    pub fn new(cfg: LearnerConfig, state: LocalState, now_ms: u64, out: &mut Vec<Action>) -> Self {
         let mut l = Learner {
             stage: Stage::AwaitLeaderInfo,
             accepted_epoch: state.accepted_epoch,
@@ -172,8 +172,8 @@ impl Learner {
         };
         let kind = if l.cfg.role == LearnerRole::Follower { pt::FOLLOWERINFO } else { pt::OBSERVERINFO };
         l.send(QuorumPacket::with_data(kind, make_zxid(state.accepted_epoch, 0), info.to_bytes()));
-        let out = l.take();
-        (l, out)
+        l.take(out);
+        l
     }
 
     // ----- queries -----
@@ -209,9 +209,9 @@ impl Learner {
     // ----- inputs -----
 
     /// A packet from the leader.
-    pub fn on_packet(&mut self, packet: &QuorumPacket, now_ms: u64) -> Vec<Action> {
+    pub fn on_packet(&mut self, packet: &QuorumPacket, now_ms: u64, out: &mut Vec<Action>) {
         if self.stage == Stage::Stopped {
-            return Vec::new();
+            return;
         }
         self.last_heard_ms = self.last_heard_ms.max(now_ms);
         if let Err(reason) = self.handle(packet) {
@@ -223,11 +223,11 @@ impl Learner {
         } else {
             self.pump();
         }
-        self.take()
+        self.take(out);
     }
 
     /// Storage reports the log durable through `zxid` (or the installed snapshot durable).
-    pub fn on_durable(&mut self, zxid: Zxid) -> Vec<Action> {
+    pub fn on_durable(&mut self, zxid: Zxid, out: &mut Vec<Action>) {
         if self.stage != Stage::Stopped {
             self.durable = self.durable.max(zxid.min(self.last_received));
             if self.snapshot_pending && self.durable >= self.applied {
@@ -235,13 +235,13 @@ impl Learner {
             }
             self.pump();
         }
-        self.take()
+        self.take(out);
     }
 
     /// Storage reports an epoch file durable.
-    pub fn on_epoch_durable(&mut self, kind: EpochKind, epoch: i64) -> Vec<Action> {
+    pub fn on_epoch_durable(&mut self, kind: EpochKind, epoch: i64, out: &mut Vec<Action>) {
         if self.stage == Stage::Stopped || epoch != self.new_epoch {
-            return Vec::new();
+            return;
         }
         match kind {
             EpochKind::Accepted if self.stage == Stage::AcceptingEpoch => {
@@ -257,45 +257,45 @@ impl Learner {
             }
             _ => {}
         }
-        self.take()
+        self.take(out);
     }
 
     /// A tick: the leader must be heard within initLimit (before UPTODATE) or syncLimit ticks.
-    pub fn on_tick(&mut self, now_ms: u64) -> Vec<Action> {
+    pub fn on_tick(&mut self, now_ms: u64, out: &mut Vec<Action>) {
         if self.stage == Stage::Stopped {
-            return Vec::new();
+            return;
         }
         let limit = if self.stage == Stage::Broadcast { self.cfg.sync_limit } else { self.cfg.init_limit };
         if now_ms.saturating_sub(self.last_heard_ms) > self.cfg.tick_ms * u64::from(limit) {
             self.stop(format!("leader {} silent for {limit} ticks", self.cfg.leader_sid));
         }
-        self.take()
+        self.take(out);
     }
 
     /// The connection to the leader closed.
-    pub fn on_disconnect(&mut self) -> Vec<Action> {
+    pub fn on_disconnect(&mut self, out: &mut Vec<Action>) {
         if self.stage != Stage::Stopped {
             self.stop("connection to the leader closed".to_string());
         }
-        self.take()
+        self.take(out);
     }
 
     /// Forwards a client request to the leader.
-    pub fn forward(&mut self, request: &codec::ForwardedRequest) -> Vec<Action> {
+    pub fn forward(&mut self, request: &codec::ForwardedRequest, out: &mut Vec<Action>) {
         if self.stage != Stage::Stopped {
             self.send(request.to_packet());
         }
-        self.take()
+        self.take(out);
     }
 
     /// Asks the leader whether a client's existing session is still valid (a client reconnecting
     /// to this server). The answer comes back as [`Action::Revalidated`]. Only once synced:
     /// before that this server serves no client.
-    pub fn revalidate(&mut self, session_id: i64, timeout_ms: i32) -> Vec<Action> {
+    pub fn revalidate(&mut self, session_id: i64, timeout_ms: i32, out: &mut Vec<Action>) {
         if self.stage == Stage::Broadcast {
             self.send(codec::revalidate_request(session_id, timeout_ms));
         }
-        self.take()
+        self.take(out);
     }
 
     // ----- packet handling -----
@@ -521,8 +521,9 @@ impl Learner {
         self.out.push(Action::GoLooking { reason });
     }
 
-    fn take(&mut self) -> Vec<Action> {
-        std::mem::take(&mut self.out)
+    /// Moves the staged actions into the caller's buffer; both keep their capacity.
+    fn take(&mut self, out: &mut Vec<Action>) {
+        out.append(&mut self.out);
     }
 
     /// Checks the learner's internal consistency; `Err` names the first broken rule.

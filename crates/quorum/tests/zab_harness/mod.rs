@@ -198,7 +198,8 @@ impl Cluster {
             history: node.log.clone(),
         };
         let cfg = self.leader_cfg(best);
-        let (leader, out) = Leader::new(cfg, init, self.now_ms).unwrap();
+        let mut out = Vec::new();
+        let leader = Leader::new(cfg, init, self.now_ms, &mut out).unwrap();
         self.nodes.get_mut(&best).unwrap().role = Role::Leader(Box::new(leader));
         self.run_actions(best, out);
         for sid in self.nodes.keys().copied().collect::<Vec<_>>() {
@@ -221,7 +222,8 @@ impl Cluster {
         cfg.sync_limit = 5;
         let state =
             LocalState { accepted_epoch: node.accepted, current_epoch: node.current, last_zxid: node.last_zxid() };
-        let (learner, out) = Learner::new(cfg, state, self.now_ms);
+        let mut out = Vec::new();
+        let learner = Learner::new(cfg, state, self.now_ms, &mut out);
         node.role = Role::Learner(Box::new(learner), conn);
         self.run_actions(sid, out);
     }
@@ -350,7 +352,7 @@ impl Cluster {
         self.net.clear();
         for sid in self.nodes.keys().copied().collect::<Vec<_>>() {
             if let Role::Learner(l, _) = &mut self.nodes.get_mut(&sid).unwrap().role {
-                let out = l.on_disconnect();
+                let out = acts(|o| l.on_disconnect(o));
                 self.run_actions(sid, out);
             }
         }
@@ -359,7 +361,7 @@ impl Cluster {
     fn notify_leader_disconnect(&mut self, leader: Sid, learner: Sid) {
         self.net.retain(|m| m.from != learner && m.to != learner);
         if let Role::Leader(l) = &mut self.nodes.get_mut(&leader).unwrap().role {
-            let out = l.on_disconnect(learner);
+            let out = acts(|o| l.on_disconnect(learner, o));
             self.run_actions(leader, out);
         }
     }
@@ -367,7 +369,7 @@ impl Cluster {
     fn disconnect_learner(&mut self, sid: Sid) {
         self.net.retain(|m| m.from != sid && m.to != sid);
         if let Role::Learner(l, _) = &mut self.nodes.get_mut(&sid).unwrap().role {
-            let out = l.on_disconnect();
+            let out = acts(|o| l.on_disconnect(o));
             self.run_actions(sid, out);
         }
     }
@@ -438,7 +440,7 @@ impl Cluster {
                     return true;
                 }
                 match &mut self.nodes.get_mut(&to).unwrap().role {
-                    Role::Leader(l) => l.on_packet(m.from, &m.packet, now),
+                    Role::Leader(l) => acts(|o| l.on_packet(m.from, &m.packet, now, o)),
                     _ => unreachable!(),
                 }
             }
@@ -447,7 +449,7 @@ impl Cluster {
                     self.nodes.get_mut(&to).unwrap().incoming_snapshot = m.snapshot.clone();
                 }
                 match &mut self.nodes.get_mut(&to).unwrap().role {
-                    Role::Learner(l, _) => l.on_packet(&m.packet, now),
+                    Role::Learner(l, _) => acts(|o| l.on_packet(&m.packet, now, o)),
                     _ => unreachable!(),
                 }
             }
@@ -481,18 +483,18 @@ impl Cluster {
         match &mut self.nodes.get_mut(&sid).unwrap().role {
             Role::Leader(l) => {
                 if let Some(z) = durable {
-                    out.extend(l.on_durable(z));
+                    out.extend(acts(|o| l.on_durable(z, o)));
                 }
                 if let Some((k, e)) = epoch {
-                    out.extend(l.on_epoch_durable(k, e));
+                    out.extend(acts(|o| l.on_epoch_durable(k, e, o)));
                 }
             }
             Role::Learner(l, _) => {
                 if let Some(z) = durable {
-                    out.extend(l.on_durable(z));
+                    out.extend(acts(|o| l.on_durable(z, o)));
                 }
                 if let Some((k, e)) = epoch {
-                    out.extend(l.on_epoch_durable(k, e));
+                    out.extend(acts(|o| l.on_epoch_durable(k, e, o)));
                 }
             }
             _ => {}
@@ -505,8 +507,8 @@ impl Cluster {
         let now = self.now_ms;
         for sid in self.nodes.keys().copied().collect::<Vec<_>>() {
             let out = match &mut self.nodes.get_mut(&sid).unwrap().role {
-                Role::Leader(l) => l.on_tick(now),
-                Role::Learner(l, _) => l.on_tick(now),
+                Role::Leader(l) => acts(|o| l.on_tick(now, o)),
+                Role::Learner(l, _) => acts(|o| l.on_tick(now, o)),
                 _ => Vec::new(),
             };
             self.run_actions(sid, out);
@@ -518,8 +520,9 @@ impl Cluster {
         let n = self.proposals;
         let Role::Leader(l) = &mut self.nodes.get_mut(&sid).unwrap().role else { return false };
         let txn = Txn::SetData { path: "/x".into(), data: Some(n.to_be_bytes().to_vec().into()), version: -1 };
-        match l.propose(7, n as i32, n as i64, txn) {
-            Ok((_, out)) => {
+        let mut out = Vec::new();
+        match l.propose(7, n as i32, n as i64, txn, &mut out) {
+            Ok(_) => {
                 self.proposals += 1;
                 self.run_actions(sid, out);
                 true
@@ -690,4 +693,11 @@ fn brief(a: &Action) -> String {
         Action::ApplyCommitted(e) => format!("apply {:#x}", e.zxid()),
         other => format!("{other:?}"),
     }
+}
+
+/// What one call of a machine pushed into its caller's buffer.
+fn acts<A>(call: impl FnOnce(&mut Vec<A>)) -> Vec<A> {
+    let mut out = Vec::new();
+    call(&mut out);
+    out
 }

@@ -42,23 +42,22 @@ pub(crate) struct Driver {
 impl Driver {
     /// Starts the first round and runs until shutdown.
     pub(crate) async fn run(mut self, last_zxid: i64, current_epoch: i64) {
-        let actions = self.election.start(self.now_ms(), last_zxid, current_epoch);
-        self.carry_out(actions);
+        let mut actions = Vec::new();
+        self.election.start(self.now_ms(), last_zxid, current_epoch, &mut actions);
+        self.carry_out(&mut actions);
         loop {
             let deadline =
                 self.election.next_deadline_ms().map(|ms| self.started + std::time::Duration::from_millis(ms));
             let mut restarted = None;
-            let actions = tokio::select! {
+            let now_ms = self.now_ms();
+            tokio::select! {
                 _ = self.shutdown.changed() => break,
                 cmd = self.commands.recv() => match cmd {
                     Some(Command::Restart { last_zxid, current_epoch, done }) => {
                         restarted = Some(done);
-                        self.election.start(self.now_ms(), last_zxid, current_epoch)
+                        self.election.start(now_ms, last_zxid, current_epoch, &mut actions)
                     }
-                    Some(Command::PeerEpoch(epoch)) => {
-                        self.election.update_peer_epoch(epoch);
-                        Vec::new()
-                    }
+                    Some(Command::PeerEpoch(epoch)) => self.election.update_peer_epoch(epoch),
                     None => break,
                 },
                 Some(received) = self.received.recv() => match received {
@@ -72,16 +71,16 @@ impl Driver {
                             peer_epoch = n.peer_epoch,
                             "notification"
                         );
-                        self.election.receive(from, &n, self.now_ms())
+                        self.election.receive(from, &n, now_ms, &mut actions)
                     }
                     Received::Reachable(sid, up) => {
                         tracing::debug!(sid, up, "election peer reachability");
-                        self.election.peer_reachable(sid, up, self.now_ms())
+                        self.election.peer_reachable(sid, up, now_ms, &mut actions)
                     }
                 },
-                _ = sleep_until(deadline) => self.election.tick(self.now_ms()),
-            };
-            self.carry_out(actions);
+                _ = sleep_until(deadline) => self.election.tick(self.now_ms(), &mut actions),
+            }
+            self.carry_out(&mut actions);
             if let Some(done) = restarted {
                 // After `carry_out`, so the caller already sees the new round's status.
                 let _ = done.send(());
@@ -96,11 +95,12 @@ impl Driver {
         self.started.elapsed().as_millis() as u64
     }
 
-    fn carry_out(&mut self, actions: Vec<ElectionAction>) {
+    /// Carries out the election's actions, emptying `actions`.
+    fn carry_out(&mut self, actions: &mut Vec<ElectionAction>) {
         #[cfg(debug_assertions)]
         self.election.check_invariants().unwrap();
         let mut decided = None;
-        for action in actions {
+        for action in actions.drain(..) {
             match action {
                 ElectionAction::Send { to, notification } => self.send(to, frame_message(&notification.encode())),
                 ElectionAction::Elected(elected) => {
