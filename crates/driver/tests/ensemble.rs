@@ -1,39 +1,103 @@
-//! An in-memory ensemble of three voting `Node`s and one observer, wired by a harness that delivers
-//! quorum packets in order per (from, to) pair (TCP semantics), reports every persisted txn and
-//! epoch file durable right after the step that asked for it, and decides elections by fiat.
+//! An in-memory ensemble of three voters and one observer, each server the real
+//! `warden_driver::Driver` around its `Node`. The harness is a shell, like the server's owner and
+//! the simulator's world: it only carries out the driver's commands. Quorum packets go through one
+//! FIFO queue per (from, to) pair (TCP semantics); storage ops are carried out at once by an
+//! in-memory store per server and reported `Synced` right after the turn that issued them; a
+//! leader's quorum port opens at once; elections are decided by fiat (`Event::Decided`). What the
+//! node's outputs lead to (group commit, epoch files, snapshot installs, the decision held until
+//! every persisted txn is durable) is the driver's, as in the server and the simulator.
 //! Everything is deterministic: queues are drained in (from, to) order, time moves only on `tick`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
+use std::sync::Arc;
 
-use warden_node::{Clock, Input, Node, NodeConfig, Output, QuorumOutput, QuorumSetup, RoleKind, SnapshotData};
+use warden_driver::{Command, Driver, DriverConfig, Event, DURABLE_CHUNK};
+use warden_node::{Clock, Input, Node, NodeConfig, QuorumSetup, RoleKind, SnapshotData};
 use warden_proto::connect::{ConnectRequest, ConnectResponse};
 use warden_proto::header::ReplyHeader;
 use warden_proto::quorum::{packet_type as pt, QuorumPacket};
 use warden_proto::request::{CreateRequest, PathWatch, Request};
 use warden_proto::response::{decode_reply, Response};
 use warden_proto::{Acl, OpCode, Record, Txn, TxnHeader};
-
-type Sid = i64;
+use warden_quorum::{Elected, ServerState, Sid};
+use warden_storage::{EpochFile, Report, StoreOp};
 
 const TICK_MS: u64 = 100;
+
+/// Large enough that the driver asks for no snapshot during a test (only at a restart).
+const SNAP_COUNT: u64 = 1_000_000;
 
 enum Item {
     Packet(QuorumPacket),
     Snapshot(SnapshotData),
 }
 
+/// One server's storage, in memory: carries out `StoreOp`s as `Store::execute` does on disk and
+/// reports what each one made durable.
+#[derive(Default)]
+struct MemStore {
+    /// The txns in the log, in order: appended, and not cut by a TRUNC or an installed snapshot.
+    log: Vec<(TxnHeader, Txn)>,
+    /// The zxid of the last snapshot installed from a leader (the log continues after it).
+    installed: i64,
+    accepted_epoch: Option<i64>,
+    current_epoch: Option<i64>,
+}
+
+impl MemStore {
+    /// Carries out `op` durably and returns its report: an append reports its last zxid, an
+    /// installed snapshot its zxid, an epoch file (which, epoch); a cut or a roll reports nothing.
+    fn carry_out(&mut self, op: StoreOp) -> Report {
+        let mut report = Report::default();
+        match op {
+            StoreOp::Append(batch) => {
+                for (hdr, txn) in batch {
+                    let last = self.log.last().map_or(self.installed, |(h, _)| h.zxid);
+                    assert!(hdr.zxid > last, "append of {:#x} after {last:#x}", hdr.zxid);
+                    report.last = Some(hdr.zxid);
+                    self.log.push((hdr, Arc::unwrap_or_clone(txn)));
+                }
+            }
+            StoreOp::Roll => {}
+            StoreOp::Epoch { which, epoch } => {
+                match which {
+                    EpochFile::Accepted => self.accepted_epoch = Some(epoch),
+                    EpochFile::Current => self.current_epoch = Some(epoch),
+                }
+                report.epochs.push((which, epoch));
+            }
+            StoreOp::Truncate(zxid) => self.log.retain(|(h, _)| h.zxid <= zxid),
+            StoreOp::Install { zxid, .. } => {
+                // The snapshot holds everything up to its zxid: it replaces the log.
+                self.log.clear();
+                self.installed = zxid;
+                report.last = Some(zxid);
+            }
+            StoreOp::TruncateAndReload(zxid) => {
+                panic!("no test cuts below the applied tree, yet a TRUNC to {zxid:#x} asks for a reload")
+            }
+        }
+        report
+    }
+}
+
+struct Server {
+    driver: Driver,
+    store: MemStore,
+}
+
 struct Cluster {
-    nodes: BTreeMap<Sid, Node>,
+    servers: BTreeMap<Sid, Server>,
     now: Clock,
     queues: BTreeMap<(Sid, Sid), VecDeque<Item>>,
-    /// Client frames (`Send`) and closes per node, in emission order.
-    client_out: BTreeMap<Sid, Vec<Output>>,
+    /// Client frames (`Command::Send`) and closes (`Command::Close`) per server, in order.
+    client_out: BTreeMap<Sid, Vec<Command>>,
     elect_requests: Vec<(Sid, String)>,
     /// Snapshot streams delivered (SNAP syncs).
     snapshots: usize,
-    /// Every txn each server persisted, in order (its log).
-    logs: BTreeMap<Sid, Vec<(TxnHeader, Txn)>>,
+    /// The election round, one per `elect`.
+    round: i64,
 }
 
 fn node_config(sid: Sid) -> NodeConfig {
@@ -46,6 +110,12 @@ fn node_config(sid: Sid) -> NodeConfig {
     }
 }
 
+fn driver(sid: Sid, node: Node) -> Driver {
+    let cfg =
+        DriverConfig { my_sid: Some(sid), snap_count: SNAP_COUNT, seed: sid as u64, durable_chunk: DURABLE_CHUNK };
+    Driver::new(node, cfg)
+}
+
 fn addr() -> SocketAddr {
     "127.0.0.1:5000".parse().unwrap()
 }
@@ -54,68 +124,114 @@ impl Cluster {
     /// Voters 1..=3 and observer 4, all LOOKING.
     fn new() -> Self {
         let now = Clock { mono_ms: 10_000, wall_ms: 1_700_000_000_000 };
-        let mut nodes = BTreeMap::new();
+        let mut servers = BTreeMap::new();
         for sid in 1..=4 {
-            nodes.insert(sid, Node::new_quorum(node_config(sid), QuorumSetup::new(sid, [1, 2, 3]), now));
+            let node = Node::new_quorum(node_config(sid), QuorumSetup::new(sid, [1, 2, 3]), now);
+            servers.insert(sid, Server { driver: driver(sid, node), store: MemStore::default() });
         }
         Self {
-            nodes,
+            servers,
             now,
             queues: BTreeMap::new(),
             client_out: BTreeMap::new(),
             elect_requests: Vec::new(),
             snapshots: 0,
-            logs: BTreeMap::new(),
+            round: 0,
         }
     }
 
-    /// Steps one node and carries out everything it asks for: client outputs are recorded, txns
-    /// and epoch files are durable at once (fed back as inputs), packets are queued.
+    fn node(&self, sid: Sid) -> &Node {
+        self.servers[&sid].driver.node()
+    }
+
+    /// Brings a server (back) into the ensemble and carries out what its driver asked for before
+    /// (a restored driver's snapshot).
+    fn start(&mut self, sid: Sid, server: Server, cmds: Vec<Command>) {
+        self.servers.insert(sid, server);
+        self.carry_out_all(sid, cmds);
+    }
+
+    /// Steps one server with a node input (see `event`).
     fn step(&mut self, sid: Sid, input: Input) {
-        let Some(node) = self.nodes.get_mut(&sid) else { return };
-        let mut out = Vec::new();
-        node.step(self.now, input, &mut out);
-        node.check_invariants().unwrap();
-        let mut quorum = Vec::new();
-        let mut durable = None;
-        for o in out {
-            match o {
-                Output::Quorum(q) => quorum.push(q),
-                Output::Persist { hdr, txn } => {
-                    durable = Some(hdr.zxid);
-                    self.logs.entry(sid).or_default().push((hdr, std::sync::Arc::unwrap_or_clone(txn)));
-                }
-                other => self.client_out.entry(sid).or_default().push(other),
+        self.event(sid, Event::Node(input));
+    }
+
+    /// Steps one server's driver with `ev` and carries out what it asks for (see `carry_out_all`).
+    fn event(&mut self, sid: Sid, ev: Event) {
+        let now = self.now;
+        let Some(s) = self.servers.get_mut(&sid) else { return };
+        let mut cmds = Vec::new();
+        s.driver.step(now, ev, &mut cmds);
+        self.carry_out_all(sid, cmds);
+    }
+
+    /// Carries out `cmds` and ends the driver's turn, as often as that asks for more; then steps
+    /// the answers the commands brought (storage's `Synced`, the leader port's `Leading`), in
+    /// order, each as a turn of its own.
+    fn carry_out_all(&mut self, sid: Sid, cmds: Vec<Command>) {
+        let mut answers = VecDeque::new();
+        self.turn(sid, cmds, &mut answers);
+        while let Some(ev) = answers.pop_front() {
+            let now = self.now;
+            let Some(s) = self.servers.get_mut(&sid) else { return };
+            let mut cmds = Vec::new();
+            s.driver.step(now, ev, &mut cmds);
+            self.turn(sid, cmds, &mut answers);
+        }
+    }
+
+    /// One turn of a shell: the commands are carried out in order, then the driver's turn ends
+    /// (handing what was persisted to storage, taking a decision) and what that asks for is
+    /// carried out too; then every invariant must hold.
+    fn turn(&mut self, sid: Sid, mut cmds: Vec<Command>, answers: &mut VecDeque<Event>) {
+        loop {
+            for cmd in std::mem::take(&mut cmds) {
+                self.carry_out(sid, cmd, answers);
+            }
+            let now = self.now;
+            let s = self.servers.get_mut(&sid).unwrap();
+            s.driver.end_turn(now, &mut cmds);
+            if cmds.is_empty() {
+                break;
             }
         }
-        let mut follow_up = Vec::new();
-        for q in quorum {
-            match q {
-                QuorumOutput::PeerSend { to, packet } => {
-                    self.queues.entry((sid, to)).or_default().push_back(Item::Packet(packet));
+        if let Err(e) = self.servers[&sid].driver.check_invariants() {
+            panic!("server {sid}: {e}");
+        }
+    }
+
+    /// Carries out one command of server `sid`: client output is recorded, storage ops are
+    /// carried out by its store (their report is an answer), packets are queued, a leader's port
+    /// opens at once (an answer too), election requests are recorded.
+    fn carry_out(&mut self, sid: Sid, cmd: Command, answers: &mut VecDeque<Event>) {
+        match cmd {
+            Command::Send { .. } | Command::Close { .. } => self.client_out.entry(sid).or_default().push(cmd),
+            // `may_inline` is a standalone server's; this storage is synchronous anyway.
+            Command::Store { op, .. } => {
+                let report = self.servers.get_mut(&sid).unwrap().store.carry_out(op);
+                if !report.is_empty() {
+                    answers.push_back(Event::Synced(report));
                 }
-                QuorumOutput::SendSnapshot { to, snapshot } => {
-                    let queue = self.queues.entry((sid, to)).or_default();
-                    match queue.back() {
-                        Some(Item::Packet(p)) if p.packet_type == pt::SNAP => {
-                            queue.pop_back();
-                            queue.push_back(Item::Snapshot(snapshot));
-                        }
-                        _ => panic!("SendSnapshot without a SNAP just before"),
+            }
+            // No snapshot writer: only a restart asks for a snapshot, and no test reads it back.
+            Command::Snapshot { .. } => {}
+            Command::PeerSend { to, packet } => {
+                self.queues.entry((sid, to)).or_default().push_back(Item::Packet(packet));
+            }
+            Command::SendSnapshot { to, snapshot } => {
+                let queue = self.queues.entry((sid, to)).or_default();
+                match queue.back() {
+                    Some(Item::Packet(p)) if p.packet_type == pt::SNAP => {
+                        queue.pop_back();
+                        queue.push_back(Item::Snapshot(snapshot));
                     }
+                    _ => panic!("SendSnapshot without a SNAP just before"),
                 }
-                QuorumOutput::PersistEpoch { kind, epoch } => follow_up.push(Input::EpochDurable { kind, epoch }),
-                QuorumOutput::InstallSnapshot { snapshot } => follow_up.push(Input::Durable { zxid: snapshot.zxid }),
-                QuorumOutput::Elect { reason } => self.elect_requests.push((sid, reason)),
-                QuorumOutput::PeerClose { sid: other, reason } => panic!("{sid} closed its link to {other}: {reason}"),
-                QuorumOutput::Truncate { .. } | QuorumOutput::Serving { .. } => {}
             }
-        }
-        if let Some(zxid) = durable {
-            self.step(sid, Input::Durable { zxid });
-        }
-        for input in follow_up {
-            self.step(sid, input);
+            Command::PeerClose { sid: other, reason } => panic!("{sid} closed its link to {other}: {reason}"),
+            Command::Lead => answers.push_back(Event::Leading(Ok(()))),
+            Command::Elect { reason } => self.elect_requests.push((sid, reason)),
+            Command::Serving { .. } => {}
         }
     }
 
@@ -124,7 +240,7 @@ impl Cluster {
         for _ in 0..100_000 {
             let Some((&(from, to), _)) = self.queues.iter().find(|(_, q)| !q.is_empty()) else { return };
             let item = self.queues.get_mut(&(from, to)).and_then(VecDeque::pop_front).unwrap();
-            if !self.nodes.contains_key(&to) {
+            if !self.servers.contains_key(&to) {
                 continue;
             }
             let input = match item {
@@ -139,33 +255,47 @@ impl Cluster {
         panic!("the ensemble never went quiet");
     }
 
-    /// Election by fiat: the highest sid among the voters alive leads.
+    /// The election's decision as `FastLeaderElection` reports it: `leader`, with the vote it
+    /// won by (its last zxid and current epoch), in this round.
+    fn decision(&self, leader: Sid, state: ServerState) -> Elected {
+        let (zxid, epoch) = self.servers[&leader].driver.vote();
+        Elected { leader, state, epoch, zxid, election_epoch: self.round }
+    }
+
+    /// Election by fiat: the highest sid among the voters alive leads; every server is told.
     fn elect(&mut self) -> Sid {
-        let leader = *self.nodes.keys().filter(|s| **s <= 3).max().unwrap();
-        let sids: Vec<Sid> = self.nodes.keys().copied().collect();
-        for sid in sids {
-            let input = match sid {
-                s if s == leader => Input::BecomeLeader,
-                4 => Input::BecomeObserver { leader },
-                _ => Input::BecomeFollower { leader },
-            };
-            self.step(sid, input);
+        self.round += 1;
+        let leader = *self.servers.keys().filter(|s| **s <= 3).max().unwrap();
+        let decisions: Vec<(Sid, Elected)> = self
+            .servers
+            .keys()
+            .map(|&sid| {
+                let state = match sid {
+                    s if s == leader => ServerState::Leading,
+                    4 => ServerState::Observing,
+                    _ => ServerState::Following,
+                };
+                (sid, self.decision(leader, state))
+            })
+            .collect();
+        for (sid, e) in decisions {
+            self.event(sid, Event::Decided(e));
         }
         self.run();
-        for (sid, node) in &self.nodes {
-            assert!(node.serving(), "server {sid} is not serving after the election");
+        for (sid, s) in &self.servers {
+            assert!(s.driver.node().serving(), "server {sid} is not serving after the election");
         }
-        assert_eq!(self.nodes[&leader].role(), RoleKind::Leader);
-        assert_eq!(self.nodes[&4].role(), RoleKind::Observer);
+        assert_eq!(self.node(leader).role(), RoleKind::Leader);
+        assert_eq!(self.node(4).role(), RoleKind::Observer);
         leader
     }
 
-    /// Moves time by one tick on every node, delivering what the ticks send.
+    /// Moves time by one tick on every server, delivering what the ticks send.
     fn tick(&mut self, n: usize) {
         for _ in 0..n {
             self.now.mono_ms += TICK_MS;
             self.now.wall_ms += TICK_MS as i64;
-            let sids: Vec<Sid> = self.nodes.keys().copied().collect();
+            let sids: Vec<Sid> = self.servers.keys().copied().collect();
             for sid in sids {
                 self.step(sid, Input::Tick);
                 self.run();
@@ -173,22 +303,22 @@ impl Cluster {
         }
     }
 
-    /// Kills a server: its node is dropped and every peer sees the connection close.
+    /// Kills a server: it is dropped and every peer sees the connection close.
     fn kill(&mut self, dead: Sid) {
-        self.nodes.remove(&dead);
+        self.servers.remove(&dead);
         self.queues.retain(|(from, to), _| *from != dead && *to != dead);
-        let sids: Vec<Sid> = self.nodes.keys().copied().collect();
+        let sids: Vec<Sid> = self.servers.keys().copied().collect();
         for sid in sids {
             self.step(sid, Input::PeerDisconnected { sid: dead });
         }
         self.run();
     }
 
-    fn take_client(&mut self, sid: Sid, conn: u64) -> Vec<Output> {
+    fn take_client(&mut self, sid: Sid, conn: u64) -> Vec<Command> {
         let all = self.client_out.remove(&sid).unwrap_or_default();
-        let (mine, rest): (Vec<Output>, Vec<Output>) = all.into_iter().partition(|o| match o {
-            Output::Send { conn: c, .. } | Output::Close { conn: c } => *c == conn,
-            Output::Persist { .. } | Output::Quorum(_) => false,
+        let (mine, rest): (Vec<Command>, Vec<Command>) = all.into_iter().partition(|c| match c {
+            Command::Send { conn: c, .. } | Command::Close { conn: c } => *c == conn,
+            _ => false,
         });
         self.client_out.insert(sid, rest);
         mine
@@ -199,7 +329,7 @@ impl Cluster {
         self.step(sid, Input::Connect { conn, addr: addr(), req });
         self.run();
         let out = self.take_client(sid, conn);
-        let Some(Output::Send { frame, .. }) = out.first() else { panic!("no handshake reply: {out:?}") };
+        let Some(Command::Send { frame, .. }) = out.first() else { panic!("no handshake reply: {out:?}") };
         ConnectResponse::from_bytes(&frame[4..]).unwrap()
     }
 
@@ -211,8 +341,8 @@ impl Cluster {
         let replies: Vec<Vec<u8>> = self
             .take_client(sid, conn)
             .into_iter()
-            .filter_map(|o| match o {
-                Output::Send { frame, completes_request: true, .. } => Some(frame),
+            .filter_map(|c| match c {
+                Command::Send { frame, completes_request: true, .. } => Some(frame),
                 _ => None,
             })
             .collect();
@@ -221,12 +351,12 @@ impl Cluster {
     }
 
     fn data(&self, sid: Sid, path: &str) -> Option<Vec<u8>> {
-        self.nodes[&sid].tree().node(path).map(|n| n.data.as_deref().unwrap_or_default().to_vec())
+        self.node(sid).tree().node(path).map(|n| n.data.as_deref().unwrap_or_default().to_vec())
     }
 
     /// Every live server applied the same history.
     fn assert_converged(&self) {
-        let zxids: Vec<i64> = self.nodes.values().map(Node::last_processed_zxid).collect();
+        let zxids: Vec<i64> = self.servers.values().map(|s| s.driver.node().last_processed_zxid()).collect();
         assert!(zxids.windows(2).all(|w| w[0] == w[1]), "servers applied different prefixes: {zxids:?}");
     }
 }
@@ -271,7 +401,7 @@ fn a_write_on_a_follower_is_forwarded_committed_and_answered_by_the_follower() {
     c.elect();
     let hs = c.connect(1, 7, 0, Vec::new());
     assert_eq!((hs.session_id as u64) >> 56, 1);
-    assert!(c.nodes[&3].tree().node("/").is_some());
+    assert!(c.node(3).tree().node("/").is_some());
     let (hdr, _) = c.request(1, 7, 1, create("/b", b"from-1", 0));
     assert_eq!(hdr.err, 0);
     for sid in 1..=4 {
@@ -306,7 +436,7 @@ fn an_ephemeral_made_through_a_follower_goes_when_the_leader_expires_its_session
     let (hdr, _) = c.request(2, 5, 1, create("/e", b"", 1));
     assert_eq!(hdr.err, 0);
     for sid in 1..=4 {
-        assert_eq!(c.nodes[&sid].tree().node("/e").unwrap().stat.ephemeral_owner, hs.session_id);
+        assert_eq!(c.node(sid).tree().node("/e").unwrap().stat.ephemeral_owner, hs.session_id);
     }
     // Pings from the client keep it alive through the follower's PING touch reports.
     for xid in 2..12 {
@@ -321,7 +451,7 @@ fn an_ephemeral_made_through_a_follower_goes_when_the_leader_expires_its_session
         assert!(c.data(sid, "/e").is_none(), "server {sid} still has the ephemeral");
     }
     let out = c.take_client(2, 5);
-    assert!(out.iter().any(|o| matches!(o, Output::Close { conn: 5 })), "the follower closes the expired client");
+    assert!(out.iter().any(|o| matches!(o, Command::Close { conn: 5 })), "the follower closes the expired client");
     c.assert_converged();
 }
 
@@ -337,7 +467,7 @@ fn a_session_made_on_one_follower_reconnects_to_another_with_its_password() {
     assert!(again.timeout_ms > 0);
     let (hdr, _) = c.request(2, 2, 2, create("/s2", b"2", 1));
     assert_eq!(hdr.err, 0);
-    assert_eq!(c.nodes[&3].tree().node("/s2").unwrap().stat.ephemeral_owner, hs.session_id);
+    assert_eq!(c.node(3).tree().node("/s2").unwrap().stat.ephemeral_owner, hs.session_id);
     // A wrong password is refused.
     let bad = c.connect(2, 3, hs.session_id, vec![0; 16]);
     assert_eq!(bad.session_id, 0);
@@ -357,18 +487,18 @@ fn after_the_leader_dies_a_new_leader_keeps_every_acknowledged_write_in_a_new_ep
         assert_eq!(hdr.err, 0);
         acked.push(path);
     }
-    let before = c.nodes[&1].last_processed_zxid();
+    let before = c.node(1).last_processed_zxid();
     c.kill(3);
     assert!(c.elect_requests.iter().any(|(s, _)| *s == 1) && c.elect_requests.iter().any(|(s, _)| *s == 2));
     for sid in [1, 2, 4] {
-        assert_eq!(c.nodes[&sid].role(), RoleKind::Looking);
+        assert_eq!(c.node(sid).role(), RoleKind::Looking);
     }
     assert_eq!(c.elect(), 2);
     for sid in [1, 2, 4] {
         for path in &acked {
             assert_eq!(c.data(sid, path).as_deref(), Some(path.as_bytes()), "server {sid} lost {path}");
         }
-        assert_eq!(c.nodes[&sid].epochs(), Some((2, 2)), "server {sid}");
+        assert_eq!(c.node(sid).epochs(), Some((2, 2)), "server {sid}");
     }
     let hs = c.connect(1, 3, 0, Vec::new());
     assert_ne!(hs.session_id, 0);
@@ -389,8 +519,8 @@ fn close_session_through_a_follower_is_answered_then_the_connection_closes() {
     c.step(1, Input::Request { conn: 9, xid: 2, req: Request::CloseSession });
     c.run();
     let out = c.take_client(1, 9);
-    assert!(matches!(out.first(), Some(Output::Send { completes_request: true, .. })), "{out:?}");
-    assert!(matches!(out.last(), Some(Output::Close { conn: 9 })), "{out:?}");
+    assert!(matches!(out.first(), Some(Command::Send { completes_request: true, .. })), "{out:?}");
+    assert!(matches!(out.last(), Some(Command::Close { conn: 9 })), "{out:?}");
     for sid in 1..=4 {
         assert!(c.data(sid, "/mine").is_none(), "server {sid}");
     }
@@ -402,18 +532,19 @@ fn close_session_through_a_follower_is_answered_then_the_connection_closes() {
 #[test]
 fn a_follower_that_joins_after_the_in_memory_log_is_synced_by_snapshot() {
     let mut c = Cluster::new();
-    let late = c.nodes.remove(&1).unwrap();
+    let late = c.servers.remove(&1).unwrap();
     assert_eq!(c.elect(), 3);
     c.connect(3, 1, 0, Vec::new());
     for i in 0..510 {
         let (hdr, _) = c.request(3, 1, i + 1, create(&format!("/n{i}"), b"v", 0));
         assert_eq!(hdr.err, 0);
     }
-    c.nodes.insert(1, late);
-    c.step(1, Input::BecomeFollower { leader: 3 });
+    c.servers.insert(1, late);
+    let e = c.decision(3, ServerState::Following);
+    c.event(1, Event::Decided(e));
     c.run();
     assert_eq!(c.snapshots, 1, "synced by SNAP, not DIFF");
-    assert!(c.nodes[&1].serving());
+    assert!(c.node(1).serving());
     assert_eq!(c.data(1, "/n0").as_deref(), Some(&b"v"[..]));
     assert_eq!(c.data(1, "/n509").as_deref(), Some(&b"v"[..]));
     c.assert_converged();
@@ -426,7 +557,7 @@ fn a_follower_that_joins_after_the_in_memory_log_is_synced_by_snapshot() {
 }
 
 /// ZooKeeper fills its committedLog while replaying the txn log at load. A restarted leader given
-/// the txns it replayed (`Node::restore`) syncs a follower a few txns behind by DIFF; without them
+/// the txns it replayed (`Driver::restore`) syncs a follower a few txns behind by DIFF; without them
 /// (as before) that follower got a SNAP.
 #[test]
 fn a_restarted_leader_syncs_a_follower_a_few_txns_behind_by_diff() {
@@ -445,32 +576,36 @@ fn a_restarted_leader_syncs_a_follower_a_few_txns_behind_by_diff() {
             write(&mut c, i);
         }
         // Follower 1 stops, keeping its state (as on disk), and misses three txns.
-        let late = c.nodes.remove(&1).unwrap();
+        let late = c.servers.remove(&1).unwrap();
         c.queues.retain(|(from, to), _| *from != 1 && *to != 1);
         c.step(3, Input::PeerDisconnected { sid: 1 });
         c.run();
         for i in 10..13 {
             write(&mut c, i);
         }
-        // The leader restarts from its storage: the tree, its sessions, the txns in its log.
-        let old = c.nodes.remove(&3).unwrap();
+        // The leader restarts from its storage: the tree and its sessions (as a snapshot holds
+        // them), the txns in its log, its epoch files.
+        let old = c.servers.remove(&3).unwrap();
         c.queues.retain(|(from, to), _| *from != 3 && *to != 3);
-        let (tree, sessions) = old.snapshot_state();
-        let (accepted_epoch, current_epoch) = old.epochs().unwrap();
+        let (tree, sessions) = old.driver.node().snapshot_state();
+        let store = old.store;
+        let (accepted_epoch, current_epoch) = (store.accepted_epoch.unwrap(), store.current_epoch.unwrap());
+        assert_eq!(old.driver.node().epochs(), Some((accepted_epoch, current_epoch)), "the epoch files are current");
         let setup = QuorumSetup { accepted_epoch, current_epoch, ..QuorumSetup::new(3, [1, 2, 3]) };
-        let mut restarted = Node::new_quorum(node_config(3), setup, c.now);
-        let replayed = if with_history { c.logs[&3].clone() } else { Vec::new() };
-        assert_eq!(
-            replayed.last().map(|(h, _)| h.zxid).unwrap_or(tree.last_processed_zxid()),
-            tree.last_processed_zxid()
-        );
-        restarted.restore(tree, &sessions, replayed);
+        let mut restarted = driver(3, Node::new_quorum(node_config(3), setup, c.now));
+        let zxid = tree.last_processed_zxid();
+        // With the history, no snapshot was loaded and the whole log is replayed; without it, as
+        // if a snapshot held everything.
+        let (replayed, snapshot_zxid) = if with_history { (store.log.clone(), None) } else { (Vec::new(), Some(zxid)) };
+        assert_eq!(replayed.last().map(|(h, _)| h.zxid).unwrap_or(zxid), zxid);
+        let mut cmds = Vec::new();
+        restarted.restore(tree, &sessions, replayed, snapshot_zxid, &mut cmds);
         for sid in [2, 4] {
             c.step(sid, Input::PeerDisconnected { sid: 3 });
         }
         c.run();
-        c.nodes.insert(3, restarted);
-        c.nodes.insert(1, late);
+        c.start(3, Server { driver: restarted, store }, cmds);
+        c.servers.insert(1, late);
         assert_eq!(c.elect(), 3);
         let want = if with_history { 0 } else { 1 };
         assert_eq!(c.snapshots, want, "SNAP syncs after the restart (history replayed: {with_history})");
@@ -528,7 +663,7 @@ fn a_reconnect_to_a_learner_is_answered_after_the_leaders_revalidate_reply() {
         let frames: Vec<&Vec<u8>> = out
             .iter()
             .filter_map(|o| match o {
-                Output::Send { frame, .. } => Some(frame),
+                Command::Send { frame, .. } => Some(frame),
                 _ => None,
             })
             .collect();
@@ -562,7 +697,7 @@ fn a_learner_refuses_a_session_the_leader_is_expiring_although_it_still_holds_it
         c.run();
     }
     assert!(proposing(&c), "the leader expires the session");
-    let holds = |c: &Cluster, sid: Sid| c.nodes[&sid].snapshot_state().1.iter().any(|(id, _)| *id == hs.session_id);
+    let holds = |c: &Cluster, sid: Sid| c.node(sid).snapshot_state().1.iter().any(|(id, _)| *id == hs.session_id);
     assert!(holds(&c, 2), "the follower still holds the session");
     let req = ConnectRequest {
         timeout_ms: 1_000,
@@ -574,10 +709,10 @@ fn a_learner_refuses_a_session_the_leader_is_expiring_although_it_still_holds_it
     assert!(c.take_client(2, 2).is_empty(), "the follower's own table must not decide");
     c.run();
     let out = c.take_client(2, 2);
-    let Some(Output::Send { frame, .. }) = out.first() else { panic!("no handshake reply: {out:?}") };
+    let Some(Command::Send { frame, .. }) = out.first() else { panic!("no handshake reply: {out:?}") };
     let answer = ConnectResponse::from_bytes(&frame[4..]).unwrap();
     assert_eq!((answer.session_id, answer.timeout_ms), (0, 0), "expired");
-    assert!(matches!(out.last(), Some(Output::Close { conn: 2 })));
+    assert!(matches!(out.last(), Some(Command::Close { conn: 2 })));
     assert!(!holds(&c, 2), "the leader's closeSession reached the follower");
 }
 
@@ -594,7 +729,7 @@ fn a_session_moves_to_a_follower_after_the_leader_changed_and_expires_under_the_
     assert_eq!(again.session_id, kept.session_id);
     let (hdr, _) = c.request(1, 3, 1, create("/moved", b"", 1));
     assert_eq!(hdr.err, 0);
-    assert_eq!(c.nodes[&2].tree().node("/moved").unwrap().stat.ephemeral_owner, kept.session_id);
+    assert_eq!(c.node(2).tree().node("/moved").unwrap().stat.ephemeral_owner, kept.session_id);
     // `lost` stays away until the new leader expires it (pings keep `kept` alive).
     for xid in 2..12 {
         c.tick(2);
