@@ -284,9 +284,14 @@ impl Driver {
         self.node.check_invariants()
     }
 
-    /// The driver's own invariants, which cost nothing to check: the server checks them after
-    /// every turn, in release builds too.
-    pub fn check_own_invariants(&self) -> Result<(), String> {
+    /// The invariants that cost nothing to check, the driver's own and the node's cheap ones: the
+    /// server checks them after every turn, in release builds too.
+    pub fn check_cheap_invariants(&self) -> Result<(), String> {
+        self.check_own_invariants()?;
+        self.node.check_cheap_invariants()
+    }
+
+    fn check_own_invariants(&self) -> Result<(), String> {
         let persisted = self.to_persist.last().map_or(self.persisted, |(h, _)| h.zxid.max(self.persisted));
         ensure!(self.durable <= persisted, "durable {:#x} above persisted {persisted:#x}", self.durable);
         if self.my_sid.is_none() {

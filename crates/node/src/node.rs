@@ -701,8 +701,28 @@ impl Node {
         }
     }
 
+    /// The invariants that cost O(1) to check (zxid counters, the role machine's own cheap
+    /// rules); the server checks them after every turn in release builds too.
+    pub fn check_cheap_invariants(&self) -> Result<(), String> {
+        let applied = self.tree.last_processed_zxid();
+        match &self.mode {
+            Mode::Standalone { in_flight } => {
+                ensure!(applied <= self.last_zxid, "applied {applied:#x} beyond the last zxid {:#x}", self.last_zxid);
+                let (first, last) = match (in_flight.front(), in_flight.back()) {
+                    (Some((f, _, _)), Some((l, _, _))) => (f.zxid, l.zxid),
+                    _ => (applied + 1, applied),
+                };
+                ensure!(first == applied + 1, "first in-flight txn {first:#x} does not follow applied {applied:#x}");
+                ensure!(last == self.last_zxid, "in-flight ends at {last:#x}, last zxid {:#x}", self.last_zxid);
+            }
+            Mode::Ensemble(q) => self.check_cheap_quorum_invariants(q)?,
+        }
+        Ok(())
+    }
+
     /// Asserts the node's cross-structure invariants; tests run it after every step.
     pub fn check_invariants(&self) -> Result<(), String> {
+        self.check_cheap_invariants()?;
         self.tree.check_invariants().map_err(|e| format!("tree invariant: {e}"))?;
         self.watches.check_invariants().map_err(|e| format!("watch invariant: {e}"))?;
         self.prep.check_against(&self.tree).map_err(|e| format!("prep invariant: {e}"))?;

@@ -813,8 +813,38 @@ impl Leader {
         out.append(&mut self.out);
     }
 
+    /// The rules that cost O(1) per learner to check: the zxids' order, the epochs, each learner's
+    /// ACK and phase. The server checks them after every turn in release builds too.
+    pub fn check_cheap_invariants(&self) -> Result<(), String> {
+        if self.committed > self.last_proposed || self.committed < self.history_base {
+            return Err("committed zxid outside the history".into());
+        }
+        if self.self_durable > self.last_proposed {
+            return Err("own log durable beyond the last proposal".into());
+        }
+        if self.committed > self.self_durable {
+            return Err("committed beyond the leader's own durable log".into());
+        }
+        if self.accepted_epoch < self.current_epoch {
+            return Err("acceptedEpoch below currentEpoch".into());
+        }
+        for (sid, p) in &self.peers {
+            if p.acked > self.last_proposed {
+                return Err(format!("learner {sid} acked beyond the last proposal"));
+            }
+            if p.forwarding != (p.phase >= PeerPhase::NewLeaderSent) {
+                return Err(format!("learner {sid} forwarding flag disagrees with its phase"));
+            }
+        }
+        if self.newleader_ackers.iter().chain(&self.epoch_ackers).any(|s| !self.cfg.voters.contains(s)) {
+            return Err("a non-voter counted in a quorum".into());
+        }
+        Ok(())
+    }
+
     /// Checks the leader's internal consistency; `Err` names the first broken rule.
     pub fn check_invariants(&self) -> Result<(), String> {
+        self.check_cheap_invariants()?;
         let mut prev = self.history_base;
         for e in &self.history {
             if !follows(prev, e.zxid()) {
@@ -824,15 +854,6 @@ impl Leader {
         }
         if prev != self.last_proposed {
             return Err(format!("history ends at {prev:#x}, last proposed {:#x}", self.last_proposed));
-        }
-        if self.committed > self.last_proposed || self.committed < self.history_base {
-            return Err("committed zxid outside the history".into());
-        }
-        if self.self_durable > self.last_proposed {
-            return Err("own log durable beyond the last proposal".into());
-        }
-        if self.committed > self.self_durable {
-            return Err("committed beyond the leader's own durable log".into());
         }
         let outstanding: Vec<Zxid> = self.history.iter().map(TxnEntry::zxid).filter(|z| *z > self.committed).collect();
         if !outstanding.iter().copied().eq(self.proposed_at_ms.keys().copied()) {
@@ -850,20 +871,6 @@ impl Leader {
             if matches!(self.phase, Phase::Syncing { .. } | Phase::Broadcast { .. }) && self.current_epoch != e {
                 return Err("currentEpoch differs from the epoch being led".into());
             }
-        }
-        if self.accepted_epoch < self.current_epoch {
-            return Err("acceptedEpoch below currentEpoch".into());
-        }
-        for (sid, p) in &self.peers {
-            if p.acked > self.last_proposed {
-                return Err(format!("learner {sid} acked beyond the last proposal"));
-            }
-            if p.forwarding != (p.phase >= PeerPhase::NewLeaderSent) {
-                return Err(format!("learner {sid} forwarding flag disagrees with its phase"));
-            }
-        }
-        if self.newleader_ackers.iter().chain(&self.epoch_ackers).any(|s| !self.cfg.voters.contains(s)) {
-            return Err("a non-voter counted in a quorum".into());
         }
         Ok(())
     }
