@@ -1,6 +1,6 @@
-//! Sessions and their expiry buckets (reference section 11), as ZooKeeper's SessionTrackerImpl and
-//! ExpiryQueue: a deadline is rounded up to the next multiple of tickTime, and one tick expires a whole
-//! bucket. Time comes in as monotonic milliseconds; nothing here reads a clock.
+//! Sessions and their expiry buckets, as ZooKeeper's `SessionTrackerImpl` and `ExpiryQueue`: a
+//! deadline is rounded up to the next multiple of tickTime, and one tick expires a whole bucket.
+//! Time comes in as monotonic milliseconds; nothing here reads a clock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

@@ -1,5 +1,6 @@
-//! The session handshake (reference section 2.2): the first frame in each direction carries a
-//! ConnectRequest / ConnectResponse with no header. Both end in an optional readOnly byte.
+//! The session handshake (ZooKeeper's `ZooKeeperServer.processConnectRequest`): the first frame in
+//! each direction carries a ConnectRequest / ConnectResponse (`zookeeper.jute`) with no header.
+//! Both end in an optional readOnly byte.
 
 use crate::jute::{DecodeError, Reader, Record, Writer};
 

@@ -1,4 +1,5 @@
-//! Records of ZooKeeper's `data` module: Id, ACL, Stat, StatPersisted (reference section 5.1, 12.1).
+//! Records of ZooKeeper's `data` module (`zookeeper.jute`): Id, ACL, Stat, StatPersisted; and the
+//! permission bits of `ZooDefs.Perms`.
 
 use std::borrow::Cow;
 
@@ -136,7 +137,7 @@ impl Record for Stat {
 }
 
 /// The Stat as stored in snapshots: no dataLength or numChildren, and `cversion` is the persisted
-/// counter of child creations (the client-visible cversion is derived, reference section 10.1).
+/// counter of child creations (the client-visible cversion is derived, as in `DataNode.copyStat`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct StatPersisted {
     pub czxid: i64,

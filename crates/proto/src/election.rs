@@ -1,6 +1,5 @@
-//! Fast leader election on the election port (reference section 18.2; `QuorumCnxManager.java`
-//! `InitialMessage` and `RecvWorker`, `FastLeaderElection.java` `buildMsg` and
-//! `Messenger.WorkerReceiver`).
+//! Fast leader election on the election port (`QuorumCnxManager.java` `InitialMessage` and
+//! `RecvWorker`, `FastLeaderElection.java` `buildMsg` and `Messenger.WorkerReceiver`).
 //!
 //! A connection starts with the initiator's [`InitialMessage`]; after that both directions carry
 //! messages framed as an int length (1 ..= [`ELECTION_PACKET_MAX`]) and that many payload bytes

@@ -1,4 +1,4 @@
-//! ZooKeeper's error codes (`KeeperException.Code`, reference section 7).
+//! ZooKeeper's error codes (`KeeperException.Code`).
 
 /// An error code carried in `ReplyHeader.err` and multi results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

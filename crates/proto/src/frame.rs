@@ -1,6 +1,7 @@
-//! Stream framing (reference sections 2.1, 13.1): every message is a 4-byte big-endian length and
-//! that many payload bytes. A length below zero or above `jute.maxbuffer` costs the sender its
-//! connection. Before the handshake, the first four bytes may instead be a four-letter word.
+//! Stream framing (ZooKeeper's `NIOServerCnxn`: `readLength`, `checkFourLetterWord`): every message
+//! is a 4-byte big-endian length and that many payload bytes. A length below zero or above
+//! `jute.maxbuffer` costs the sender its connection. Before the handshake, the first four bytes may
+//! instead be a four-letter word.
 
 use bytes::{Buf, Bytes, BytesMut};
 use thiserror::Error;
@@ -76,7 +77,7 @@ pub fn frame_with(f: impl FnOnce(&mut Writer)) -> Vec<u8> {
     w.into_inner()
 }
 
-/// A four-letter admin command (reference section 13.1).
+/// A four-letter admin command (ZooKeeper's `FourLetterCommands`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FourLetterWord {
     Conf,

@@ -1,5 +1,6 @@
-//! Frame headers of the client protocol (reference sections 3, 5.2, 6, 8.1): the request and reply
-//! headers, the multi sub-operation header, watch notifications and the watch enumerations.
+//! Frame headers of the client protocol (`RequestHeader`, `ReplyHeader`, `MultiHeader`,
+//! `WatcherEvent` in `zookeeper.jute`): the request and reply headers, the multi sub-operation
+//! header, watch notifications and the watch enumerations (ZooKeeper's `Watcher`).
 
 use crate::jute::{DecodeError, Reader, Record, Writer};
 
@@ -100,7 +101,7 @@ impl Record for WatcherEvent {
     }
 }
 
-/// Watch event types a server sends (reference section 8.1). Types 5-7 are client-local.
+/// Watch event types a server sends (`Watcher.Event.EventType`). Types 5-7 are client-local.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(i32)]
 pub enum EventType {
@@ -125,7 +126,7 @@ impl EventType {
     }
 }
 
-/// `KeeperState` values (reference section 8.1). A server only ever sends `SYNC_CONNECTED`.
+/// `Watcher.Event.KeeperState` values. A server only ever sends `SYNC_CONNECTED`.
 pub mod keeper_state {
     /// Disconnected (client-local).
     pub const DISCONNECTED: i32 = 0;
@@ -139,7 +140,7 @@ pub mod keeper_state {
     pub const EXPIRED: i32 = -112;
 }
 
-/// `WatcherType` values of checkWatches / removeWatches requests (reference section 8.1).
+/// `Watcher.WatcherType` values of checkWatches / removeWatches requests.
 pub mod watcher_type {
     /// Standard child watches.
     pub const CHILDREN: i32 = 1;
@@ -153,7 +154,7 @@ pub mod watcher_type {
     pub const PERSISTENT_RECURSIVE: i32 = 5;
 }
 
-/// `AddWatchMode` values of addWatch requests (reference section 8.1).
+/// ZooKeeper's `AddWatchMode` values of addWatch requests.
 pub mod add_watch_mode {
     /// A watch on one path that survives firing.
     pub const PERSISTENT: i32 = 0;

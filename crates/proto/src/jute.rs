@@ -1,5 +1,6 @@
-//! Jute binary encoding (reference section 1): big-endian integers, length-prefixed strings and buffers
-//! where -1 means null, vectors with a count prefix, records as their fields back to back.
+//! Jute binary encoding (ZooKeeper's `BinaryOutputArchive` / `BinaryInputArchive`): big-endian
+//! integers, length-prefixed strings and buffers where -1 means null, vectors with a count prefix,
+//! records as their fields back to back.
 
 use std::borrow::Cow;
 

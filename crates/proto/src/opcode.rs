@@ -1,4 +1,4 @@
-//! Operation codes (`ZooDefs.OpCode`, reference section 4) and special xids (section 3).
+//! Operation codes (`ZooDefs.OpCode`) and special xids (`ClientCnxn`'s reserved negative xids).
 
 /// A request or txn type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

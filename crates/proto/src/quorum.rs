@@ -1,5 +1,5 @@
-//! Leader <-> learner records on the quorum port (reference section 18.1; `zookeeper.jute`
-//! `QuorumPacket`, `LearnerInfo`; packet types from `Leader.java`).
+//! Leader <-> learner records on the quorum port (`zookeeper.jute` `QuorumPacket`, `LearnerInfo`;
+//! packet types from `Leader.java`).
 //!
 //! On the quorum port ZooKeeper writes each `QuorumPacket` with `BinaryOutputArchive.writeRecord`:
 //! the record's fields back to back, with no outer length prefix. A stream is therefore split by
@@ -93,7 +93,7 @@ pub const JUTE_EXTRA_MAX_BUFFER: usize = 1024;
 pub struct QuorumPacket {
     /// One of [`packet_type`].
     pub packet_type: i32,
-    /// Meaning depends on the type (reference section 18.1).
+    /// Meaning depends on the type (see [`packet_type`]; ZooKeeper's `Leader`, `Learner`).
     pub zxid: i64,
     /// Payload; `None` is jute's null buffer (length -1), distinct from empty.
     pub data: Option<Vec<u8>>,

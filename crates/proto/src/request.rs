@@ -1,6 +1,7 @@
-//! Client request records (reference sections 4, 5.2, 6) and the [`Request`] enum with one variant per
-//! opcode a client may send. Decoding distrusts every byte: an opcode a client may not send is
-//! [`RequestDecodeError::UnknownOpcode`]; a body that does not parse is [`RequestDecodeError::Malformed`].
+//! Client request records (the `proto` records of `zookeeper.jute`; `MultiOperationRecord` for
+//! multi) and the [`Request`] enum with one variant per opcode a client may send. Decoding
+//! distrusts every byte: an opcode a client may not send is [`RequestDecodeError::UnknownOpcode`];
+//! a body that does not parse is [`RequestDecodeError::Malformed`].
 
 use bytes::Bytes;
 use thiserror::Error;
@@ -17,7 +18,7 @@ pub struct CreateRequest {
     /// `None` is the null buffer, kept distinct from empty.
     pub data: Option<Vec<u8>>,
     pub acl: Vec<Acl>,
-    /// CreateMode flags (reference section 9).
+    /// `CreateMode` flags.
     pub flags: i32,
 }
 
@@ -201,7 +202,8 @@ impl Record for AuthPacket {
     }
 }
 
-/// SetWatches (101): the watches a client re-arms after reconnecting (reference section 8.4).
+/// SetWatches (101): the watches a client re-arms after reconnecting (ZooKeeper's
+/// `DataTree.setWatches`).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
 pub struct SetWatches {
     /// The client's last seen zxid.
@@ -460,7 +462,7 @@ pub enum RequestDecodeError {
     Malformed(#[from] DecodeError),
 }
 
-/// A decoded client request: one variant per opcode a client may send (reference section 4).
+/// A decoded client request: one variant per opcode a client may send (`ZooDefs.OpCode`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Request {
     Create(CreateRequest),

@@ -1,4 +1,5 @@
-//! Success bodies of server replies (reference sections 4, 5.2, 6) and whole reply frames.
+//! Success bodies of server replies (the `proto` records of `zookeeper.jute`; ZooKeeper's
+//! `MultiResponse` and `OpResult` for multi) and whole reply frames.
 //!
 //! A reply is `ReplyHeader` + body, and the body is omitted whenever `err != 0`. A multi reply keeps
 //! `err == 0` and reports per-op failures inside its results. Encoders here build complete frames
@@ -62,7 +63,7 @@ pub enum Response {
     Multi(Vec<MultiResult>),
 }
 
-/// One result of a multi or multiRead reply (reference section 6).
+/// One result of a multi or multiRead reply (ZooKeeper's `OpResult`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum MultiResult {
     /// Type 1: for create sub-ops.

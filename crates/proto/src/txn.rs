@@ -1,5 +1,6 @@
-//! Transaction records (reference section 5.3): what the leader orders, the log stores and every
-//! server applies. Encoded exactly as ZooKeeper's `txn` module so logs and proposals interoperate.
+//! Transaction records (`TxnHeader`, `CreateTxn`, ... in `zookeeper.jute`): what the leader orders,
+//! the log stores and every server applies. Encoded exactly as ZooKeeper's `txn` module so logs and
+//! proposals interoperate.
 
 use bytes::Bytes;
 

@@ -1,4 +1,5 @@
-//! Replication for Warden, as pure state machines: inputs in, actions out (DESIGN.md section 2).
+//! Replication for Warden, as pure state machines: inputs in, actions out (no socket, file, thread
+//! or clock; the pure-crate invariant in ARCHITECTURE.md).
 //!
 //! So far: ZooKeeper's Fast Leader Election ([`FastLeaderElection`]), wire-compatible with Apache
 //! ZooKeeper 3.8 peers through [`warden_proto::election::Notification`]. The machine never reads a

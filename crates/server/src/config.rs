@@ -1,4 +1,5 @@
-//! zoo.cfg: ZooKeeper's Java-properties configuration (reference section 17).
+//! zoo.cfg: ZooKeeper's Java-properties configuration (keys and defaults as
+//! `QuorumPeerConfig.parseProperties` reads them).
 //!
 //! Unknown keys are kept and warned about, never fatal, so an operator's existing file works unchanged.
 

@@ -1,4 +1,5 @@
-//! Four-letter words (reference section 13.1), formatted as Apache ZooKeeper formats them.
+//! Four-letter words (ZooKeeper's `FourLetterCommands` and the `*Command` classes of
+//! `org.apache.zookeeper.server.command`), formatted as Apache ZooKeeper formats them.
 
 use std::fmt::Write;
 

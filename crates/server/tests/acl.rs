@@ -1,7 +1,8 @@
-//! ACLs and authentication (reference section 12, plus the 3.9.2+ READ checks of sections 8.3 and
-//! 10.4): digest auth, NOAUTH per operation and permission, `auth` scheme expansion, super digest,
-//! world read-only nodes, ip ids, getACL masking, invalid ACLs, auth failure, and the ACL filter on
-//! watch delivery.
+//! ACLs and authentication (ZooKeeper's `ZooKeeperServer.checkACL`, `PrepRequestProcessor.fixupACL`
+//! and auth providers, plus the 3.9.2+ READ checks on exists and on watch delivery, the latter
+//! ZOOKEEPER-4799): digest auth, NOAUTH per operation and permission, `auth` scheme expansion,
+//! super digest, world read-only nodes, ip ids, getACL masking, invalid ACLs, auth failure, and the
+//! ACL filter on watch delivery.
 
 mod common;
 

@@ -1,6 +1,7 @@
-//! Container and TTL nodes (reference sections 9, 9.2, 9.3): creation opcodes and Stat encoding,
-//! reaping by the container manager (every 200 ms in these tests), the rules that keep a node
-//! (children, never-used container), and TTL being refused when extended types are off.
+//! Container and TTL nodes (ZooKeeper's `CreateMode`, `EphemeralType`, `ContainerManager`):
+//! creation opcodes and Stat encoding, reaping by the container manager (every 200 ms in these
+//! tests), the rules that keep a node (children, never-used container), and TTL being refused when
+//! extended types are off.
 
 mod common;
 

@@ -1,5 +1,5 @@
-//! Four-letter words (reference section 13.1): ruok, srvr's exact first line and fields, stat, envi,
-//! conf, mntr, isro, cons, wchs, dump, the whitelist refusal, and a garbage first word.
+//! Four-letter words (ZooKeeper's `FourLetterCommands`): ruok, srvr's exact first line and fields,
+//! stat, envi, conf, mntr, isro, cons, wchs, dump, the whitelist refusal, and a garbage first word.
 
 mod common;
 

@@ -1,6 +1,6 @@
-//! multi (14) and multiRead (22), reference section 6: atomicity, one zxid per multi, per-op error
-//! results on failure, result types mirroring sub-op types, check inside multi, and multiRead's
-//! independent per-op results.
+//! multi (14) and multiRead (22), as ZooKeeper's `MultiOperationRecord`, `MultiResponse` and
+//! `OpResult`: atomicity, one zxid per multi, per-op error results on failure, result types
+//! mirroring sub-op types, check inside multi, and multiRead's independent per-op results.
 
 mod common;
 

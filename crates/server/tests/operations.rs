@@ -1,7 +1,8 @@
 //! Every client operation through `zookeeper-client`, with the Stat bookkeeping ZooKeeper defines
-//! (reference sections 4, 9, 10): create in all modes and sequential naming, create2 stats,
-//! versioned delete / setData / setACL, the reads, getAllChildrenNumber, getEphemerals, sync and
-//! whoAmI. A few behaviours the crate cannot express are checked with the raw client.
+//! (`PrepRequestProcessor`, `FinalRequestProcessor`, `DataTree`): create in all modes and
+//! sequential naming, create2 stats, versioned delete / setData / setACL, the reads,
+//! getAllChildrenNumber, getEphemerals, sync and whoAmI. A few behaviours the crate cannot express
+//! are checked with the raw client.
 
 mod common;
 
@@ -366,8 +367,8 @@ async fn bad_arguments_raw() {
         assert_eq!(h.err, bad, "create {p:?} must be BADARGUMENTS");
         assert_eq!(body, None, "no body on error");
     }
-    // Check order (reference 10.3): the parent lookup comes before full-path validation, so an
-    // empty segment whose "parent" ("/t/") does not exist is NONODE, as in ZooKeeper.
+    // Check order (`PrepRequestProcessor`): the parent lookup comes before full-path validation, so
+    // an empty segment whose "parent" ("/t/") does not exist is NONODE, as in ZooKeeper.
     let (h, _) = r.call(&Request::Create(create_req("/t//b", Some(b""), 0))).await;
     assert_eq!(h.err, ErrorCode::NoNode.code(), "create /t//b");
     // Invalid create flags.

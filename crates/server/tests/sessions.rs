@@ -1,7 +1,8 @@
-//! Sessions (reference sections 2.2, 8.4, 10.5, 11): timeout negotiation, the handshake's shape,
-//! explicit close and expiry with ephemeral cleanup, keep-alive by ping, resuming a session with
-//! id + password (also after expiry and with a wrong password), and watches re-armed with
-//! setWatches / setWatches2 after a reconnect.
+//! Sessions (ZooKeeper's `ZooKeeperServer.processConnectRequest`, `SessionTrackerImpl`,
+//! `DataTree.setWatches`): timeout negotiation, the handshake's shape, explicit close and expiry
+//! with ephemeral cleanup, keep-alive by ping, resuming a session with id + password (also after
+//! expiry and with a wrong password), and watches re-armed with setWatches / setWatches2 after a
+//! reconnect.
 
 mod common;
 
@@ -365,7 +366,7 @@ async fn set_watches_rearms_against_relative_zxid_raw() {
     let mut got: Vec<(i64, i32, String)> =
         r.notifications.drain(..).map(|(h, e)| (h.zxid, e.event_type, e.path)).collect();
     got.sort_by(|a, b| a.2.cmp(&b.2));
-    // /se exists and is an exist watch: NodeCreated now (reference 8.4).
+    // /se exists and is an exist watch: NodeCreated now (as `DataTree.setWatches` does).
     let mut want = vec![
         (-1, Ev::NodeDataChanged.code(), "/sd".to_string()),
         (-1, Ev::NodeChildrenChanged.code(), "/sc".to_string()),

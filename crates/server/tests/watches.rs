@@ -1,6 +1,7 @@
-//! Watches (reference section 8): one-shot data / exist / child watches, persistent and
-//! persistent-recursive watches, trigger rules, per-connection dedupe, notification zxids,
-//! ordering of notifications before later replies, and removeWatches / checkWatches.
+//! Watches (ZooKeeper's `DataTree` watch tables, `WatchManager`, `AddWatchMode`): one-shot data /
+//! exist / child watches, persistent and persistent-recursive watches, trigger rules,
+//! per-connection dedupe, notification zxids, ordering of notifications before later replies, and
+//! removeWatches / checkWatches.
 //!
 //! Exact event lists (including the absence of events) are checked with the raw client: a
 //! "barrier" read issued after the writes returns only after every notification those writes

@@ -1,4 +1,5 @@
-//! The invariants, checked after every event (reference: testing-and-anchors.md section 5).
+//! The invariants, checked after every event (the rules ZooKeeper's replication bugs imply; the
+//! ZOOKEEPER JIRA ids are on `Scenario` in `faults.rs`).
 //!
 //! The checker follows each server's log as the simulator sees it (every `Persist`, TRUNC,
 //! installed snapshot, and what a restart recovered) and compares servers through shared maps:

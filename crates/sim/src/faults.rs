@@ -40,8 +40,8 @@ use warden_storage::recover_with_fs;
 use crate::world::{data_dir, Ev, Phase, World};
 use crate::Options;
 
-/// A directed schedule reproducing the conditions of one of ZooKeeper's replication bugs
-/// (testing-and-anchors.md section 5), checked by the same invariants.
+/// A directed schedule reproducing the conditions of one of ZooKeeper's replication bugs (each
+/// variant names its ZOOKEEPER JIRA), checked by the same invariants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scenario {
     /// ZOOKEEPER-3911: a follower is DIFF-synced with txns the old leader never committed, then

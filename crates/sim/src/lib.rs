@@ -1,4 +1,4 @@
-//! Deterministic simulation of a Warden ensemble (DESIGN.md section 5, issue 4).
+//! Deterministic simulation of a Warden ensemble (issue 4; "Simulation" in ARCHITECTURE.md).
 //!
 //! One seed drives everything: 3 or 5 servers (and maybe an observer), or one standalone server,
 //! each running the real

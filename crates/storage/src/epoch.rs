@@ -1,6 +1,6 @@
-//! `acceptedEpoch` and `currentEpoch` (reference section 16): decimal text, no newline, in
-//! `<dataDir>/version-2/`. Quorum members write them during ZAB discovery and synchronisation; a
-//! standalone server, like Apache ZooKeeper's, has none.
+//! `acceptedEpoch` and `currentEpoch` (as ZooKeeper's `QuorumPeer` writes them): decimal text, no
+//! newline, in `<dataDir>/version-2/`. Quorum members write them during ZAB discovery and
+//! synchronisation; a standalone server, like Apache ZooKeeper's, has none.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

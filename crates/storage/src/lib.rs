@@ -1,4 +1,4 @@
-//! Durable storage in ZooKeeper's on-disk formats (reference section 16): the transaction log
+//! Durable storage in ZooKeeper's on-disk formats (`FileTxnLog`, `FileSnap`): the transaction log
 //! (`dataLogDir/version-2/log.<hex zxid>`), snapshots (`dataDir/version-2/snapshot.<hex zxid>`),
 //! start-up recovery and purging, all with synchronous I/O. Callers run it on a dedicated thread.
 //! File access goes through the `Fs` trait: the plain functions use `RealFs` (std::fs), the

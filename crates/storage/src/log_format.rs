@@ -1,4 +1,4 @@
-//! Byte layout of a txn log file (reference section 16): FileHeader, then records of
+//! Byte layout of a txn log file (ZooKeeper's `FileTxnLog`): FileHeader, then records of
 //! `long Adler32(buffer)`, `buffer` (int length + TxnHeader + txn body [+ TxnDigest]), byte 0x42.
 
 use std::path::Path;

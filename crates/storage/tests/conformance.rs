@@ -1,5 +1,6 @@
-//! Storage conformance suite (DESIGN.md section 5), run on the real file system and on the
-//! fault-injecting `FaultFs`. Every case is generated from a seed (printed on failure) and checks:
+//! Storage conformance suite (the check behind the storage invariants in ARCHITECTURE.md), run on
+//! the real file system and on the fault-injecting `FaultFs`. Every case is generated from a seed
+//! (printed on failure) and checks:
 //!
 //! - crash / restart: every acknowledged txn (appended, then successfully synced) is recovered, in
 //!   order; what is recovered is a prefix of what was appended (nothing after a gap);

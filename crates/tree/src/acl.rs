@@ -1,4 +1,5 @@
-//! ACL checks and fix-up (reference sections 12.2-12.4).
+//! ACL checks and fix-up (ZooKeeper's `ZooKeeperServer.checkACL`, `PrepRequestProcessor.fixupACL`
+//! and the `AuthenticationProvider`s).
 //!
 //! Known schemes: `world`, `auth` (expanded at create/setACL), `digest`, `ip`, `sasl`, `x509` and
 //! `super` (a caller id that bypasses every check).

@@ -1,4 +1,4 @@
-//! The `ephemeralOwner` encoding (reference section 9): persistent, ephemeral, container, TTL.
+//! `ephemeralOwner` encoding (ZooKeeper's `EphemeralType`): persistent, ephemeral, container, TTL.
 
 /// Stored owner of container nodes (`Long.MIN_VALUE`).
 pub const CONTAINER_OWNER: i64 = i64::MIN;

@@ -1,4 +1,4 @@
-//! Znode path rules (reference section 10.2): validation for writes, parent and base name.
+//! Znode path rules (`PathUtils.validatePath`): validation for writes, parent and base name.
 
 use warden_proto::ErrorCode;
 

@@ -1,5 +1,6 @@
 //! `Prep`: turns a write into a txn against the tree plus pending (prepped, not yet applied)
-//! changes, like ZooKeeper's PrepRequestProcessor with its ChangeRecords (reference 6, 10.3).
+//! changes, like ZooKeeper's `PrepRequestProcessor` with its `ChangeRecord`s (check order of
+//! `pRequest2Txn`; multi as `MultiOperationRecord`).
 //!
 //! Deviations from ZooKeeper, both towards what the applied tree will show: a pending setACL
 //! record carries the new ACL, and a pending closeSession lowers its parents' child counts.

@@ -1,6 +1,7 @@
-//! Quota bookkeeping (reference section 14): paths with a `zookeeper_limits` node are indexed;
-//! every create, delete and setData below such a path updates its `zookeeper_stats` node.
-//! Warn-only: exceeding a limit is not enforced here (enforcement is off by default in ZooKeeper).
+//! Quota bookkeeping (ZooKeeper's `Quotas` and the quota `PathTrie` of `DataTree`): paths with a
+//! `zookeeper_limits` node are indexed; every create, delete and setData below such a path updates
+//! its `zookeeper_stats` node. Warn-only: exceeding a limit is not enforced here (enforcement is
+//! off by default in ZooKeeper).
 
 use imbl::OrdSet;
 

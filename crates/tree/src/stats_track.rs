@@ -1,4 +1,5 @@
-//! `StatsTrack`: the text format of quota limit and stats nodes (reference section 14).
+//! `StatsTrack`: the text format of quota limit and stats nodes, as ZooKeeper's `StatsTrack`
+//! parses and prints it.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,5 +1,5 @@
-//! `DataTree`: the replicated znode tree and the rules for applying committed txns
-//! (reference sections 9, 10.1, 14, 15).
+//! `DataTree`: the replicated znode tree and the rules for applying committed txns, as ZooKeeper's
+//! `DataTree` (node types, Stat upkeep, quotas, `/zookeeper/config`).
 //!
 //! Applying never fails the process: a txn that does not fit the tree yields
 //! `TxnResult::Error`, as ZooKeeper's `DataTree.processTxn` does.
@@ -259,8 +259,9 @@ impl DataTree {
         out
     }
 
-    /// Containers and TTL nodes the container manager should delete now (sections 9.2, 9.3),
-    /// with never-used containers kept forever (3.8/3.9 default). `bool` = is a container.
+    /// Containers and TTL nodes the container manager should delete now (ZooKeeper's
+    /// `ContainerManager.getCandidates`), with never-used containers kept forever (3.8/3.9
+    /// default). `bool` = is a container.
     pub fn containers_and_ttls_to_reap(&self, now_ms: i64) -> Vec<(String, bool)> {
         self.containers_and_ttls_to_reap_with(now_ms, 0)
     }

@@ -1,5 +1,6 @@
 //! `WatchManager`: the data-watch and child-watch tables of one server, keyed by connection id
-//! (reference section 8). Watches are local to a server: never replicated or snapshotted.
+//! (ZooKeeper's `DataTree.dataWatches` / `childWatches`, each a `WatchManager`). Watches are local
+//! to a server: never replicated or snapshotted.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -68,9 +69,10 @@ impl WatchManager {
         }
     }
 
-    /// Fires the watches a tree event triggers (section 8.3), one notification per connection
-    /// per table; for a delete, child-table watchers already notified by the data table are
-    /// skipped (their one-shot entries are still consumed).
+    /// Fires the watches a tree event triggers (as `DataTree.createNode`, `deleteNode` and
+    /// `setData` trigger them), one notification per connection per table; for a delete,
+    /// child-table watchers already notified by the data table are skipped (their one-shot entries
+    /// are still consumed).
     pub fn trigger(&mut self, ev: &TreeEvent) -> Vec<FiredWatch> {
         let fire = |conns: &BTreeSet<u64>, t: WatchEventType| -> Vec<FiredWatch> {
             conns
@@ -129,8 +131,9 @@ impl WatchManager {
         }
     }
 
-    /// setWatches / setWatches2 (section 8.4): re-arms watches after a reconnect, returning the
-    /// events to send at once (zxid -1) for changes the client missed since `relative_zxid`.
+    /// setWatches / setWatches2 (ZooKeeper's `DataTree.setWatches`): re-arms watches after a
+    /// reconnect, returning the events to send at once (zxid -1) for changes the client missed
+    /// since `relative_zxid`.
     pub fn set_watches(
         &mut self,
         tree: &DataTree,

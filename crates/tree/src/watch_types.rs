@@ -1,4 +1,5 @@
-//! Watch enumerations (reference section 8.1) and the notification a trigger produces.
+//! Watch enumerations (`Watcher.Event.EventType`, `Watcher.WatcherType`, `AddWatchMode`) and the
+//! notification a trigger produces.
 
 /// Event types a server sends (WatcherEvent.type).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -46,7 +46,7 @@ pub struct PrepContext<'a> {
     pub is_ephemeral_allowed: bool,
 }
 
-/// The node type a CreateMode flag value denotes (reference section 9).
+/// The node type a CreateMode flag value denotes (ZooKeeper's `CreateMode.fromFlag`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CreateMode {
     /// Owned by the session.

@@ -56,7 +56,7 @@ impl Znode {
         self.data.as_ref().map_or(0, |d| d.len())
     }
 
-    /// The Stat a client sees (reference section 10.1).
+    /// The Stat a client sees (as ZooKeeper's `DataNode.copyStat` builds it).
     pub fn client_stat(&self) -> Stat {
         let s = &self.stat;
         let num_children = i32::try_from(self.num_children).unwrap_or(i32::MAX);

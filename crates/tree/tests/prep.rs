@@ -1,4 +1,5 @@
-//! Prep scripts: check order and error codes (section 10.3), pending changes, multi layout.
+//! Prep scripts: check order and error codes (ZooKeeper's `PrepRequestProcessor.pRequest2Txn`),
+//! pending changes, multi layout.
 
 mod common;
 use common::*;

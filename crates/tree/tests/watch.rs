@@ -1,4 +1,5 @@
-//! Watch rules (sections 8.2-8.5) driven through real txns.
+//! Watch rules (registration, triggers, setWatches, removeWatches / checkWatches, as ZooKeeper's
+//! `DataTree` and `WatchManager` apply them) driven through real txns.
 
 mod common;
 use common::*;

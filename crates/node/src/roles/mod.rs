@@ -1,5 +1,6 @@
-//! The node in a ZAB ensemble: LEADER, FOLLOWER or OBSERVER (DESIGN.md section 3), on top of the
-//! pure `warden_quorum::zab` machines. Standalone mode (no [`Quorum`]) is untouched by this file.
+//! The node in a ZAB ensemble: LEADER, FOLLOWER or OBSERVER (ZooKeeper's `Leader`, `Follower`,
+//! `Observer`), on top of the pure `warden_quorum::zab` machines. Standalone mode (no [`Quorum`])
+//! is untouched by this file.
 //!
 //! * The role is one of Looking, Leader (`zab::Leader`) or Learner (`zab::Learner`, follower or
 //!   observer). Election results come in as `Input::Become*`; a machine that gives up its role

@@ -1,5 +1,6 @@
-//! Payload codecs for the `data` field of quorum packets (reference section 18.1). Every decoder
-//! distrusts its input: a short or malformed payload is an error, never a panic.
+//! Payload codecs for the `data` field of quorum packets (as ZooKeeper's `Leader`, `LearnerHandler`
+//! and `Learner` write them). Every decoder distrusts its input: a short or malformed payload is an
+//! error, never a panic.
 
 use warden_proto::data::Id;
 use warden_proto::jute::{DecodeError, Reader, Record, Writer};

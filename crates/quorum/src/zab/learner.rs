@@ -2,7 +2,8 @@
 //! connection to a leader. When it emits [`Action::GoLooking`] it is finished; the server goes back
 //! to election and builds a new one for the next leader.
 //!
-//! Ordering (testing reference section 5):
+//! Ordering (the rules behind the fixes of ZOOKEEPER-3023, -3911, -4643 and -4646; ZooKeeper's
+//! side is `Learner.registerWithLeader` and `Learner.syncWithLeader`):
 //! * `acceptedEpoch` durable, then ACKEPOCH;
 //! * every txn received in sync is `Persist`ed as it arrives (or the tree is replaced by
 //!   `InstallSnapshot`); on NEWLEADER the learner waits until all of it is durable, then

@@ -8,9 +8,8 @@
 //! storage layer as `on_durable` / `on_epoch_durable` inputs, so an ACK can never precede the fsync
 //! it depends on.
 //!
-//! Wire facts follow ZooKeeper's `Leader`, `LearnerHandler`, `Learner`, `Follower` and `Observer`
-//! (reference section 18.1). The ordering rules from ZooKeeper's sync-phase bugs (testing
-//! reference section 5) are structural here:
+//! Wire facts follow ZooKeeper's `Leader`, `LearnerHandler`, `Learner`, `Follower` and `Observer`.
+//! The ordering rules from ZooKeeper's sync-phase bugs (JIRA ids below) are structural here:
 //!
 //! * a learner persists the synced history (fsync), then writes `currentEpoch`, then ACKs
 //!   NEWLEADER (ZOOKEEPER-3023, -4643, -4646);

@@ -1,5 +1,5 @@
 //! The election port shell: ZooKeeper's `QuorumCnxManager` behaviour over tokio TCP, running the
-//! pure [`FastLeaderElection`] (DESIGN.md section 3; reference section 18.2).
+//! pure [`FastLeaderElection`] (ZooKeeper's `FastLeaderElection` and its `Messenger`).
 //!
 //! Tasks, all owned by [`ElectionNet`] and ended by [`ElectionNet::stop`] (or by dropping it):
 //! - the listener on this server's election port ([`listener`]), which reads each initiator's
@@ -15,7 +15,8 @@
 //! connect and to introduce, 64 introductions at once. Malformed input from a peer closes only
 //! that connection, with a log line. Deviation: ZooKeeper closes on a bad length but skips an
 //! undecodable notification (shorter than 28 bytes, unknown state) and keeps the connection;
-//! Warden closes it (DESIGN.md principle 2). ZooKeeper never sends either.
+//! Warden closes it (bad input costs its sender the connection, never the server: see
+//! ARCHITECTURE.md). ZooKeeper never sends either.
 //!
 //! Outgoing election connections are bound to this server's own `server.N` host (port 0) before
 //! connecting, as the learner's quorum connection is, so peer traffic leaves from the server's own

@@ -1,5 +1,5 @@
-//! The quorum port shell: the leader-learner transport that ZAB runs over (reference section
-//! 18.1), as ZooKeeper's `LearnerCnxAcceptor` + `LearnerHandler` (leader side, [`LeaderNet`]) and
+//! The quorum port shell: the leader-learner transport that ZAB runs over, as ZooKeeper's
+//! `LearnerCnxAcceptor` + `LearnerHandler` (leader side, [`LeaderNet`]) and
 //! `Learner.connectToLeader` / `readPacket` / `writePacket` (learner side, [`LearnerNet`]).
 //!
 //! Wire: jute `QuorumPacket`s written back to back with no extra length prefix, as ZooKeeper's
@@ -7,7 +7,8 @@
 //! buffer in a packet is limited to `max_buffer` (jute.maxbuffer + extrasize, as
 //! `BinaryInputArchive.readBuffer` checks), and the bytes buffered for one undecoded packet to
 //! `max_buffer` + 64 KiB (header and authinfo); a packet beyond either limit, or one that does not
-//! decode, closes that connection with a log line (DESIGN.md principle 2).
+//! decode, closes that connection with a log line (bad input costs its sender the connection,
+//! never the server: see ARCHITECTURE.md).
 //!
 //! The contract the pure ZAB machines rely on (`warden_quorum::zab`): per connection, packets are
 //! delivered in order, each once, and nothing is dropped silently. So:
