@@ -19,7 +19,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
-use warden_storage::{read_epochs_with_fs, recover, RealFs, Store};
+use warden_storage::{DataDir, Store};
 
 pub use config::Config;
 
@@ -59,7 +59,8 @@ impl Server {
             tracing::warn!(key = %k, value = %v, "zoo.cfg key not used by Warden; accepted and ignored");
         }
         let started = std::time::Instant::now();
-        let recovered = recover(&cfg.data_dir, &cfg.data_log_dir, cfg.pre_alloc_bytes).with_context(|| {
+        let data = DataDir::real(&cfg.data_dir, &cfg.data_log_dir);
+        let recovered = data.recover(cfg.pre_alloc_bytes).with_context(|| {
             format!("recovering {} (logs in {})", cfg.data_dir.display(), cfg.data_log_dir.display())
         })?;
         tracing::info!(
@@ -77,7 +78,8 @@ impl Server {
             true => {
                 let last_zxid = recovered.tree.last_processed_zxid();
                 // ZooKeeper's defaults for missing epoch files.
-                let (accepted, current) = read_epochs_with_fs(&RealFs, &cfg.data_dir, last_zxid)
+                let (accepted, current) = data
+                    .read_epochs(last_zxid)
                     .with_context(|| format!("reading the epoch files in {}", cfg.data_dir.display()))?;
                 let ens = ensemble::Ensemble::start(&cfg, last_zxid, current).await?;
                 let setup = owner::quorum_setup(&cfg, ens.my_sid, accepted, current);
@@ -85,21 +87,11 @@ impl Server {
             }
             false => None,
         };
-        let store = Store::new(
-            std::sync::Arc::new(RealFs),
-            &cfg.data_dir,
-            &cfg.data_log_dir,
-            cfg.pre_alloc_bytes,
-            recovered.log,
-        );
+        let store = Store::new(data.clone(), cfg.pre_alloc_bytes, recovered.log);
         let log_activity = snapshot::LogActivity::new();
         let (storage, storage_thread) = storage::spawn(store, cfg.force_sync, log_activity.clone(), events_tx.clone())?;
-        let dirs = snapshot::SnapshotDirs {
-            data_dir: cfg.data_dir.clone(),
-            data_log_dir: cfg.data_log_dir.clone(),
-            retain: cfg.purge_enabled.then_some(cfg.snap_retain_count),
-        };
-        let (snapshots, snapshot_thread) = snapshot::spawn(dirs, log_activity)?;
+        let retain = cfg.purge_enabled.then_some(cfg.snap_retain_count);
+        let (snapshots, snapshot_thread) = snapshot::spawn(data, retain, log_activity)?;
         let mut owner = owner::Owner::new(cfg.clone(), events_rx, shutdown_rx.clone(), storage, snapshots, quorum);
         let snapshot_zxid = recovered.snapshot.is_some().then_some(recovered.snapshot_zxid);
         owner.restore(recovered.tree, &recovered.sessions, recovered.txns_after_snapshot, snapshot_zxid);

@@ -14,14 +14,13 @@
 //! its writes took (`Pacer`): the snapshot keeps at most 1/(PACE + 1) of the disk's time, and takes
 //! that many times longer to write under load. An idle log lets it write at full speed.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
-use warden_storage::{purge, write_snapshot, RealFs, SnapshotOptions};
+use warden_storage::{DataDir, SnapshotOptions};
 use warden_tree::DataTree;
 
 /// One snapshot to write.
@@ -29,13 +28,6 @@ pub(crate) struct SnapshotJob {
     pub tree: DataTree,
     pub sessions: Vec<(i64, i32)>,
     pub zxid: i64,
-}
-
-pub(crate) struct SnapshotDirs {
-    pub data_dir: PathBuf,
-    pub data_log_dir: PathBuf,
-    /// Snapshots to keep (`autopurge.snapRetainCount`, at least 3); `None` disables purge.
-    pub retain: Option<usize>,
 }
 
 /// The owner's handle on the snapshot thread. At most one snapshot is in hand at a time, as in
@@ -71,9 +63,15 @@ impl Snapshots {
     }
 }
 
-/// Starts the thread; it ends when the job sender is dropped. A failed snapshot is logged and the
-/// server goes on: the log still holds every txn, and purge only runs after a successful snapshot.
-pub(crate) fn spawn(dirs: SnapshotDirs, log: Arc<LogActivity>) -> std::io::Result<(Snapshots, JoinHandle<()>)> {
+/// Starts the thread writing snapshots into `data` and purging it, keeping `retain` snapshots
+/// (`autopurge.snapRetainCount`, at least 3; `None` disables purge); it ends when the job sender
+/// is dropped. A failed snapshot is logged and the server goes on: the log still holds every txn,
+/// and purge only runs after a successful snapshot.
+pub(crate) fn spawn(
+    data: DataDir,
+    retain: Option<usize>,
+    log: Arc<LogActivity>,
+) -> std::io::Result<(Snapshots, JoinHandle<()>)> {
     let (tx, mut jobs) = mpsc::channel::<SnapshotJob>(1);
     let busy = Arc::new(AtomicBool::new(false));
     let handle = Snapshots { jobs: tx, busy: busy.clone() };
@@ -87,9 +85,7 @@ pub(crate) fn spawn(dirs: SnapshotDirs, log: Arc<LogActivity>) -> std::io::Resul
                     std::thread::sleep(pause);
                 }
             };
-            match write_snapshot(
-                &RealFs,
-                &dirs.data_dir,
+            match data.write_snapshot(
                 &job.tree,
                 &job.sessions,
                 job.zxid,
@@ -103,7 +99,7 @@ pub(crate) fn spawn(dirs: SnapshotDirs, log: Arc<LogActivity>) -> std::io::Resul
                         paused_ms = pacer.paused.as_millis() as u64,
                         "snapshot written"
                     );
-                    purge_old(&dirs);
+                    purge_old(&data, retain);
                 }
                 Err(e) => tracing::error!(error = %e, zxid = format_args!("{:#x}", job.zxid), "snapshot failed"),
             }
@@ -207,9 +203,9 @@ fn lower_priority() {
     }
 }
 
-fn purge_old(dirs: &SnapshotDirs) {
-    let Some(keep) = dirs.retain else { return };
-    match purge(&dirs.data_dir, &dirs.data_log_dir, keep) {
+fn purge_old(data: &DataDir, retain: Option<usize>) {
+    let Some(keep) = retain else { return };
+    match data.purge(keep) {
         Ok(removed) if !removed.is_empty() => tracing::info!(files = removed.len(), "purged old snapshots and logs"),
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "purge failed"),
@@ -276,10 +272,10 @@ mod tests {
     #[test]
     fn the_snapshot_thread_runs_at_the_lowest_priority() {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let dirs = SnapshotDirs { data_dir: dir.path().into(), data_log_dir: dir.path().into(), retain: None };
+        let data = DataDir::real(dir.path(), dir.path());
         let own = std::path::Path::new("/proc/thread-self/stat");
         let own_before = nice_in(own);
-        let (snapshots, thread) = spawn(dirs, LogActivity::new()).expect("the thread starts");
+        let (snapshots, thread) = spawn(data, None, LogActivity::new()).expect("the thread starts");
         let job = SnapshotJob { tree: DataTree::new(), sessions: Vec::new(), zxid: 0x100000001 };
         assert_eq!(snapshots.try_start(|| job), Start::Started);
         // The thread lowers its priority before it takes its first job; once the job is written,
@@ -301,8 +297,8 @@ mod tests {
     #[test]
     fn a_snapshot_due_while_one_is_in_hand_is_refused_until_it_is_written() {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let dirs = SnapshotDirs { data_dir: dir.path().into(), data_log_dir: dir.path().into(), retain: None };
-        let (snapshots, thread) = spawn(dirs, LogActivity::new()).expect("the thread starts");
+        let data = DataDir::real(dir.path(), dir.path());
+        let (snapshots, thread) = spawn(data, None, LogActivity::new()).expect("the thread starts");
         let job = |zxid| SnapshotJob { tree: DataTree::new(), sessions: vec![(7, 30_000)], zxid };
         assert_eq!(snapshots.try_start(|| job(0x500000003)), Start::Started);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

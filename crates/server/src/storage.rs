@@ -175,10 +175,9 @@ mod tests {
 
     /// The storage thread on an in-memory file system, its log activity and the owner's events.
     fn start(force_sync: bool) -> (Storage, JoinHandle<()>, Arc<LogActivity>, mpsc::Receiver<Event>) {
-        let fs = Arc::new(warden_storage::FaultFs::new());
-        let dir = std::path::Path::new("/data");
-        let recovered = warden_storage::recover_with_fs(fs.clone(), dir, dir, 4096).expect("an empty data dir");
-        let store = Store::new(fs, dir, dir, 4096, recovered.log);
+        let data = warden_storage::DataDir::with_fs(Arc::new(warden_storage::FaultFs::new()), "/data", "/data");
+        let recovered = data.recover(4096).expect("an empty data dir");
+        let store = Store::new(data, 4096, recovered.log);
         let activity = LogActivity::new();
         let (events_tx, events) = mpsc::channel(16);
         let (storage, thread) = spawn(store, force_sync, activity.clone(), events_tx).expect("the thread starts");

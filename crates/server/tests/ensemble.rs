@@ -189,7 +189,8 @@ async fn a_restarted_leader_drops_its_uncommitted_proposal_on_trunc() {
     // Forge an uncommitted epoch-1 proposal at the end of the stopped leader's log.
     let cfg = saved[&leader].clone();
     {
-        let (mut log, _) = warden_storage::TxnLog::open(&cfg.data_log_dir, 0).unwrap();
+        let data = warden_storage::DataDir::real(&cfg.data_dir, &cfg.data_log_dir);
+        let (mut log, _) = data.open_log(0).unwrap();
         let zxid = log.last_zxid() + 1;
         assert_eq!(zxid >> 32, 1, "still epoch 1");
         let txn = warden_proto::Txn::Create {

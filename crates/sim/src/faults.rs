@@ -29,15 +29,13 @@ use std::collections::BTreeSet;
 
 use rand::rngs::StdRng;
 use rand::Rng;
-use std::sync::Arc;
 
 use warden_node::RoleKind;
 use warden_proto::quorum::{packet_type as pt, QuorumPacket};
 use warden_quorum::zab::counter_of;
 use warden_quorum::Sid;
-use warden_storage::recover_with_fs;
 
-use crate::world::{data_dir, Ev, Phase, World};
+use crate::world::{data_dir, disk, Ev, Phase, World};
 use crate::Options;
 
 /// A directed schedule reproducing the conditions of one of ZooKeeper's replication bugs (each
@@ -331,8 +329,7 @@ fn corrupt(w: &mut World, sid: Sid) -> Result<(), String> {
             Some((z, p))
         })
         .max();
-    let dir0 = data_dir();
-    let before = recover_with_fs(Arc::new(fs.crash(0)), &dir0, &dir0, 16 * 1024).map(|r| r.tree.last_processed_zxid());
+    let before = disk(fs.crash(0)).recover(16 * 1024).map(|r| r.tree.last_processed_zxid());
     if let Some((_, path)) = newest {
         let len = fs_len(&fs, &path);
         if len > 16 {
@@ -350,7 +347,7 @@ fn corrupt(w: &mut World, sid: Sid) -> Result<(), String> {
     // A cut through durable records can pass for a torn tail and silently drop acknowledged
     // txns while the epoch files still vouch for them; ZAB cannot survive that (the server may
     // win the next election), so the operator treats such a server as lost and wipes it.
-    let after = recover_with_fs(Arc::new(fs.crash(0)), &dir0, &dir0, 16 * 1024).map(|r| r.tree.last_processed_zxid());
+    let after = disk(fs.crash(0)).recover(16 * 1024).map(|r| r.tree.last_processed_zxid());
     if let (Ok(b), Ok(a)) = (&before, &after) {
         if a < b {
             w.trace(|| format!("server {sid} would silently lose {a:#x}..{b:#x}: wiped"));

@@ -23,10 +23,7 @@ use warden_proto::election::Notification;
 use warden_proto::quorum::packet_type as pt;
 use warden_proto::ConnectRequest;
 use warden_quorum::{ElectionAction, FastLeaderElection, QuorumConfig, Sid};
-use warden_storage::{
-    purge_with_fs, read_epochs_with_fs, recover_with_fs, write_snapshot, EpochFile, FaultFs, Report, SnapshotOptions,
-    Store, StoreOp,
-};
+use warden_storage::{DataDir, EpochFile, FaultFs, Report, SnapshotOptions, Store, StoreOp};
 use warden_tree::DataTree;
 
 use crate::check::{fingerprint, Checker};
@@ -47,6 +44,11 @@ const DIAL_TIMEOUT_MS: u64 = 1_000;
 
 pub(crate) fn data_dir() -> PathBuf {
     PathBuf::from("/data")
+}
+
+/// A server's data directories (dataDir and dataLogDir both `data_dir()`) on its disk `fs`.
+pub(crate) fn disk(fs: FaultFs) -> DataDir {
+    DataDir::with_fs(Arc::new(fs), data_dir(), data_dir())
 }
 
 /// What travels on a quorum connection.
@@ -509,9 +511,8 @@ impl World {
     /// that cannot recover refuses to start; the operator then wipes its disk), epoch files, a
     /// snapshot unless the newest one is current, then the first election round.
     pub(crate) fn start_server(&mut self, sid: Sid) -> Result<(), String> {
-        let fs = self.server(sid).fs.clone();
-        let dir = data_dir();
-        let recovered = match recover_with_fs(Arc::new(fs.clone()), &dir, &dir, PRE_ALLOC) {
+        let data = disk(self.server(sid).fs.clone());
+        let recovered = match data.recover(PRE_ALLOC) {
             Ok(r) => r,
             Err(e) => {
                 self.trace(|| format!("server {sid} refuses to start: {e}; wiping its disk"));
@@ -527,7 +528,7 @@ impl World {
             self.trace(|| format!("server {sid} truncated a torn log tail: {tail}"));
         }
         let last_zxid = recovered.tree.last_processed_zxid();
-        let (accepted, current) = read_epochs_with_fs(&fs, &dir, last_zxid).map_err(|e| format!("epoch files: {e}"))?;
+        let (accepted, current) = data.read_epochs(last_zxid).map_err(|e| format!("epoch files: {e}"))?;
         let replayed = recovered.txns_after_snapshot.iter().map(|(hdr, txn)| (hdr.zxid, fingerprint(hdr, txn)));
         self.check.restarted(sid, last_zxid, recovered.snapshot_zxid, replayed)?;
         let inc = self.server(sid).inc + 1;
@@ -562,7 +563,7 @@ impl World {
             had_snapshot.then_some(snapshot_zxid),
             &mut cmds,
         );
-        let store = Store::new(Arc::new(fs), &dir, &dir, PRE_ALLOC, recovered.log);
+        let store = Store::new(data, PRE_ALLOC, recovered.log);
         let quorum = QuorumConfig::new(self.voters.iter().copied(), self.observers.iter().copied());
         let fle = FastLeaderElection::new(sid, quorum);
         let run = Running {
@@ -816,13 +817,12 @@ impl World {
 
     /// The snapshot thread: write (temp, fsync, rename, fsync dir), then purge keeping 3.
     fn snapshot_write(&mut self, sid: Sid, inc: u64, tree: DataTree, sessions: Vec<(i64, i32)>, zxid: i64) {
-        let fs = self.server(sid).fs.clone();
+        let data = disk(self.server(sid).fs.clone());
         let Some(r) = self.running(sid, inc) else { return };
         r.snapshot_busy = false;
-        let dir = data_dir();
-        match write_snapshot(&fs, &dir, &tree, &sessions, zxid, SnapshotOptions::default()) {
+        match data.write_snapshot(&tree, &sessions, zxid, SnapshotOptions::default()) {
             Ok(_) => {
-                if let Err(e) = purge_with_fs(&fs, &dir, &dir, 3) {
+                if let Err(e) = data.purge(3) {
                     self.trace(|| format!("server {sid}: purge failed: {e}"));
                 }
             }

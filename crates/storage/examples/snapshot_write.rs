@@ -33,15 +33,9 @@ fn main() {
         let _ = std::fs::remove_dir_all(&dir);
         let (u0, s0) = thread_cpu();
         let started = std::time::Instant::now();
-        warden_storage::write_snapshot(
-            &warden_storage::RealFs,
-            &dir,
-            &tree,
-            &[],
-            hdr.zxid,
-            warden_storage::SnapshotOptions::default(),
-        )
-        .expect("snapshot written");
+        warden_storage::DataDir::real(&dir, &dir)
+            .write_snapshot(&tree, &[], hdr.zxid, warden_storage::SnapshotOptions::default())
+            .expect("snapshot written");
         let (u1, s1) = thread_cpu();
         println!(
             "write {round}: {n} nodes, wall {:.3} s, user {:.2} s, system {:.2} s, {:.2} us of CPU per node",

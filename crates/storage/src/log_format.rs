@@ -5,7 +5,7 @@ use std::path::Path;
 
 use warden_proto::{Reader, Record, Txn, TxnHeader, Writer};
 
-use crate::fs::{Fs, RealFs};
+use crate::fs::Fs;
 use crate::StorageError;
 
 /// FileHeader magic of a txn log: ASCII "ZKLG".
@@ -81,13 +81,9 @@ pub struct LogFileContents {
     pub torn_tail: Option<(u64, String)>,
 }
 
-/// Reads and checks one log file without changing it. Corruption followed by valid data is an error.
-pub fn read_log_file(path: &Path) -> Result<LogFileContents, StorageError> {
-    read_log_file_with_fs(&RealFs, path)
-}
-
-/// As `read_log_file`, on the file system `fs`.
-pub fn read_log_file_with_fs(fs: &dyn Fs, path: &Path) -> Result<LogFileContents, StorageError> {
+/// Reads and checks one log file on `fs` without changing it (`&RealFs` for a file on disk).
+/// Corruption followed by valid data is an error.
+pub fn read_log_file(fs: &dyn Fs, path: &Path) -> Result<LogFileContents, StorageError> {
     let buf = fs.read(path).map_err(StorageError::io("read", path))?;
     let parsed = parse_file(path, &buf)?;
     let torn_tail = match parsed.end {

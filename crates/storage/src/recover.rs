@@ -9,18 +9,15 @@
 //! fails its checksum is refused like any other damage, since it may have been acknowledged.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use warden_proto::{Txn, TxnHeader};
 use warden_tree::{DataTree, TxnResult};
 
-use crate::fs::{Fs, RealFs};
-use crate::snapshot::{
-    find_valid_snapshots_with_fs, read_snapshot_with_fs, snapshot_files, sync_dir, zxid_from_name, SNAPSHOTS_TRIED,
-};
-use crate::{StorageError, TxnLog};
+use crate::fs::Fs;
+use crate::snapshot::{read_snapshot, snapshot_files, sync_dir, zxid_from_name, SNAPSHOTS_TRIED};
+use crate::{DataDir, StorageError, TxnLog};
 
-/// What `recover` rebuilt.
+/// What `DataDir::recover` rebuilt.
 #[derive(Debug)]
 pub struct Recovered {
     /// The tree: snapshot plus every log txn after it; `last_processed_zxid` is the last zxid.
@@ -38,67 +35,94 @@ pub struct Recovered {
     pub log: TxnLog,
 }
 
-/// Loads the newest snapshot of `<data_dir>/version-2` whose checksums verify (a damaged newest
-/// one is skipped with a warning; up to `SNAPSHOTS_TRIED` are tried), then opens the txn log of
-/// `<data_log_dir>/version-2` and replays the txns with zxid > the snapshot's zxid. Replay
-/// tolerates txns that no longer fit (NodeExists, NoNode, ...), as ZooKeeper's does over its
-/// fuzzy snapshots: `DataTree::apply` reports them and changes nothing. With no snapshot the
-/// whole log is replayed onto a fresh tree.
-pub fn recover(data_dir: &Path, data_log_dir: &Path, pre_alloc_bytes: u64) -> Result<Recovered, StorageError> {
-    recover_with_fs(Arc::new(RealFs), data_dir, data_log_dir, pre_alloc_bytes)
-}
+impl DataDir {
+    /// Loads the newest snapshot of `<dataDir>/version-2` whose checksums verify (a damaged newest
+    /// one is skipped with a warning; up to `SNAPSHOTS_TRIED` are tried), then opens the txn log
+    /// of `<dataLogDir>/version-2` and replays the txns with zxid > the snapshot's zxid. Replay
+    /// tolerates txns that no longer fit (NodeExists, NoNode, ...), as ZooKeeper's does over its
+    /// fuzzy snapshots: `DataTree::apply` reports them and changes nothing. With no snapshot the
+    /// whole log is replayed onto a fresh tree. The returned log keeps using this file system.
+    pub fn recover(&self, pre_alloc_bytes: u64) -> Result<Recovered, StorageError> {
+        let fs = self.fs();
+        let snap_dir = self.snap_dir();
+        remove_unfinished_snapshots(fs, &snap_dir);
+        let candidates = self.find_valid_snapshots();
+        let mut loaded = None;
+        let mut failures = Vec::new();
+        for path in candidates.iter().take(SNAPSHOTS_TRIED) {
+            match read_snapshot(fs, path).and_then(|s| {
+                let zxid = s.zxid;
+                s.into_tree(path).map(|(tree, sessions)| (tree, sessions, zxid))
+            }) {
+                Ok(snap) => {
+                    loaded = Some((path.clone(), snap));
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), error = %e, "skipping unreadable snapshot");
+                    failures.push(e.to_string());
+                }
+            }
+        }
+        if loaded.is_none() {
+            // Also when every snapshot failed the quick check: replaying the log onto an empty
+            // tree would silently drop what the snapshot held (purge may have removed those logs).
+            let all = snapshot_files(fs, &snap_dir);
+            if !all.is_empty() {
+                let names = all.iter().map(|(_, p)| p.display().to_string()).collect::<Vec<_>>().join(", ");
+                failures.push(format!("none of [{names}] is a complete snapshot"));
+                return Err(StorageError::NoValidSnapshot { dir: snap_dir, reason: failures.join("; ") });
+            }
+        }
+        let (snapshot, mut tree, mut sessions, snapshot_zxid) = match loaded {
+            Some((path, (tree, sessions, zxid))) => (Some(path), tree, sessions, zxid),
+            None => (None, DataTree::new(), Vec::new(), 0),
+        };
+        let (log, txns_after_snapshot) = self.open_log_after(pre_alloc_bytes, snapshot_zxid)?;
+        check_no_gap(log.dir(), snapshot_zxid, &txns_after_snapshot)?;
+        for (hdr, txn) in &txns_after_snapshot {
+            let out = tree.apply(hdr, txn);
+            if let TxnResult::Error(code) = out.result {
+                tracing::debug!(zxid = hdr.zxid, ?code, "replayed txn did not apply (expected over a fuzzy snapshot)");
+            }
+            track_sessions(&mut sessions, hdr, txn);
+        }
+        Ok(Recovered { tree, sessions, snapshot, snapshot_zxid, txns_after_snapshot, log })
+    }
 
-/// As `recover`, on the file system `fs` (the returned log keeps using it).
-pub fn recover_with_fs(
-    fs: Arc<dyn Fs>,
-    data_dir: &Path,
-    data_log_dir: &Path,
-    pre_alloc_bytes: u64,
-) -> Result<Recovered, StorageError> {
-    remove_unfinished_snapshots(&*fs, &data_dir.join("version-2"));
-    let candidates = find_valid_snapshots_with_fs(&*fs, data_dir);
-    let mut loaded = None;
-    let mut failures = Vec::new();
-    for path in candidates.iter().take(SNAPSHOTS_TRIED) {
-        match read_snapshot_with_fs(&*fs, path).and_then(|s| {
-            let zxid = s.zxid;
-            s.into_tree(path).map(|(tree, sessions)| (tree, sessions, zxid))
-        }) {
-            Ok(snap) => {
-                loaded = Some((path.clone(), snap));
-                break;
+    /// Deletes old snapshots and logs like ZooKeeper's `PurgeTxnLog.purge`: keeps the newest
+    /// `keep` valid snapshots (at least 3), every file named with a zxid at or above the oldest
+    /// kept snapshot's, and the newest log file starting at or before it (it may hold the txns
+    /// right after that snapshot). Returns the removed paths. Does nothing without a valid
+    /// snapshot.
+    pub fn purge(&self, keep: usize) -> Result<Vec<PathBuf>, StorageError> {
+        let fs = self.fs();
+        let keep = keep.max(3);
+        let snaps = self.find_valid_snapshots();
+        let Some(oldest_kept) = snaps.get(keep.min(snaps.len()).wrapping_sub(1)) else { return Ok(Vec::new()) };
+        let name = oldest_kept.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let Some(least) = zxid_from_name(name, "snapshot") else { return Ok(Vec::new()) };
+
+        let log_dir = self.log_dir();
+        let logs = log_files(fs, &log_dir);
+        // FileTxnLog.getLogFiles: the newest log starting at or before `least` is retained.
+        let retained_log = logs.iter().filter(|(z, _)| *z <= least).map(|(z, _)| *z).max();
+        let mut doomed: Vec<PathBuf> =
+            logs.into_iter().filter(|(z, _)| *z < least && Some(*z) != retained_log).map(|(_, p)| p).collect();
+        let snap_dir = self.snap_dir();
+        doomed.extend(snapshot_files(fs, &snap_dir).into_iter().filter(|(z, _)| *z < least).map(|(_, p)| p));
+        for f in &doomed {
+            tracing::info!(file = %f.display(), "purging");
+            fs.remove_file(f).map_err(StorageError::io("remove", f))?;
+        }
+        if !doomed.is_empty() {
+            sync_dir(fs, &snap_dir)?;
+            if log_dir != snap_dir {
+                sync_dir(fs, &log_dir)?;
             }
-            Err(e) => {
-                tracing::warn!(file = %path.display(), error = %e, "skipping unreadable snapshot");
-                failures.push(e.to_string());
-            }
         }
+        Ok(doomed)
     }
-    let snap_dir = data_dir.join("version-2");
-    if loaded.is_none() {
-        // Also when every snapshot failed the quick check: replaying the log onto an empty tree
-        // would silently drop what the snapshot held (purge may have removed those logs).
-        let all = snapshot_files(&*fs, &snap_dir);
-        if !all.is_empty() {
-            let names = all.iter().map(|(_, p)| p.display().to_string()).collect::<Vec<_>>().join(", ");
-            failures.push(format!("none of [{names}] is a complete snapshot"));
-            return Err(StorageError::NoValidSnapshot { dir: snap_dir, reason: failures.join("; ") });
-        }
-    }
-    let (snapshot, mut tree, mut sessions, snapshot_zxid) = match loaded {
-        Some((path, (tree, sessions, zxid))) => (Some(path), tree, sessions, zxid),
-        None => (None, DataTree::new(), Vec::new(), 0),
-    };
-    let (log, txns_after_snapshot) = TxnLog::open_after_with_fs(fs, data_log_dir, pre_alloc_bytes, snapshot_zxid)?;
-    check_no_gap(log.dir(), snapshot_zxid, &txns_after_snapshot)?;
-    for (hdr, txn) in &txns_after_snapshot {
-        let out = tree.apply(hdr, txn);
-        if let TxnResult::Error(code) = out.result {
-            tracing::debug!(zxid = hdr.zxid, ?code, "replayed txn did not apply (expected over a fuzzy snapshot)");
-        }
-        track_sessions(&mut sessions, hdr, txn);
-    }
-    Ok(Recovered { tree, sessions, snapshot, snapshot_zxid, txns_after_snapshot, log })
 }
 
 /// Within an epoch zxids are consecutive: every zxid is logged (failed requests as error txns).
@@ -134,48 +158,6 @@ fn track_sessions(sessions: &mut Vec<(i64, i32)>, hdr: &TxnHeader, txn: &Txn) {
         Txn::CloseSession { .. } => sessions.retain(|(id, _)| *id != hdr.client_id),
         _ => {}
     }
-}
-
-/// Deletes old snapshots and logs like ZooKeeper's `PurgeTxnLog.purge`: keeps the newest `keep`
-/// valid snapshots (at least 3), every file named with a zxid at or above the oldest kept
-/// snapshot's, and the newest log file starting at or before it (it may hold the txns right
-/// after that snapshot). Returns the removed paths. Does nothing without a valid snapshot.
-pub fn purge(data_dir: &Path, data_log_dir: &Path, keep: usize) -> Result<Vec<PathBuf>, StorageError> {
-    purge_with_fs(&RealFs, data_dir, data_log_dir, keep)
-}
-
-/// As `purge`, on the file system `fs`.
-pub fn purge_with_fs(
-    fs: &dyn Fs,
-    data_dir: &Path,
-    data_log_dir: &Path,
-    keep: usize,
-) -> Result<Vec<PathBuf>, StorageError> {
-    let keep = keep.max(3);
-    let snaps = find_valid_snapshots_with_fs(fs, data_dir);
-    let Some(oldest_kept) = snaps.get(keep.min(snaps.len()).wrapping_sub(1)) else { return Ok(Vec::new()) };
-    let name = oldest_kept.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    let Some(least) = zxid_from_name(name, "snapshot") else { return Ok(Vec::new()) };
-
-    let log_dir = data_log_dir.join("version-2");
-    let logs = log_files(fs, &log_dir);
-    // FileTxnLog.getLogFiles: the newest log starting at or before `least` is retained.
-    let retained_log = logs.iter().filter(|(z, _)| *z <= least).map(|(z, _)| *z).max();
-    let mut doomed: Vec<PathBuf> =
-        logs.into_iter().filter(|(z, _)| *z < least && Some(*z) != retained_log).map(|(_, p)| p).collect();
-    let snap_dir = data_dir.join("version-2");
-    doomed.extend(snapshot_files(fs, &snap_dir).into_iter().filter(|(z, _)| *z < least).map(|(_, p)| p));
-    for f in &doomed {
-        tracing::info!(file = %f.display(), "purging");
-        fs.remove_file(f).map_err(StorageError::io("remove", f))?;
-    }
-    if !doomed.is_empty() {
-        sync_dir(fs, &snap_dir)?;
-        if log_dir != snap_dir {
-            sync_dir(fs, &log_dir)?;
-        }
-    }
-    Ok(doomed)
 }
 
 /// `log.<hex>` files of `dir` with their zxids.

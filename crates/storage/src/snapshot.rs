@@ -33,8 +33,8 @@ use std::time::{Duration, Instant};
 use warden_proto::{Acl, Reader, Record, StatPersisted, Writer};
 use warden_tree::{DataTree, Znode};
 
-use crate::fs::{Fs, FsFile, RealFs};
-use crate::StorageError;
+use crate::fs::{Fs, FsFile};
+use crate::{DataDir, StorageError};
 
 /// FileHeader magic of a snapshot: ASCII "ZKSN".
 pub const SNAP_FILE_MAGIC: i32 = 0x5A4B_534E;
@@ -136,36 +136,38 @@ pub struct SnapshotOptions<'a> {
     pub pace: Option<&'a mut dyn FnMut(Duration)>,
 }
 
-/// Writes `<data_dir>/version-2/snapshot.<hex zxid>[.gz|.snappy]` on `fs` and makes it durable:
-/// temp file, fsync, rename, fsync the directory. Returns the final path.
-pub fn write_snapshot(
-    fs: &dyn Fs,
-    data_dir: &Path,
-    tree: &DataTree,
-    sessions: &[(i64, i32)],
-    zxid: i64,
-    opts: SnapshotOptions<'_>,
-) -> Result<PathBuf, StorageError> {
-    let SnapshotOptions { compression, pace } = opts;
-    let mut no_pace = |_| {};
-    let pace: &mut dyn FnMut(Duration) = match pace {
-        Some(p) => p,
-        None => &mut no_pace,
-    };
-    let dir = data_dir.join("version-2");
-    fs.create_dir_all(&dir).map_err(StorageError::io("create directory", &dir))?;
-    let name = snapshot_file_name(zxid, compression);
-    let path = dir.join(&name);
-    // A leading dot keeps ZooKeeper (and `find_valid_snapshots`) from taking it for a snapshot.
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let file = fs.create_streamed(&tmp).map_err(StorageError::io("create", &tmp))?;
-    if let Err(e) = write_synced(file, &tmp, tree, sessions, compression, pace) {
-        let _ = fs.remove_file(&tmp);
-        return Err(e);
+impl DataDir {
+    /// Writes `<dataDir>/version-2/snapshot.<hex zxid>[.gz|.snappy]` and makes it durable: temp
+    /// file, fsync, rename, fsync the directory. Returns the final path.
+    pub fn write_snapshot(
+        &self,
+        tree: &DataTree,
+        sessions: &[(i64, i32)],
+        zxid: i64,
+        opts: SnapshotOptions<'_>,
+    ) -> Result<PathBuf, StorageError> {
+        let SnapshotOptions { compression, pace } = opts;
+        let mut no_pace = |_| {};
+        let pace: &mut dyn FnMut(Duration) = match pace {
+            Some(p) => p,
+            None => &mut no_pace,
+        };
+        let fs = self.fs();
+        let dir = self.snap_dir();
+        fs.create_dir_all(&dir).map_err(StorageError::io("create directory", &dir))?;
+        let name = snapshot_file_name(zxid, compression);
+        let path = dir.join(&name);
+        // A leading dot keeps ZooKeeper (and `find_valid_snapshots`) from taking it for a snapshot.
+        let tmp = dir.join(format!(".{name}.tmp"));
+        let file = fs.create_streamed(&tmp).map_err(StorageError::io("create", &tmp))?;
+        if let Err(e) = write_synced(file, &tmp, tree, sessions, compression, pace) {
+            let _ = fs.remove_file(&tmp);
+            return Err(e);
+        }
+        fs.rename(&tmp, &path).map_err(StorageError::io("rename", &tmp))?;
+        sync_dir(fs, &dir)?;
+        Ok(path)
     }
-    fs.rename(&tmp, &path).map_err(StorageError::io("rename", &tmp))?;
-    sync_dir(fs, &dir)?;
-    Ok(path)
 }
 
 /// Writes the snapshot stream to `file` and fsyncs it.
@@ -600,14 +602,10 @@ fn snappy_java_decode(mut buf: &[u8]) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// Reads and verifies a snapshot file (plain, `.gz` or `.snappy` by extension): header, every
-/// node, and each checksum seal. The zxid comes from the file name, as in ZooKeeper.
-pub fn read_snapshot(path: &Path) -> Result<Snapshot, StorageError> {
-    read_snapshot_with_fs(&RealFs, path)
-}
-
-/// As `read_snapshot`, on the file system `fs`.
-pub fn read_snapshot_with_fs(fs: &dyn Fs, path: &Path) -> Result<Snapshot, StorageError> {
+/// Reads and verifies a snapshot file on `fs` (`&RealFs` for a file on disk; plain, `.gz` or
+/// `.snappy` by extension): header, every node, and each checksum seal. The zxid comes from the
+/// file name, as in ZooKeeper.
+pub fn read_snapshot(fs: &dyn Fs, path: &Path) -> Result<Snapshot, StorageError> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     let zxid = zxid_from_name(name, "snapshot").ok_or_else(|| corrupt(path, "file name is not snapshot.<hex zxid>"))?;
     let raw = fs.read(path).map_err(StorageError::io("read", path))?;
@@ -705,20 +703,18 @@ pub(crate) fn zxid_from_name(name: &str, prefix: &str) -> Option<i64> {
     u64::from_str_radix(parts.next()?, 16).ok().map(|z| z as i64)
 }
 
-/// `snapshot.*` files of `<data_dir>/version-2`, newest (highest zxid) first, that pass
-/// ZooKeeper's quick validity check (`SnapStream.isValidSnapshot`: a plain file ends with the
-/// seal's `int 1, '/'`; gzip and snappy files start with their magic). Checksums are verified
-/// only by `read_snapshot`.
-pub fn find_valid_snapshots(data_dir: &Path) -> Vec<PathBuf> {
-    find_valid_snapshots_with_fs(&RealFs, data_dir)
-}
-
-/// As `find_valid_snapshots`, on the file system `fs`.
-pub fn find_valid_snapshots_with_fs(fs: &dyn Fs, data_dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<(i64, PathBuf)> =
-        snapshot_files(fs, &data_dir.join("version-2")).into_iter().filter(|(_, p)| quick_valid(fs, p)).collect();
-    files.sort_by_key(|f| std::cmp::Reverse(f.0));
-    files.into_iter().map(|(_, p)| p).collect()
+impl DataDir {
+    /// `snapshot.*` files of `<dataDir>/version-2`, newest (highest zxid) first, that pass
+    /// ZooKeeper's quick validity check (`SnapStream.isValidSnapshot`: a plain file ends with the
+    /// seal's `int 1, '/'`; gzip and snappy files start with their magic). Checksums are verified
+    /// only by `read_snapshot`.
+    pub fn find_valid_snapshots(&self) -> Vec<PathBuf> {
+        let fs = self.fs();
+        let mut files: Vec<(i64, PathBuf)> =
+            snapshot_files(fs, &self.snap_dir()).into_iter().filter(|(_, p)| quick_valid(fs, p)).collect();
+        files.sort_by_key(|f| std::cmp::Reverse(f.0));
+        files.into_iter().map(|(_, p)| p).collect()
+    }
 }
 
 /// Every `snapshot.<hex>[.ext]` in `dir` with its zxid, unsorted.

@@ -9,17 +9,14 @@
 //! applied tree also removes snapshots above the cut (they may hold the txns being cut, as
 //! ZooKeeper's `truncateLog` does) before the data is reloaded.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use warden_proto::{Txn, TxnHeader};
 use warden_tree::DataTree;
 
-use crate::epoch::{read_epoch_with_fs, write_epoch_with_fs, EpochFile};
-use crate::fs::Fs;
-use crate::recover::recover_with_fs;
-use crate::snapshot::{snapshot_files, sync_dir, write_snapshot, SnapshotOptions};
-use crate::{StorageError, TxnLog};
+use crate::epoch::EpochFile;
+use crate::snapshot::{snapshot_files, sync_dir, SnapshotOptions};
+use crate::{DataDir, StorageError, TxnLog};
 
 /// A tree, its live sessions (id, timeout ms) and the log txns replayed after the snapshot,
 /// rebuilt from disk.
@@ -58,20 +55,18 @@ impl Report {
     }
 }
 
-/// The open transaction log plus where the data lives.
+/// The open transaction log plus the data directories it belongs to.
 #[derive(Debug)]
 pub struct Store {
-    fs: Arc<dyn Fs>,
-    data_dir: PathBuf,
-    data_log_dir: PathBuf,
+    data: DataDir,
     pre_alloc_bytes: u64,
     log: TxnLog,
 }
 
 impl Store {
-    /// Wraps the log that recovery opened (`Recovered::log`) on the same file system.
-    pub fn new(fs: Arc<dyn Fs>, data_dir: &Path, data_log_dir: &Path, pre_alloc_bytes: u64, log: TxnLog) -> Store {
-        Store { fs, data_dir: data_dir.to_path_buf(), data_log_dir: data_log_dir.to_path_buf(), pre_alloc_bytes, log }
+    /// Wraps the log that recovery of `data` opened (`Recovered::log`).
+    pub fn new(data: DataDir, pre_alloc_bytes: u64, log: TxnLog) -> Store {
+        Store { data, pre_alloc_bytes, log }
     }
 
     /// Carries out one op, adding what is to be reported after the next sync to `report`; a
@@ -134,7 +129,7 @@ impl Store {
     /// Writes an epoch file durably, after making every txn appended so far durable.
     pub fn write_epoch(&mut self, which: EpochFile, epoch: i64) -> Result<(), StorageError> {
         self.log.sync()?;
-        write_epoch_with_fs(&*self.fs, &self.data_dir, which, epoch)
+        self.data.write_epoch(which, epoch)
     }
 
     /// The leader's snapshot replaced the tree: writes it durably, removes every local snapshot
@@ -147,7 +142,7 @@ impl Store {
         sessions: &[(i64, i32)],
         zxid: i64,
     ) -> Result<(), StorageError> {
-        write_snapshot(&*self.fs, &self.data_dir, tree, sessions, zxid, SnapshotOptions::default())?;
+        self.data.write_snapshot(tree, sessions, zxid, SnapshotOptions::default())?;
         self.remove_snapshots_after(zxid)?;
         self.log.truncate_after(zxid)
     }
@@ -162,44 +157,35 @@ impl Store {
     pub fn truncate_and_reload(&mut self, zxid: i64) -> Result<Reloaded, StorageError> {
         self.log.truncate_after(zxid)?;
         self.remove_snapshots_after(zxid)?;
-        let r = recover_with_fs(self.fs.clone(), &self.data_dir, &self.data_log_dir, self.pre_alloc_bytes)?;
+        let r = self.data.recover(self.pre_alloc_bytes)?;
         self.log = r.log;
         Ok((r.tree, r.sessions, r.txns_after_snapshot))
     }
 
     /// Removes (durably) every `snapshot.<hex zxid>` above `zxid`.
     fn remove_snapshots_after(&self, zxid: i64) -> Result<(), StorageError> {
-        let dir = self.data_dir.join("version-2");
+        let fs = self.data.fs();
+        let dir = self.data.snap_dir();
         let mut removed = false;
-        for (z, path) in snapshot_files(&*self.fs, &dir) {
+        for (z, path) in snapshot_files(fs, &dir) {
             if z > zxid {
                 tracing::info!(file = %path.display(), "removing a snapshot above the TRUNC point");
-                self.fs.remove_file(&path).map_err(StorageError::io("remove", &path))?;
+                fs.remove_file(&path).map_err(StorageError::io("remove", &path))?;
                 removed = true;
             }
         }
         if removed {
-            sync_dir(&*self.fs, &dir)?;
+            sync_dir(fs, &dir)?;
         }
         Ok(())
     }
-}
-
-/// The (accepted, current) epochs of a quorum member at start-up, with ZooKeeper's defaults: a
-/// missing `currentEpoch` is the epoch of the last zxid; a missing `acceptedEpoch` is the current
-/// one; accepted is never below current.
-pub fn read_epochs_with_fs(fs: &dyn Fs, data_dir: &Path, last_zxid: i64) -> Result<(i64, i64), StorageError> {
-    let current = read_epoch_with_fs(fs, data_dir, EpochFile::Current)?.unwrap_or(last_zxid >> 32);
-    let accepted = read_epoch_with_fs(fs, data_dir, EpochFile::Accepted)?.unwrap_or(current).max(current);
-    Ok((accepted, current))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fs::FaultFs;
-    use crate::recover::recover_with_fs;
-    use crate::snapshot::{write_snapshot, SnapshotOptions};
+    use crate::snapshot::SnapshotOptions;
     use warden_proto::{Txn, TxnHeader};
 
     fn txn(zxid: i64, path: &str) -> (TxnHeader, Txn) {
@@ -218,9 +204,9 @@ mod tests {
     #[test]
     fn install_snapshot_removes_local_snapshots_above_it() {
         let fs = FaultFs::new();
-        let dir = Path::new("/d");
-        let r = recover_with_fs(Arc::new(fs.clone()), dir, dir, 4096).unwrap();
-        let mut store = Store::new(Arc::new(fs.clone()), dir, dir, 4096, r.log);
+        let data = DataDir::with_fs(Arc::new(fs.clone()), "/d", "/d");
+        let r = data.recover(4096).unwrap();
+        let mut store = Store::new(data.clone(), 4096, r.log);
         let mut mine = DataTree::new();
         for z in [1, 2] {
             let (h, t) = txn(z, &format!("/n{z}"));
@@ -228,13 +214,13 @@ mod tests {
             mine.apply(&h, &t);
         }
         store.sync().unwrap();
-        write_snapshot(&fs, dir, &mine, &[], 2, SnapshotOptions::default()).unwrap();
+        data.write_snapshot(&mine, &[], 2, SnapshotOptions::default()).unwrap();
         // The leader kept only zxid 1.
         let mut leaders = DataTree::new();
         let (h, t) = txn(1, "/n1");
         leaders.apply(&h, &t);
         store.install_snapshot(&leaders, &[], 1).unwrap();
-        let r = recover_with_fs(Arc::new(fs.crash(7)), dir, dir, 4096).unwrap();
+        let r = DataDir::with_fs(Arc::new(fs.crash(7)), "/d", "/d").recover(4096).unwrap();
         assert_eq!(r.tree.last_processed_zxid(), 1);
         assert!(r.tree.node("/n2").is_none(), "the cut txn came back from the old snapshot");
     }

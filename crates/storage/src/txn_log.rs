@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use warden_proto::{Txn, TxnHeader};
 
-use crate::fs::{Fs, FsFile, RealFs};
+use crate::fs::{Fs, FsFile};
 use crate::log_format::{append_record, file_header, parse_file, FileEnd, FILE_HEADER_LEN};
-use crate::StorageError;
+use crate::{DataDir, StorageError};
 
 /// ZooKeeper's default `preAllocSize`: 64 MiB.
 pub const DEFAULT_PRE_ALLOC_BYTES: u64 = 64 * 1024 * 1024;
@@ -22,7 +22,8 @@ pub fn log_file_name(zxid: i64) -> String {
     format!("log.{zxid:x}")
 }
 
-/// An open txn log directory. After `open`, the first `append` starts a new file, as ZooKeeper does.
+/// An open txn log directory (`DataDir::open_log`). After opening, the first `append` starts a new
+/// file, as ZooKeeper does.
 #[derive(Debug)]
 pub struct TxnLog {
     fs: Arc<dyn Fs>,
@@ -66,34 +67,25 @@ const ZERO_AHEAD: u64 = 1 << 20;
 /// writes; there the padding stays sparse, as ZooKeeper's is.
 const SMALL_SYNC: u64 = 8 << 10;
 
-impl TxnLog {
-    /// Opens `<data_log_dir>/version-2` (creating it) and reads every log file in zxid order. A torn
-    /// record at the tail of the newest file is truncated away (see `recovered_tail`); any other
-    /// damage is an error.
-    pub fn open(data_log_dir: &Path, pre_alloc_bytes: u64) -> Result<(TxnLog, Vec<(TxnHeader, Txn)>), StorageError> {
-        TxnLog::open_with_fs(Arc::new(RealFs), data_log_dir, pre_alloc_bytes)
+impl DataDir {
+    /// Opens `<dataLogDir>/version-2` (creating it) and reads every log file in zxid order. A torn
+    /// record at the tail of the newest file is truncated away (see `TxnLog::recovered_tail`); any
+    /// other damage is an error. The log keeps using this directory's file system.
+    pub fn open_log(&self, pre_alloc_bytes: u64) -> Result<(TxnLog, Vec<(TxnHeader, Txn)>), StorageError> {
+        self.open_log_after(pre_alloc_bytes, 0)
     }
 
-    /// As `open`, on the file system `fs`.
-    pub fn open_with_fs(
-        fs: Arc<dyn Fs>,
-        data_log_dir: &Path,
-        pre_alloc_bytes: u64,
-    ) -> Result<(TxnLog, Vec<(TxnHeader, Txn)>), StorageError> {
-        TxnLog::open_after_with_fs(fs, data_log_dir, pre_alloc_bytes, 0)
-    }
-
-    /// As `open_with_fs`, returning only the records above `after_zxid` (the snapshot's zxid at
+    /// As `open_log`, returning only the records above `after_zxid` (the snapshot's zxid at
     /// recovery). Files that hold nothing above it (the next file starts at or below
     /// `after_zxid + 1`) are not read, as ZooKeeper does: decoding the whole history only to drop
     /// it costs start-up time and leaves the heap fragmented around the tree being built.
-    pub fn open_after_with_fs(
-        fs: Arc<dyn Fs>,
-        data_log_dir: &Path,
+    pub fn open_log_after(
+        &self,
         pre_alloc_bytes: u64,
         after_zxid: i64,
     ) -> Result<(TxnLog, Vec<(TxnHeader, Txn)>), StorageError> {
-        let dir = data_log_dir.join("version-2");
+        let fs = self.shared_fs();
+        let dir = self.log_dir();
         fs.create_dir_all(&dir).map_err(StorageError::io("create directory", &dir))?;
         let files = list_log_files(&*fs, &dir)?;
         let first = files.windows(2).take_while(|w| w[1].0 <= after_zxid.saturating_add(1)).count();
@@ -133,7 +125,9 @@ impl TxnLog {
         };
         Ok((log, txns))
     }
+}
 
+impl TxnLog {
     /// Buffers one record; starts `log.<hex zxid>` if no file is open. Not durable until `sync`.
     pub fn append(&mut self, hdr: &TxnHeader, txn: &Txn) -> Result<(), StorageError> {
         self.check_usable()?;
@@ -222,7 +216,7 @@ impl TxnLog {
         self.last_zxid
     }
 
-    /// What `open` truncated away at the tail of the newest file, if anything.
+    /// What opening the log truncated away at the tail of the newest file, if anything.
     pub fn recovered_tail(&self) -> Option<&str> {
         self.recovered_tail.as_deref()
     }
@@ -273,7 +267,7 @@ impl TxnLog {
 }
 
 impl CurrentFile {
-    /// Creates (or replaces: `open` proved it holds no txn at or after `zxid`) a log file.
+    /// Creates (or replaces: opening the log proved it holds no txn at or after `zxid`) a log file.
     fn create(fs: &dyn Fs, path: PathBuf) -> Result<Self, StorageError> {
         let file = fs.create(&path).map_err(StorageError::io("create", &path))?;
         let mut buf = Vec::with_capacity(WRITE_BUFFER);

@@ -28,10 +28,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use warden_proto::data::Acl;
 use warden_proto::{Txn, TxnHeader};
-use warden_storage::{
-    find_valid_snapshots_with_fs, purge_with_fs, read_log_file_with_fs, recover_with_fs, write_snapshot, FaultFs, Fs,
-    RealFs, Recovered, SnapshotOptions, StorageError, TxnLog,
-};
+use warden_storage::{read_log_file, DataDir, FaultFs, Fs, RealFs, Recovered, SnapshotOptions, StorageError, TxnLog};
 use warden_tree::DataTree;
 
 type Rec = (TxnHeader, Txn);
@@ -45,6 +42,11 @@ trait Env {
     fn fs(&self) -> Arc<dyn Fs>;
     /// The data directory (snapshots) and the data log directory.
     fn dirs(&self) -> (PathBuf, PathBuf);
+    /// Both directories on the current file system (a crash replaces it: take a new one after).
+    fn data(&self) -> DataDir {
+        let (data, log) = self.dirs();
+        DataDir::with_fs(self.fs(), data, log)
+    }
     /// A crash: FaultFs loses what a power loss may lose; the real one keeps what was written.
     fn crash(&mut self, seed: u64);
     fn fault(&self) -> Option<&FaultFs>;
@@ -282,7 +284,7 @@ fn pre_alloc(rng: &mut StdRng) -> u64 {
 }
 
 fn open<E: Env>(env: &E, pre: u64) -> Result<(TxnLog, Vec<Rec>), StorageError> {
-    TxnLog::open_with_fs(env.fs(), &env.dirs().1, pre)
+    env.data().open_log(pre)
 }
 
 /// Appends and syncs `n` txns, rolling now and then; all acknowledged.
@@ -311,7 +313,7 @@ fn record_spans(fs: &dyn Fs, log_dir: &Path) -> Vec<(PathBuf, u64, u64)> {
     let mut spans = Vec::new();
     for f in files {
         let bytes = fs.read(&f).unwrap();
-        for (off, _, _) in read_log_file_with_fs(fs, &f).unwrap().records {
+        for (off, _, _) in read_log_file(fs, &f).unwrap().records {
             let o = off as usize;
             let len = i32::from_be_bytes(bytes[o + 8..o + 12].try_into().unwrap()) as u64;
             spans.push((f.clone(), off, off + len + 13));
@@ -415,10 +417,9 @@ fn flipped_bit_in_last_record<E: Env>(env: E, seed: u64) {
 fn snapshots_and_purge<E: Env>(mut env: E, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut m = Model::default();
-    let (data, logd) = env.dirs();
     let pre = pre_alloc(&mut rng);
     for round in 0..3 {
-        let r = recover_with_fs(env.fs(), &data, &logd, pre).unwrap();
+        let r = env.data().recover(pre).unwrap();
         let mut log = check_recovered(r, &mut m, &format!("round {round}"));
         for _ in 0..rng.gen_range(1..20) {
             step(&mut log, &mut m, &mut rng).unwrap();
@@ -429,7 +430,7 @@ fn snapshots_and_purge<E: Env>(mut env: E, seed: u64) {
         drop(log);
         env.crash(rng.gen());
     }
-    let r = recover_with_fs(env.fs(), &data, &logd, pre).unwrap();
+    let r = env.data().recover(pre).unwrap();
     check_recovered(r, &mut m, "final");
 }
 
@@ -437,19 +438,19 @@ fn snapshot_roll_purge<E: Env>(env: &E, log: &mut TxnLog, m: &mut Model, rng: &m
     log.sync().unwrap();
     m.acked = m.appended.len();
     let (tree, sessions) = m.tree(m.acked);
-    let fs = env.fs();
-    let (data, logd) = env.dirs();
+    let data = env.data();
     if let (Some(f), true) = (env.fault(), rng.gen_bool(0.2)) {
         outcome("snapshot fsync failed");
         let name = format!(".snapshot.{:x}.tmp", m.acked);
-        let path = if rng.gen_bool(0.5) { data.join("version-2").join(name) } else { data.join("version-2") };
+        let snap_dir = data.data_dir().join("version-2");
+        let path = if rng.gen_bool(0.5) { snap_dir.join(name) } else { snap_dir };
         f.fail_next_sync(&path);
-        assert!(write_snapshot(&*fs, &data, &tree, &sessions, m.acked as i64, SnapshotOptions::default()).is_err());
+        assert!(data.write_snapshot(&tree, &sessions, m.acked as i64, SnapshotOptions::default()).is_err());
         return;
     }
-    write_snapshot(&*fs, &data, &tree, &sessions, m.acked as i64, SnapshotOptions::default()).unwrap();
+    data.write_snapshot(&tree, &sessions, m.acked as i64, SnapshotOptions::default()).unwrap();
     log.roll().unwrap();
-    purge_with_fs(&*fs, &data, &logd, 3).unwrap();
+    data.purge(3).unwrap();
 }
 
 /// Checks a recovery against the model: the txns after the snapshot follow it without a gap,
@@ -475,8 +476,7 @@ fn check_recovered(r: Recovered, m: &mut Model, ctx: &str) -> TxnLog {
 fn flipped_bit_in_snapshot<E: Env>(env: E, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut m = Model::default();
-    let (data, logd) = env.dirs();
-    let fs = env.fs();
+    let data = env.data();
     let (mut log, _) = open(&env, pre_alloc(&mut rng)).unwrap();
     for _ in 0..rng.gen_range(1..=4) {
         for _ in 0..rng.gen_range(1..6) {
@@ -485,16 +485,16 @@ fn flipped_bit_in_snapshot<E: Env>(env: E, seed: u64) {
         log.sync().unwrap();
         m.acked = m.appended.len();
         let (tree, sessions) = m.tree(m.acked);
-        write_snapshot(&*fs, &data, &tree, &sessions, m.acked as i64, SnapshotOptions::default()).unwrap();
+        data.write_snapshot(&tree, &sessions, m.acked as i64, SnapshotOptions::default()).unwrap();
         log.roll().unwrap();
-        purge_with_fs(&*fs, &data, &logd, 3).unwrap();
+        data.purge(3).unwrap();
     }
     drop(log);
-    let newest = find_valid_snapshots_with_fs(&*fs, &data).remove(0);
-    let len = fs.file_len(&newest).unwrap();
+    let newest = data.find_valid_snapshots().remove(0);
+    let len = data.fs().file_len(&newest).unwrap();
     let at = if rng.gen_bool(0.3) { len - rng.gen_range(1..=5) } else { rng.gen_range(0..len) };
     env.flip_bit(&newest, at, rng.gen_range(0..8));
-    match recover_with_fs(env.fs(), &data, &logd, 0) {
+    match data.recover(0) {
         Ok(r) => {
             assert_ne!(r.snapshot.as_ref(), Some(&newest), "the damaged snapshot was loaded");
             check_recovered(r, &mut m, "after snapshot damage");

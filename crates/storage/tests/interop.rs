@@ -8,7 +8,7 @@ use std::path::Path;
 
 use warden_proto::data::Acl;
 use warden_proto::Txn;
-use warden_storage::TxnLog;
+use warden_storage::DataDir;
 
 const FIXTURE: &str = "tests/fixtures/zk-3.8-log.1";
 const SESSION: i64 = 0x1000010011a0000;
@@ -40,7 +40,7 @@ fn open_copy(log_file: &Path) -> (tempfile::TempDir, Vec<(warden_proto::TxnHeade
     let dir = tempfile::tempdir().unwrap();
     fs::create_dir(dir.path().join("version-2")).unwrap();
     fs::copy(log_file, dir.path().join("version-2/log.1")).unwrap();
-    let (log, recs) = TxnLog::open(dir.path(), 0).unwrap();
+    let (log, recs) = DataDir::real(dir.path(), dir.path()).open_log(0).unwrap();
     assert!(log.recovered_tail().is_none());
     (dir, recs)
 }
@@ -77,12 +77,13 @@ fn writes_log_for_zookeeper_if_asked() {
         Err(_) => tempfile::tempdir().unwrap().keep(),
     };
     let (_zk_dir, recs) = open_copy(Path::new(FIXTURE));
-    let (mut log, _) = TxnLog::open(&dir, 64 * 1024).unwrap();
+    let data = DataDir::real(&dir, &dir);
+    let (mut log, _) = data.open_log(64 * 1024).unwrap();
     for (h, t) in &recs {
         log.append(h, t).unwrap();
     }
     log.sync().unwrap();
     println!("wrote {}", log.current_file().unwrap().display());
     drop(log);
-    assert_eq!(TxnLog::open(&dir, 0).unwrap().1, recs);
+    assert_eq!(data.open_log(0).unwrap().1, recs);
 }

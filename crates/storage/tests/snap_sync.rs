@@ -11,7 +11,7 @@ use std::path::Path;
 use common::snap::{dump, sample_tree, EPH_SESSION};
 use warden_proto::{Reader, Writer};
 use warden_storage::{
-    encode_snap_sync, encode_snapshot, read_snapshot, SnapshotBody, SnapshotBodyDecoder, SNAP_SYNC_SIGNATURE,
+    encode_snap_sync, encode_snapshot, read_snapshot, RealFs, SnapshotBody, SnapshotBodyDecoder, SNAP_SYNC_SIGNATURE,
 };
 use warden_tree::DataTree;
 
@@ -81,7 +81,7 @@ fn decodes_the_body_zookeeper_writes() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let path = dir.join("snapshot.29");
     let file = std::fs::read(&path).unwrap();
-    let s = read_snapshot(&path).unwrap();
+    let s = read_snapshot(&RealFs, &path).unwrap();
     let mut stream = file[FILE_HEADER..].to_vec();
     let (body, end) = decode_chunked(&stream, 5);
     stream.truncate(end);

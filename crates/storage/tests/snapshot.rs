@@ -9,8 +9,8 @@ use std::time::Duration;
 use common::snap::{dump, sample_tree, EPH_SESSION};
 use warden_proto::{perms, Acl, Id, Txn, TxnHeader};
 use warden_storage::{
-    encode_snapshot, find_valid_snapshots, purge, read_snapshot, recover, snapshot_file_name, write_snapshot,
-    Compression, RealFs, SnapshotDigest, SnapshotOptions, StorageError, TxnLog,
+    encode_snapshot, read_snapshot, snapshot_file_name, Compression, DataDir, RealFs, SnapshotDigest, SnapshotOptions,
+    StorageError,
 };
 use warden_tree::DataTree;
 
@@ -20,9 +20,9 @@ const SESSIONS: &[(i64, i32)] = &[(EPH_SESSION, 30_000), (0x2000, 4000)];
 fn round_trip_every_node_kind() {
     let dir = tempfile::tempdir().unwrap();
     let t = sample_tree();
-    let path = write_snapshot(&RealFs, dir.path(), &t, SESSIONS, 0x13, SnapshotOptions::default()).unwrap();
+    let path = in_dir(dir.path()).write_snapshot(&t, SESSIONS, 0x13, SnapshotOptions::default()).unwrap();
     assert_eq!(path, dir.path().join("version-2/snapshot.13"));
-    let s = read_snapshot(&path).unwrap();
+    let s = read_snapshot(&RealFs, &path).unwrap();
     assert_eq!(s.zxid, 0x13);
     assert_eq!(s.sessions, SESSIONS);
     assert_eq!(s.digest, Some(SnapshotDigest { zxid: 0, version: 2, digest: 0 }));
@@ -74,12 +74,11 @@ fn gzip_and_snappy_round_trip() {
     let t = sample_tree();
     for c in [Compression::Gzip, Compression::Snappy] {
         let dir = tempfile::tempdir().unwrap();
-        let path =
-            write_snapshot(&RealFs, dir.path(), &t, SESSIONS, 0x20, SnapshotOptions { compression: c, pace: None })
-                .unwrap();
+        let disk = in_dir(dir.path());
+        let path = disk.write_snapshot(&t, SESSIONS, 0x20, SnapshotOptions { compression: c, pace: None }).unwrap();
         assert!(path.to_str().unwrap().ends_with(&snapshot_file_name(0x20, c)));
-        assert_eq!(find_valid_snapshots(dir.path()), vec![path.clone()]);
-        let back = read_snapshot(&path).unwrap().into_tree(&path).unwrap().0;
+        assert_eq!(disk.find_valid_snapshots(), vec![path.clone()]);
+        let back = read_snapshot(&RealFs, &path).unwrap().into_tree(&path).unwrap().0;
         assert_eq!(dump(&back), dump(&t), "{c:?}");
     }
 }
@@ -104,8 +103,8 @@ fn large_tree_round_trip_across_buffers() {
     let dir = tempfile::tempdir().unwrap();
     for c in [Compression::None, Compression::Snappy] {
         let path =
-            write_snapshot(&RealFs, dir.path(), &t, &[], 3000, SnapshotOptions { compression: c, pace: None }).unwrap();
-        let back = read_snapshot(&path).unwrap().into_tree(&path).unwrap().0;
+            in_dir(dir.path()).write_snapshot(&t, &[], 3000, SnapshotOptions { compression: c, pace: None }).unwrap();
+        let back = read_snapshot(&RealFs, &path).unwrap().into_tree(&path).unwrap().0;
         assert_eq!(dump(&back), dump(&t));
     }
 }
@@ -117,22 +116,16 @@ fn a_paced_snapshot_reports_its_writes_and_writes_the_same_file() {
     let t = sample_tree();
     let plain = tempfile::tempdir().unwrap();
     let paced = tempfile::tempdir().unwrap();
-    let a = write_snapshot(&RealFs, plain.path(), &t, SESSIONS, 0x500, SnapshotOptions::default()).unwrap();
+    let a = in_dir(plain.path()).write_snapshot(&t, SESSIONS, 0x500, SnapshotOptions::default()).unwrap();
     let (mut writes, mut took) = (0, Duration::ZERO);
     let mut pace = |d: Duration| {
         writes += 1;
         took += d;
         std::thread::sleep(Duration::from_micros(200));
     };
-    let b = write_snapshot(
-        &RealFs,
-        paced.path(),
-        &t,
-        SESSIONS,
-        0x500,
-        SnapshotOptions { pace: Some(&mut pace), ..Default::default() },
-    )
-    .unwrap();
+    let b = in_dir(paced.path())
+        .write_snapshot(&t, SESSIONS, 0x500, SnapshotOptions { pace: Some(&mut pace), ..Default::default() })
+        .unwrap();
     assert!(writes >= 2, "the header and the body at least: {writes} writes reported");
     assert!(took > Duration::ZERO);
     assert_eq!(a.file_name(), b.file_name());
@@ -142,32 +135,39 @@ fn a_paced_snapshot_reports_its_writes_and_writes_the_same_file() {
 #[test]
 fn flipped_bit_is_a_checksum_error_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_snapshot(&RealFs, dir.path(), &sample_tree(), SESSIONS, 0x13, SnapshotOptions::default()).unwrap();
+    let disk = in_dir(dir.path());
+    let path = disk.write_snapshot(&sample_tree(), SESSIONS, 0x13, SnapshotOptions::default()).unwrap();
     let mut b = fs::read(&path).unwrap();
     // Inside the data of some node (well past the header and ACL cache).
     let off = b.windows(7).position(|w| w == b"updated").unwrap();
     b[off] ^= 0x04;
     fs::write(&path, &b).unwrap();
-    let err = read_snapshot(&path).unwrap_err();
+    let err = read_snapshot(&RealFs, &path).unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, StorageError::CorruptSnapshot { .. }), "{msg}");
     assert!(msg.contains("snapshot.13") && msg.contains("checksum mismatch"), "{msg}");
     // The quick check still passes (the tail is intact): only the full read catches it.
-    assert_eq!(find_valid_snapshots(dir.path()).len(), 1);
+    assert_eq!(disk.find_valid_snapshots().len(), 1);
 }
 
 #[test]
 fn truncated_snapshot_is_skipped_by_the_quick_check() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_snapshot(&RealFs, dir.path(), &sample_tree(), SESSIONS, 0x13, SnapshotOptions::default()).unwrap();
+    let disk = in_dir(dir.path());
+    let path = disk.write_snapshot(&sample_tree(), SESSIONS, 0x13, SnapshotOptions::default()).unwrap();
     let b = fs::read(&path).unwrap();
     fs::write(&path, &b[..b.len() - 40]).unwrap();
-    assert!(find_valid_snapshots(dir.path()).is_empty());
-    assert!(read_snapshot(&path).is_err());
+    assert!(disk.find_valid_snapshots().is_empty());
+    assert!(read_snapshot(&RealFs, &path).is_err());
 }
 
-fn log_txns(dir: &Path, from: i64, to: i64) {
-    let (mut log, _) = TxnLog::open(dir, 64 * 1024).unwrap();
+/// `dir` as both dataDir and dataLogDir, on the real file system.
+fn in_dir(dir: &Path) -> DataDir {
+    DataDir::real(dir, dir)
+}
+
+fn log_txns(disk: &DataDir, from: i64, to: i64) {
+    let (mut log, _) = disk.open_log(64 * 1024).unwrap();
     for z in from..=to {
         // An explicit parent cversion, as ZooKeeper logs it, so a replay over a fuzzy snapshot is idempotent.
         let txn = Txn::Create {
@@ -186,14 +186,15 @@ fn log_txns(dir: &Path, from: i64, to: i64) {
 fn recovery_uses_newest_valid_snapshot_then_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let (data, logs) = (dir.path().join("data"), dir.path().join("logs"));
+    let disk = DataDir::real(&data, &logs);
     // Log 1..=30; snapshots at 10 and 20 (tree state at those zxids), a corrupt one at 25.
-    log_txns(&logs, 1, 30);
-    let (_, all) = TxnLog::open(&logs, 64 * 1024).unwrap();
+    log_txns(&disk, 1, 30);
+    let (_, all) = disk.open_log(64 * 1024).unwrap();
     let mut t = DataTree::new();
     for (h, txn) in &all {
         t.apply(h, txn);
         if h.zxid == 10 || h.zxid == 20 || h.zxid == 25 {
-            write_snapshot(&RealFs, &data, &t, &[(5, 6000)], h.zxid, SnapshotOptions::default()).unwrap();
+            disk.write_snapshot(&t, &[(5, 6000)], h.zxid, SnapshotOptions::default()).unwrap();
         }
     }
     let snap25 = data.join(format!("version-2/{}", snapshot_file_name(25, Compression::None)));
@@ -202,7 +203,7 @@ fn recovery_uses_newest_valid_snapshot_then_the_log() {
     b[off + 1] ^= 1;
     fs::write(&snap25, b).unwrap();
 
-    let r = recover(&data, &logs, 64 * 1024).unwrap();
+    let r = disk.recover(64 * 1024).unwrap();
     assert_eq!(r.snapshot_zxid, 20);
     assert_eq!(r.snapshot.as_deref(), Some(data.join("version-2/snapshot.14").as_path()));
     assert_eq!(r.txns_after_snapshot.iter().map(|(h, _)| h.zxid).collect::<Vec<_>>(), (21..=30).collect::<Vec<_>>());
@@ -215,17 +216,17 @@ fn recovery_uses_newest_valid_snapshot_then_the_log() {
 #[test]
 fn recovery_replays_over_a_fuzzy_snapshot_and_tracks_sessions() {
     let dir = tempfile::tempdir().unwrap();
-    let (data, logs) = (dir.path().join("data"), dir.path().join("logs"));
-    log_txns(&logs, 1, 8);
-    let (_, all) = TxnLog::open(&logs, 64 * 1024).unwrap();
+    let disk = DataDir::real(dir.path().join("data"), dir.path().join("logs"));
+    log_txns(&disk, 1, 8);
+    let (_, all) = disk.open_log(64 * 1024).unwrap();
     let mut t = DataTree::new();
     for (h, txn) in &all {
         t.apply(h, txn);
     }
     // A "fuzzy" snapshot named 5 that already holds txns up to 8: replaying 6..8 must be harmless.
-    write_snapshot(&RealFs, &data, &t, &[], 5, SnapshotOptions::default()).unwrap();
+    disk.write_snapshot(&t, &[], 5, SnapshotOptions::default()).unwrap();
     {
-        let (mut log, _) = TxnLog::open(&logs, 64 * 1024).unwrap();
+        let (mut log, _) = disk.open_log(64 * 1024).unwrap();
         log.append(
             &TxnHeader { client_id: 77, cxid: 0, zxid: 9, time_ms: 9, txn_type: -10 },
             &Txn::CreateSession { timeout_ms: 9000 },
@@ -233,7 +234,7 @@ fn recovery_replays_over_a_fuzzy_snapshot_and_tracks_sessions() {
         .unwrap();
         log.sync().unwrap();
     }
-    let r = recover(&data, &logs, 64 * 1024).unwrap();
+    let r = disk.recover(64 * 1024).unwrap();
     assert_eq!(r.snapshot_zxid, 5);
     assert_eq!(r.txns_after_snapshot.len(), 4);
     r.tree.check_invariants().unwrap();
@@ -244,17 +245,17 @@ fn recovery_replays_over_a_fuzzy_snapshot_and_tracks_sessions() {
 #[test]
 fn recovery_without_snapshot_replays_whole_log_and_fails_when_all_bad() {
     let dir = tempfile::tempdir().unwrap();
-    let (data, logs) = (dir.path().join("data"), dir.path().join("logs"));
-    log_txns(&logs, 1, 5);
-    let r = recover(&data, &logs, 64 * 1024).unwrap();
+    let disk = DataDir::real(dir.path().join("data"), dir.path().join("logs"));
+    log_txns(&disk, 1, 5);
+    let r = disk.recover(64 * 1024).unwrap();
     assert!(r.snapshot.is_none());
     assert_eq!(r.tree.children("/").unwrap(), vec!["log1", "log2", "log3", "log4", "log5", "zookeeper"]);
     drop(r);
-    let p = write_snapshot(&RealFs, &data, &sample_tree(), &[], 3, SnapshotOptions::default()).unwrap();
+    let p = disk.write_snapshot(&sample_tree(), &[], 3, SnapshotOptions::default()).unwrap();
     let mut b = fs::read(&p).unwrap();
     b[20] ^= 0xff;
     fs::write(&p, b).unwrap();
-    let err = recover(&data, &logs, 64 * 1024).unwrap_err();
+    let err = disk.recover(64 * 1024).unwrap_err();
     assert!(matches!(err, StorageError::NoValidSnapshot { .. }), "{err}");
     assert!(err.to_string().contains("snapshot.3"), "{err}");
 }
@@ -262,18 +263,18 @@ fn recovery_without_snapshot_replays_whole_log_and_fails_when_all_bad() {
 #[test]
 fn purge_keeps_newest_snapshots_and_needed_logs() {
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let v2 = d.join("version-2");
+    let disk = in_dir(dir.path());
+    let v2 = dir.path().join("version-2");
     let t = DataTree::new();
     for z in [0x10, 0x20, 0x30, 0x40, 0x50] {
-        write_snapshot(&RealFs, d, &t, &[], z, SnapshotOptions::default()).unwrap();
+        disk.write_snapshot(&t, &[], z, SnapshotOptions::default()).unwrap();
     }
     // Log files starting at these zxids (content is irrelevant to purge).
     for z in [0x1, 0x18, 0x25, 0x2f, 0x31, 0x45] {
         fs::write(v2.join(format!("log.{z:x}")), b"x").unwrap();
     }
     fs::write(v2.join("unrelated.txt"), b"x").unwrap();
-    let removed = purge(d, d, 2).unwrap(); // at least 3 are kept
+    let removed = disk.purge(2).unwrap(); // at least 3 are kept
     let mut removed: Vec<String> =
         removed.iter().map(|p| p.file_name().unwrap().to_str().unwrap().to_string()).collect();
     removed.sort();
@@ -284,7 +285,7 @@ fn purge_keeps_newest_snapshots_and_needed_logs() {
     left.sort();
     assert_eq!(left, vec!["log.2f", "log.31", "log.45", "snapshot.30", "snapshot.40", "snapshot.50", "unrelated.txt"]);
     // Nothing more to do.
-    assert!(purge(d, d, 3).unwrap().is_empty());
+    assert!(disk.purge(3).unwrap().is_empty());
 }
 
 /// A snapshot written by Apache ZooKeeper 3.8.0 (Debian) during the interop script's run:
@@ -298,7 +299,7 @@ fn reads_snapshot_written_by_zookeeper() {
         .map(|e| e.unwrap().path())
         .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("snapshot."))
         .expect("fixture snapshot");
-    let s = read_snapshot(&path).unwrap();
+    let s = read_snapshot(&RealFs, &path).unwrap();
     let t = s.clone().into_tree(&path).unwrap().0;
     t.check_invariants().unwrap();
     let node = |p: &str| t.node(p).unwrap_or_else(|| panic!("{p} missing"));
@@ -336,17 +337,17 @@ fn reads_snapshot_written_by_zookeeper() {
 #[test]
 fn recovery_fails_when_the_only_snapshot_is_damaged_instead_of_starting_empty() {
     let dir = tempfile::tempdir().unwrap();
-    let (data, logs) = (dir.path().join("data"), dir.path().join("logs"));
-    log_txns(&logs, 1, 5); // log.1
-    log_txns(&logs, 6, 10); // log.6
-    let (_, all) = TxnLog::open(&logs, 64 * 1024).unwrap();
+    let disk = DataDir::real(dir.path().join("data"), dir.path().join("logs"));
+    log_txns(&disk, 1, 5); // log.1
+    log_txns(&disk, 6, 10); // log.6
+    let (_, all) = disk.open_log(64 * 1024).unwrap();
     let mut t = DataTree::new();
     for (h, txn) in &all {
         t.apply(h, txn);
     }
-    let p = write_snapshot(&RealFs, &data, &t, &[], 10, SnapshotOptions::default()).unwrap();
+    let p = disk.write_snapshot(&t, &[], 10, SnapshotOptions::default()).unwrap();
     {
-        let (mut log, _) = TxnLog::open(&logs, 64 * 1024).unwrap();
+        let (mut log, _) = disk.open_log(64 * 1024).unwrap();
         let txn = Txn::Create {
             path: "/log11".into(),
             data: None,
@@ -357,12 +358,12 @@ fn recovery_fails_when_the_only_snapshot_is_damaged_instead_of_starting_empty() 
         log.append(&TxnHeader { client_id: 1, cxid: 0, zxid: 11, time_ms: 11, txn_type: 1 }, &txn).unwrap();
         log.sync().unwrap();
     }
-    assert_eq!(purge(&data, &logs, 3).unwrap().len(), 1, "log.1 is purged");
+    assert_eq!(disk.purge(3).unwrap().len(), 1, "log.1 is purged");
     let mut b = fs::read(&p).unwrap();
     let last = b.len() - 1;
     b[last] ^= 1;
     fs::write(&p, b).unwrap();
-    let err = recover(&data, &logs, 64 * 1024).unwrap_err();
+    let err = disk.recover(64 * 1024).unwrap_err();
     assert!(matches!(err, StorageError::NoValidSnapshot { .. }), "{err}");
     assert!(err.to_string().contains("snapshot.a"), "{err}");
 }
@@ -371,19 +372,20 @@ fn recovery_fails_when_the_only_snapshot_is_damaged_instead_of_starting_empty() 
 #[test]
 fn recovery_fails_on_a_gap_in_the_log() {
     let dir = tempfile::tempdir().unwrap();
-    let (data, logs) = (dir.path().join("data"), dir.path().join("logs"));
-    log_txns(&logs, 1, 5);
+    let logs = dir.path().join("logs");
+    let disk = DataDir::real(dir.path().join("data"), &logs);
+    log_txns(&disk, 1, 5);
     {
-        let (mut log, _) = TxnLog::open(&logs, 64 * 1024).unwrap();
+        let (mut log, _) = disk.open_log(64 * 1024).unwrap();
         log.roll().unwrap();
     }
-    log_txns(&logs, 6, 9);
+    log_txns(&disk, 6, 9);
     let first = fs::read_dir(logs.join("version-2")).unwrap().map(|e| e.unwrap().path()).min().unwrap();
     assert!(first.ends_with("log.1"));
-    write_snapshot(&RealFs, &data, &DataTree::new(), &[], 0, SnapshotOptions::default()).unwrap();
-    recover(&data, &logs, 64 * 1024).unwrap();
+    disk.write_snapshot(&DataTree::new(), &[], 0, SnapshotOptions::default()).unwrap();
+    disk.recover(64 * 1024).unwrap();
     fs::remove_file(&first).unwrap();
-    let err = recover(&data, &logs, 64 * 1024).unwrap_err();
+    let err = disk.recover(64 * 1024).unwrap_err();
     assert!(matches!(err, StorageError::Corrupt { .. }), "{err}");
     assert!(err.to_string().contains("missing"), "{err}");
 }
@@ -395,7 +397,7 @@ fn recovery_removes_snapshots_a_crash_left_unfinished() {
     std::fs::create_dir_all(&v2).unwrap();
     std::fs::write(v2.join(".snapshot.2a.tmp"), b"half a snapshot").unwrap();
     std::fs::write(v2.join("keep.me"), b"not ours").unwrap();
-    warden_storage::recover(dir.path(), dir.path(), 64 * 1024).unwrap();
+    in_dir(dir.path()).recover(64 * 1024).unwrap();
     assert!(!v2.join(".snapshot.2a.tmp").exists());
     assert!(v2.join("keep.me").exists());
 }

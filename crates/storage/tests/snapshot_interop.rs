@@ -8,7 +8,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::snap::{dump, sample_tree, EPH_SESSION};
-use warden_storage::{find_valid_snapshots, read_snapshot, recover, write_snapshot, RealFs, SnapshotOptions};
+use warden_storage::{read_snapshot, DataDir, RealFs, SnapshotOptions};
 
 #[test]
 #[ignore = "driven by tests/zk-snapshot-interop.sh (WARDEN_ZK_DATADIR, WARDEN_ZK_DUMP)"]
@@ -18,10 +18,11 @@ fn zookeeper_datadir_recovers_to_the_tree_zookeeper_served() {
         panic!("WARDEN_ZK_DATADIR and WARDEN_ZK_DUMP must be set: run tests/zk-snapshot-interop.sh");
     };
     let dir = PathBuf::from(dir);
-    let snaps = find_valid_snapshots(&dir);
+    let data = DataDir::real(&dir, &dir);
+    let snaps = data.find_valid_snapshots();
     assert!(!snaps.is_empty(), "ZooKeeper wrote no snapshot");
     for s in &snaps {
-        let snap = read_snapshot(s).unwrap();
+        let snap = read_snapshot(&RealFs, s).unwrap();
         eprintln!(
             "{}: zxid {:#x}, {} sessions, {} nodes, digest {:?}",
             s.display(),
@@ -31,7 +32,7 @@ fn zookeeper_datadir_recovers_to_the_tree_zookeeper_served() {
             snap.digest
         );
     }
-    let r = recover(&dir, &dir, 64 * 1024).unwrap();
+    let r = data.recover(64 * 1024).unwrap();
     eprintln!("recovered from {:?} + {} log txns", r.snapshot, r.txns_after_snapshot.len());
     r.tree.check_invariants().unwrap();
     let expected = std::fs::read_to_string(dump_file).unwrap();
@@ -46,15 +47,9 @@ fn write_snapshot_for_zookeeper() {
         std::env::var_os("WARDEN_SNAP_OUT").expect("WARDEN_SNAP_OUT must be set: run tests/zk-snapshot-interop.sh");
     let out = PathBuf::from(out);
     let t = sample_tree();
-    let p = write_snapshot(
-        &RealFs,
-        &out.join("data"),
-        &t,
-        &[(EPH_SESSION, 30_000)],
-        t.last_processed_zxid(),
-        SnapshotOptions::default(),
-    )
-    .unwrap();
+    let data = DataDir::real(out.join("data"), out.join("data"));
+    let p =
+        data.write_snapshot(&t, &[(EPH_SESSION, 30_000)], t.last_processed_zxid(), SnapshotOptions::default()).unwrap();
     std::fs::write(out.join("expected.dump"), dump(&t)).unwrap();
     eprintln!("wrote {}", p.display());
 }

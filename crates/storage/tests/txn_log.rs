@@ -4,9 +4,15 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use common::{log_files, set_data_txn, txn, txns};
-use warden_storage::{StorageError, TxnLog};
+use warden_proto::{Txn, TxnHeader};
+use warden_storage::{DataDir, StorageError, TxnLog};
 
-fn append_all(log: &mut TxnLog, recs: &[(warden_proto::TxnHeader, warden_proto::Txn)]) {
+/// Opens the log of `dir` (dataDir and dataLogDir both) on the real file system.
+fn open(dir: &Path, pre_alloc_bytes: u64) -> Result<(TxnLog, Vec<(TxnHeader, Txn)>), StorageError> {
+    DataDir::real(dir, dir).open_log(pre_alloc_bytes)
+}
+
+fn append_all(log: &mut TxnLog, recs: &[(TxnHeader, Txn)]) {
     for (h, t) in recs {
         log.append(h, t).unwrap();
     }
@@ -16,7 +22,7 @@ fn append_all(log: &mut TxnLog, recs: &[(warden_proto::TxnHeader, warden_proto::
 /// A dir holding log.1 with txns 1..=n, no padding; returns (dir, file, start offset of the last record).
 fn one_file_log(n: i64) -> (tempfile::TempDir, PathBuf, u64) {
     let dir = tempfile::tempdir().unwrap();
-    let (mut log, _) = TxnLog::open(dir.path(), 0).unwrap();
+    let (mut log, _) = open(dir.path(), 0).unwrap();
     append_all(&mut log, &txns(1..=n - 1));
     let file = log.current_file().unwrap().to_path_buf();
     let last_start = fs::metadata(&file).unwrap().len();
@@ -34,7 +40,7 @@ fn copy_dir(src: &Path) -> tempfile::TempDir {
 }
 
 fn corrupt_at(dir: &Path) -> (PathBuf, u64, String) {
-    match TxnLog::open(dir, 0) {
+    match open(dir, 0) {
         Err(StorageError::Corrupt { file, offset, reason }) => (file, offset, reason),
         other => panic!("expected Corrupt, got {other:?}"),
     }
@@ -43,7 +49,7 @@ fn corrupt_at(dir: &Path) -> (PathBuf, u64, String) {
 #[test]
 fn round_trip_across_two_files_with_padding() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut log, recovered) = TxnLog::open(dir.path(), 1024).unwrap();
+    let (mut log, recovered) = open(dir.path(), 1024).unwrap();
     assert!(recovered.is_empty());
     assert_eq!(log.last_zxid(), 0);
     append_all(&mut log, &txns(1..=50));
@@ -56,7 +62,7 @@ fn round_trip_across_two_files_with_padding() {
     for f in &files {
         assert_eq!(fs::metadata(f).unwrap().len() % 1024, 0, "{f:?} is padded in 1 KiB blocks");
     }
-    let (log, back) = TxnLog::open(dir.path(), 1024).unwrap();
+    let (log, back) = open(dir.path(), 1024).unwrap();
     assert_eq!(back, txns(1..=100));
     assert_eq!(log.last_zxid(), 100);
     assert!(log.recovered_tail().is_none());
@@ -74,7 +80,7 @@ fn records_larger_than_the_write_buffer_round_trip_among_small_ones() {
     recs.push(big(9, 1024 * 1024));
     recs.extend(txns(10..=12));
     let dir = tempfile::tempdir().unwrap();
-    let (mut log, _) = TxnLog::open(dir.path(), 4096).unwrap();
+    let (mut log, _) = open(dir.path(), 4096).unwrap();
     for (i, (h, t)) in recs.iter().enumerate() {
         log.append(h, t).unwrap();
         if i % 4 == 3 {
@@ -83,7 +89,7 @@ fn records_larger_than_the_write_buffer_round_trip_among_small_ones() {
     }
     log.sync().unwrap();
     drop(log);
-    let (log, back) = TxnLog::open(dir.path(), 4096).unwrap();
+    let (log, back) = open(dir.path(), 4096).unwrap();
     assert_eq!(back, recs);
     assert_eq!(log.last_zxid(), 12);
 }
@@ -97,10 +103,10 @@ fn records_written_under_a_higher_jute_maxbuffer_are_recovered() {
     recs.push(set_data_txn(3, 5 << 20));
     recs.extend(txns(4..=4));
     let dir = tempfile::tempdir().unwrap();
-    let (mut log, _) = TxnLog::open(dir.path(), 4096).unwrap();
+    let (mut log, _) = open(dir.path(), 4096).unwrap();
     append_all(&mut log, &recs);
     drop(log);
-    let (log, back) = TxnLog::open(dir.path(), 4096).unwrap();
+    let (log, back) = open(dir.path(), 4096).unwrap();
     assert_eq!(back, recs);
     assert_eq!(log.last_zxid(), 4);
 }
@@ -108,16 +114,16 @@ fn records_written_under_a_higher_jute_maxbuffer_are_recovered() {
 #[test]
 fn reopen_and_append_continues() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut log, _) = TxnLog::open(dir.path(), 4096).unwrap();
+    let (mut log, _) = open(dir.path(), 4096).unwrap();
     append_all(&mut log, &txns(1..=10));
     drop(log);
-    let (mut log, back) = TxnLog::open(dir.path(), 4096).unwrap();
+    let (mut log, back) = open(dir.path(), 4096).unwrap();
     assert_eq!(back, txns(1..=10));
     let (h, t) = txn(10);
     assert!(matches!(log.append(&h, &t), Err(StorageError::OutOfOrder { zxid: 10, last: 10 })));
     append_all(&mut log, &txns(11..=20));
     drop(log);
-    let (log, back) = TxnLog::open(dir.path(), 4096).unwrap();
+    let (log, back) = open(dir.path(), 4096).unwrap();
     assert_eq!(back, txns(1..=20));
     assert_eq!(log.last_zxid(), 20);
     assert_eq!(log_files(dir.path()).len(), 2, "a reopened log starts a new file, as ZooKeeper does");
@@ -126,12 +132,12 @@ fn reopen_and_append_continues() {
 #[test]
 fn zero_padding_reads_as_end() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut log, _) = TxnLog::open(dir.path(), 1 << 20).unwrap();
+    let (mut log, _) = open(dir.path(), 1 << 20).unwrap();
     append_all(&mut log, &txns(1..=30));
     drop(log);
     let file = &log_files(dir.path())[0];
     assert_eq!(fs::metadata(file).unwrap().len(), 1 << 20);
-    let (log, back) = TxnLog::open(dir.path(), 1 << 20).unwrap();
+    let (log, back) = open(dir.path(), 1 << 20).unwrap();
     assert_eq!(back, txns(1..=30));
     assert!(log.recovered_tail().is_none());
     assert_eq!(fs::metadata(file).unwrap().len(), 1 << 20, "clean padding is left alone");
@@ -154,7 +160,7 @@ fn torn_tail_at_every_offset_is_truncated() {
                 bytes.resize(len as usize + 100, 0);
             }
             fs::write(&f, &bytes).unwrap();
-            let (mut log, back) = TxnLog::open(dir.path(), 0).unwrap();
+            let (mut log, back) = open(dir.path(), 0).unwrap();
             assert_eq!(back, txns(1..=n - 1), "cut at {cut}");
             if bytes[last_start as usize..].iter().all(|&b| b == 0) {
                 // Only the checksum's zero high bytes survived: indistinguishable from padding.
@@ -165,7 +171,7 @@ fn torn_tail_at_every_offset_is_truncated() {
             }
             append_all(&mut log, &txns(n..=n + 1));
             drop(log);
-            let (log, back) = TxnLog::open(dir.path(), 0).unwrap();
+            let (log, back) = open(dir.path(), 0).unwrap();
             assert_eq!(back, txns(1..=n + 1));
             assert!(log.recovered_tail().is_none());
         }
@@ -186,7 +192,7 @@ fn flipped_bit_in_a_complete_last_record_is_corrupt_not_cut() {
         let mut bytes = fs::read(&f).unwrap();
         bytes[pos as usize] ^= 0x10;
         fs::write(&f, &bytes).unwrap();
-        match TxnLog::open(dir.path(), 0) {
+        match open(dir.path(), 0) {
             Err(StorageError::Corrupt { offset, .. }) => {
                 assert_eq!(offset, last_start, "flip at {pos}");
                 assert_eq!(fs::read(&f).unwrap(), bytes, "a refused file is left as it was");
@@ -204,7 +210,7 @@ fn flipped_bit_in_a_complete_last_record_is_corrupt_not_cut() {
 /// Offsets of each record in log.1 of a fresh n-record log.
 fn record_offsets(n: i64) -> (tempfile::TempDir, Vec<u64>) {
     let dir = tempfile::tempdir().unwrap();
-    let (mut log, _) = TxnLog::open(dir.path(), 0).unwrap();
+    let (mut log, _) = open(dir.path(), 0).unwrap();
     let mut offsets = Vec::new();
     for (h, t) in txns(1..=n) {
         log.sync().unwrap();
@@ -256,7 +262,7 @@ fn missing_end_byte_in_middle_record_is_corrupt() {
 #[test]
 fn torn_tail_of_an_older_file_is_corrupt() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut log, _) = TxnLog::open(dir.path(), 0).unwrap();
+    let (mut log, _) = open(dir.path(), 0).unwrap();
     append_all(&mut log, &txns(1..=5));
     log.roll().unwrap();
     append_all(&mut log, &txns(6..=9));
@@ -271,10 +277,10 @@ fn torn_tail_of_an_older_file_is_corrupt() {
 #[test]
 fn zxids_must_increase_across_files() {
     let a = tempfile::tempdir().unwrap();
-    let (mut log, _) = TxnLog::open(a.path(), 0).unwrap();
+    let (mut log, _) = open(a.path(), 0).unwrap();
     append_all(&mut log, &txns(1..=5));
     let b = tempfile::tempdir().unwrap();
-    let (mut log, _) = TxnLog::open(b.path(), 0).unwrap();
+    let (mut log, _) = open(b.path(), 0).unwrap();
     append_all(&mut log, &txns(3..=4));
     fs::copy(b.path().join("version-2/log.3"), a.path().join("version-2/log.3")).unwrap();
     let (file, offset, reason) = corrupt_at(a.path());
@@ -284,18 +290,18 @@ fn zxids_must_increase_across_files() {
 #[test]
 fn incomplete_header_of_newest_file_is_removed() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut log, _) = TxnLog::open(dir.path(), 0).unwrap();
+    let (mut log, _) = open(dir.path(), 0).unwrap();
     append_all(&mut log, &txns(1..=3));
     drop(log);
     let torn = dir.path().join("version-2/log.4");
     fs::write(&torn, [0x5a, 0x4b, 0x4c]).unwrap();
-    let (mut log, back) = TxnLog::open(dir.path(), 0).unwrap();
+    let (mut log, back) = open(dir.path(), 0).unwrap();
     assert_eq!(back, txns(1..=3));
     assert!(log.recovered_tail().is_some());
     assert!(!torn.exists());
     append_all(&mut log, &txns(4..=4));
     drop(log);
-    assert_eq!(TxnLog::open(dir.path(), 0).unwrap().1, txns(1..=4));
+    assert_eq!(open(dir.path(), 0).unwrap().1, txns(1..=4));
 }
 
 #[test]
@@ -310,7 +316,7 @@ fn bad_magic_is_corrupt() {
 #[test]
 fn truncate_after_cuts_inside_a_file_removes_later_files_and_appends_continue() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut log, _) = TxnLog::open(dir.path(), 1024).unwrap();
+    let (mut log, _) = open(dir.path(), 1024).unwrap();
     append_all(&mut log, &txns(1..=50));
     log.roll().unwrap();
     append_all(&mut log, &txns(51..=100));
@@ -318,7 +324,7 @@ fn truncate_after_cuts_inside_a_file_removes_later_files_and_appends_continue() 
     assert_eq!(log.last_zxid(), 30);
     append_all(&mut log, &txns(31..=40));
     drop(log);
-    let (log, back) = TxnLog::open(dir.path(), 1024).unwrap();
+    let (log, back) = open(dir.path(), 1024).unwrap();
     assert_eq!(back, txns(1..=40));
     assert_eq!(log.last_zxid(), 40);
 }
@@ -329,7 +335,7 @@ fn truncate_after_cuts_inside_a_file_removes_later_files_and_appends_continue() 
 #[test]
 fn open_after_skips_files_wholly_covered_by_the_snapshot() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut log, _) = TxnLog::open(dir.path(), 0).unwrap();
+    let (mut log, _) = open(dir.path(), 0).unwrap();
     append_all(&mut log, &txns(1..=10));
     log.roll().unwrap();
     append_all(&mut log, &txns(11..=20));
@@ -340,21 +346,21 @@ fn open_after_skips_files_wholly_covered_by_the_snapshot() {
     assert_eq!(files.len(), 3);
     fs::write(&files[0], b"garbage that is not a log file").unwrap();
 
-    let fs_: std::sync::Arc<dyn warden_storage::Fs> = std::sync::Arc::new(warden_storage::RealFs);
-    let (log, back) = TxnLog::open_after_with_fs(fs_.clone(), dir.path(), 0, 15).unwrap();
+    let data = DataDir::real(dir.path(), dir.path());
+    let (log, back) = data.open_log_after(0, 15).unwrap();
     assert_eq!(back, txns(16..=30));
     assert_eq!(log.last_zxid(), 30);
     drop(log);
     // A snapshot at the start of a file (zxid 10, next file log.b) still skips the first file.
-    let (_, back) = TxnLog::open_after_with_fs(fs_.clone(), dir.path(), 0, 10).unwrap();
+    let (_, back) = data.open_log_after(0, 10).unwrap();
     assert_eq!(back, txns(11..=30));
     // Everything covered: nothing returned, last_zxid from the newest file.
-    let (log, back) = TxnLog::open_after_with_fs(fs_.clone(), dir.path(), 0, 30).unwrap();
+    let (log, back) = data.open_log_after(0, 30).unwrap();
     assert!(back.is_empty());
     assert_eq!(log.last_zxid(), 30);
     drop(log);
     // Reading from the start reaches the damaged file.
-    assert!(matches!(TxnLog::open_after_with_fs(fs_, dir.path(), 0, 9), Err(StorageError::Corrupt { .. })));
+    assert!(matches!(data.open_log_after(0, 9), Err(StorageError::Corrupt { .. })));
 }
 
 /// The padding ahead of the records is written as real zeros, a megabyte ahead, so that an
@@ -364,7 +370,7 @@ fn open_after_skips_files_wholly_covered_by_the_snapshot() {
 fn padding_ahead_of_the_records_is_allocated() {
     use std::os::unix::fs::MetadataExt;
     let dir = tempfile::tempdir().unwrap();
-    let (mut log, _) = TxnLog::open(dir.path(), 64 << 20).unwrap();
+    let (mut log, _) = open(dir.path(), 64 << 20).unwrap();
     append_all(&mut log, &txns(1..=3));
     let file = log.current_file().unwrap().to_path_buf();
     let meta = fs::metadata(&file).unwrap();
@@ -375,7 +381,7 @@ fn padding_ahead_of_the_records_is_allocated() {
     let end = bytes.iter().rposition(|&b| b != 0).unwrap();
     assert!(end < 4096, "records end near the start, zeros after");
     drop(log);
-    let (_, back) = TxnLog::open(dir.path(), 64 << 20).unwrap();
+    let (_, back) = open(dir.path(), 64 << 20).unwrap();
     assert_eq!(back, txns(1..=3));
 }
 
@@ -389,7 +395,7 @@ fn padding_ahead_stays_sparse_while_syncs_are_large() {
     let allocated = |file: &Path| fs::metadata(file).unwrap().blocks() * 512;
     let records_end = |file: &Path| fs::read(file).unwrap().iter().rposition(|&b| b != 0).unwrap() as u64 + 1;
     let dir = tempfile::tempdir().unwrap();
-    let (mut log, _) = TxnLog::open(dir.path(), 64 << 20).unwrap();
+    let (mut log, _) = open(dir.path(), 64 << 20).unwrap();
     // The first sync is small: the megabyte ahead is zeroed.
     append_all(&mut log, &[record(1)]);
     let file = log.current_file().unwrap().to_path_buf();
@@ -417,6 +423,6 @@ fn padding_ahead_stays_sparse_while_syncs_are_large() {
         allocated(&file)
     );
     drop(log);
-    let (_, back) = TxnLog::open(dir.path(), 64 << 20).unwrap();
+    let (_, back) = open(dir.path(), 64 << 20).unwrap();
     assert_eq!(back, (1..z).map(record).collect::<Vec<_>>());
 }

@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use warden_proto::{Acl, Txn, TxnHeader};
-use warden_storage::{read_log_file, read_snapshot};
+use warden_storage::{read_log_file, read_snapshot, RealFs};
 
 /// Prints every txn of one log file, one per line, and how the file ends.
 pub fn print_log(path: &Path) -> anyhow::Result<String> {
-    let contents = read_log_file(path).with_context(|| format!("reading {}", path.display()))?;
+    let contents = read_log_file(&RealFs, path).with_context(|| format!("reading {}", path.display()))?;
     let mut o = format!("ZooKeeper transaction log {}\n", path.display());
     for (_, hdr, txn) in &contents.records {
         let _ = writeln!(o, "{}", txn_line(hdr, txn));
@@ -76,7 +76,7 @@ fn describe(txn: &Txn) -> String {
 
 /// Prints a snapshot's nodes and sessions in the layout of ZooKeeper's SnapshotFormatter.
 pub fn print_snapshot(path: &Path, with_data: bool) -> anyhow::Result<String> {
-    let snap = read_snapshot(path).with_context(|| format!("reading {}", path.display()))?;
+    let snap = read_snapshot(&RealFs, path).with_context(|| format!("reading {}", path.display()))?;
     let mut o = format!("ZNode Details (count={}):\n", snap.nodes.len());
     for (p, node) in &snap.nodes {
         let s = &node.stat;
@@ -116,9 +116,9 @@ pub fn verify(data_dir: &Path, data_log_dir: Option<&Path>) -> anyhow::Result<St
     for f in &files {
         let n = name(f);
         let line = if n.starts_with("snapshot.") {
-            read_snapshot(f).map(|s| format!("ok: {} nodes, {} sessions", s.nodes.len(), s.sessions.len()))
+            read_snapshot(&RealFs, f).map(|s| format!("ok: {} nodes, {} sessions", s.nodes.len(), s.sessions.len()))
         } else if n.starts_with("log.") {
-            read_log_file(f).map(|c| match c.torn_tail {
+            read_log_file(&RealFs, f).map(|c| match c.torn_tail {
                 None => format!("ok: {} txns", c.records.len()),
                 Some((off, why)) if Some(f) == newest_log.as_ref() => {
                     format!("ok: {} txns, torn tail at offset {off} ({why}) that recovery truncates", c.records.len())
