@@ -329,6 +329,110 @@ fn a_voter_with_a_newer_accepted_epoch_makes_the_leader_step_down() {
     assert!(e.leader.is_stopped());
 }
 
+impl Ens {
+    /// Learner `sid` answers every PING queued for it (held packets of other types stay queued).
+    fn answer_pings(&mut self, sid: Sid) {
+        let pings = self.queued(sid, pt::PING).len();
+        self.to_learner.retain(|(s, p)| !(*s == sid && p.packet_type == pt::PING));
+        for _ in 0..pings {
+            let reply = QuorumPacket::new(pt::PING, 0);
+            let out = acts(|o| self.leader.on_packet(sid, &reply, 0, o));
+            self.leader_actions(out);
+        }
+    }
+
+    fn sync(&mut self, from: Sid) {
+        let out = acts(|o| self.leader.sync(from, o));
+        self.leader_actions(out);
+    }
+
+    fn sync_done(&self) -> usize {
+        self.leader_log.iter().filter(|a| matches!(a, Action::SyncDone)).count()
+    }
+}
+
+/// A leader answers a sync only after a quorum of voters answered a PING sent after the sync
+/// arrived: a leader that was paused or cut off while a new one was elected cannot answer one
+/// (ZooKeeper's answers at once when nothing is pending).
+#[test]
+fn a_sync_waits_for_a_quorum_to_answer_a_ping_sent_after_it() {
+    let mut e = Ens::established();
+    e.to_learner.clear();
+    e.sync(2);
+    assert_eq!(e.queued(2, pt::SYNC), Vec::<Zxid>::new(), "no SYNC before the quorum confirms");
+    // Every synced learner got one PING for the round; the observer's answer does not count.
+    assert_eq!(e.queued(2, pt::PING).len(), 1);
+    assert_eq!(e.queued(4, pt::PING).len(), 1);
+    e.answer_pings(4);
+    assert_eq!(e.queued(2, pt::SYNC), Vec::<Zxid>::new(), "an observer confirms nothing");
+    e.answer_pings(3);
+    assert_eq!(e.queued(2, pt::SYNC), vec![0], "follower 3 and the leader are a quorum");
+    // The leader's own client's sync: the same rule, answered with SyncDone.
+    e.to_learner.clear();
+    e.sync(1);
+    assert_eq!(e.sync_done(), 0);
+    e.answer_pings(3);
+    assert_eq!(e.sync_done(), 1);
+    e.leader.check_invariants().unwrap();
+}
+
+/// Syncs batch: those arriving while a round is out wait for the next round, which starts when
+/// that one is confirmed; an answer to a PING sent before a sync never confirms it.
+#[test]
+fn a_sync_arriving_during_a_round_waits_for_the_next_one() {
+    let mut e = Ens::established();
+    e.to_learner.clear();
+    e.sync(2);
+    assert_eq!(e.queued(3, pt::PING).len(), 1);
+    e.sync(3); // the round's PINGs went out before this sync arrived
+    e.sync(2);
+    assert_eq!(e.queued(3, pt::PING).len(), 1, "one round at a time");
+    e.answer_pings(3);
+    assert_eq!(e.queued(2, pt::SYNC), vec![0], "the first sync is confirmed");
+    assert_eq!(e.queued(3, pt::SYNC), Vec::<Zxid>::new(), "the second needs a later PING");
+    assert_eq!(e.queued(3, pt::PING).len(), 1, "the next round started for the waiting syncs");
+    e.answer_pings(3);
+    assert_eq!(e.queued(3, pt::SYNC), vec![0]);
+    assert_eq!(e.queued(2, pt::SYNC), vec![0, 0]);
+}
+
+/// A confirmed sync still waits for everything proposed before it to commit.
+#[test]
+fn a_confirmed_sync_still_waits_for_earlier_proposals_to_commit() {
+    let mut e = Ens::established();
+    let z1 = e.propose(1);
+    e.to_learner.clear();
+    e.sync(2);
+    e.answer_pings(3);
+    assert_eq!(e.queued(2, pt::SYNC), Vec::<Zxid>::new(), "{z1:#x} is not committed yet");
+    let out = acts(|o| e.leader.on_durable(z1, o));
+    e.leader_actions(out);
+    e.ack(3, z1);
+    assert_eq!(e.queued(2, pt::SYNC), vec![0]);
+}
+
+/// The lease: a leader that no quorum vouched for within `lease_ms` steps down as soon as it is
+/// asked (`check_lease` before every input), before any tick; answers to its PINGs renew it.
+#[test]
+fn a_leader_whose_lease_ran_out_steps_down_before_serving() {
+    let mut e = Ens::established();
+    let lease = LeaderConfig::new(1, [1, 2, 3]).lease_ms();
+    assert!(lease < 2000 * 5, "shorter than the followers' syncLimit");
+    // Renewed: a PING at `lease` answered by follower 2.
+    e.to_learner.clear();
+    let out = acts(|o| e.leader.on_tick(lease, o));
+    e.leader_actions(out);
+    e.answer_pings(2);
+    let out = acts(|o| e.leader.check_lease(2 * lease, o));
+    assert!(out.is_empty(), "vouched at {lease}: {out:?}");
+    // A pause: nothing heard since; the first input after it finds the lease expired.
+    let out = acts(|o| e.leader.check_lease(2 * lease + 1, o));
+    assert!(matches!(out.as_slice(), [Action::GoLooking { .. }]), "{out:?}");
+    assert!(e.leader.is_stopped());
+    e.sync(2);
+    assert_eq!(e.queued(2, pt::SYNC), Vec::<Zxid>::new(), "a stopped leader answers no sync");
+}
+
 /// What one call of a machine pushed into its caller's buffer.
 fn acts<A>(call: impl FnOnce(&mut Vec<A>)) -> Vec<A> {
     let mut out = Vec::new();

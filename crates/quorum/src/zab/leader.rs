@@ -39,6 +39,16 @@ pub struct LeaderConfig {
 }
 
 impl LeaderConfig {
+    /// The leader's lease: how long after a quorum of voters last vouched for it (answered a
+    /// packet the leader sent) it may still serve. A follower gives up on a leader it has not
+    /// heard from for `sync_limit` ticks of its own clock, counted from a packet the leader sent
+    /// no earlier than that vouching; so no other leader can be elected within `sync_limit` ticks
+    /// of it. The lease is one tick shorter, which covers clocks whose rates differ by less than
+    /// one part in `sync_limit` (20% with the default 5) over the lease. See [`Leader::check_lease`].
+    pub fn lease_ms(&self) -> u64 {
+        (self.tick_ms * u64::from(self.sync_limit)).saturating_sub(self.tick_ms).max(self.tick_ms)
+    }
+
     pub fn new(my_sid: Sid, voters: impl IntoIterator<Item = Sid>) -> Self {
         Self {
             my_sid,
@@ -120,6 +130,15 @@ struct Peer {
     acked: Zxid,
     /// Receives later PROPOSAL/COMMIT (followers) or INFORM (observers).
     forwarding: bool,
+    /// When each PING sent to it and not yet answered was sent (a learner answers every PING
+    /// with one PING, in order, as ZooKeeper's followers and observers do).
+    pings: VecDeque<u64>,
+    /// PINGs sent to it and answered by it since it connected.
+    pings_sent: u64,
+    pings_answered: u64,
+    /// The latest send time of a packet it has answered: it followed this leader then, and
+    /// will not give up on it before `sync_limit` ticks after (the lease counts from here).
+    vouched_ms: u64,
 }
 
 impl Peer {
@@ -206,8 +225,15 @@ pub struct Leader {
     self_durable: Zxid,
     /// When each outstanding (uncommitted) proposal was made.
     proposed_at_ms: BTreeMap<Zxid, u64>,
-    /// Forwarded syncs waiting for a zxid to commit.
-    pending_syncs: VecDeque<(Zxid, Sid)>,
+    /// Syncs waiting for their confirmation round and for a zxid to commit, in arrival order.
+    pending_syncs: VecDeque<PendingSync>,
+    /// PING rounds sent and not yet confirmed by a quorum, oldest first.
+    rounds: VecDeque<Round>,
+    /// The last round started and the last one a quorum confirmed.
+    round_started: u64,
+    round_confirmed: u64,
+    /// The round started for waiting syncs, until it is confirmed.
+    sync_round: Option<u64>,
     out: Vec<Action>,
 }
 
@@ -248,6 +274,10 @@ impl Leader {
             self_durable: init.last_zxid,
             proposed_at_ms: BTreeMap::new(),
             pending_syncs: VecDeque::new(),
+            rounds: VecDeque::new(),
+            round_started: 0,
+            round_confirmed: 0,
+            sync_round: None,
             out: Vec::new(),
             cfg,
         };
@@ -375,11 +405,7 @@ impl Leader {
                 return self.take(out);
             }
         }
-        let ping = QuorumPacket::new(pt::PING, self.last_proposed);
-        let targets: Vec<Sid> = self.peers.iter().filter(|(_, p)| p.synced()).map(|(s, _)| *s).collect();
-        for sid in targets {
-            self.send(sid, ping.clone());
-        }
+        self.ping_round();
         self.take(out);
     }
 
@@ -435,17 +461,53 @@ impl Leader {
         Ok(zxid)
     }
 
-    /// A learner forwarded a sync: answer SYNC once everything proposed so far is committed.
+    /// A sync from learner `from` (a SYNC answers it) or from this server's own client (`from`
+    /// is the leader's sid; [`Action::SyncDone`] answers it). It is answered once everything
+    /// proposed before it is committed and a quorum of voters has answered a PING sent after it
+    /// arrived, proving this server still led the epoch then. ZooKeeper's leader answers at once
+    /// when nothing is pending, so a leader that was paused or cut off while the others elected
+    /// a new one answers a sync its clients then read stale data after; Warden's cannot.
+    /// Syncs batch: while one confirmation round is out, later syncs wait for the next, which
+    /// starts when it returns (or with the next tick's PINGs).
     pub fn sync(&mut self, from: Sid, out: &mut Vec<Action>) {
         if self.phase.stopped() {
             return;
         }
-        if self.committed >= self.last_proposed {
-            self.send(from, QuorumPacket::new(pt::SYNC, 0));
-        } else {
-            self.pending_syncs.push_back((self.last_proposed, from));
+        let round = self.round_started + 1;
+        self.pending_syncs.push_back(PendingSync { zxid: self.last_proposed, from, round });
+        if self.sync_round.is_none() {
+            self.sync_round = Some(round);
+            self.ping_round();
         }
         self.take(out);
+    }
+
+    /// Steps down at once if the lease ([`LeaderConfig::lease_ms`]) ran out: no quorum of voters
+    /// has vouched for this leader recently enough to rule out a newer leader. The shell calls
+    /// it before every input, so a leader that wakes from a pause (or whose clock jumped) serves
+    /// no read and no sync before it notices.
+    pub fn check_lease(&mut self, now_ms: u64, out: &mut Vec<Action>) {
+        self.now_ms = self.now_ms.max(now_ms);
+        if self.is_established() && self.now_ms.saturating_sub(self.lease_start()) > self.cfg.lease_ms() {
+            self.stop("lease expired: no quorum of followers heard within the lease");
+        }
+        self.take(out);
+    }
+
+    /// The latest time at which a quorum of voters (the leader counting as now) vouched for it.
+    fn lease_start(&self) -> u64 {
+        let needed = self.cfg.voters.len() / 2; // followers, besides the leader
+        if needed == 0 {
+            return self.now_ms;
+        }
+        // The `needed`-th latest vouching among voting followers (no allocation: called per input).
+        let vouched = || {
+            self.peers
+                .iter()
+                .filter(|(s, p)| p.role == Role::Follower && p.synced() && self.cfg.voters.contains(s))
+                .map(|(_, p)| p.vouched_ms)
+        };
+        vouched().filter(|t| vouched().filter(|u| u >= t).count() >= needed).max().unwrap_or(0)
     }
 
     /// Gives up leadership (shutdown, or after `ProposeError::ZxidExhausted`).
@@ -487,6 +549,10 @@ impl Leader {
             last_zxid: -1,
             acked: -1,
             forwarding: false,
+            pings: VecDeque::new(),
+            pings_sent: 0,
+            pings_answered: 0,
+            vouched_ms: 0,
         };
         self.peers.insert(from, peer);
         if self.phase.accepted_durable() {
@@ -602,9 +668,12 @@ impl Leader {
         }
         let nl = QuorumPacket::with_data(pt::NEWLEADER, make_zxid(epoch, 0), self.cfg.newleader_data.clone());
         self.send(sid, nl);
+        let now = self.now_ms;
         if let Some(p) = self.peers.get_mut(&sid) {
             p.phase = PeerPhase::NewLeaderSent;
             p.forwarding = true;
+            // Its ACK of NEWLEADER vouches from here.
+            p.pings.push_back(now);
         }
     }
 
@@ -644,11 +713,18 @@ impl Leader {
             pt::ACKEPOCH if phase == PeerPhase::LeaderInfoSent => self.on_ack_epoch(from, packet),
             pt::ACK => self.on_ack(from, packet.zxid),
             pt::PING if phase >= PeerPhase::NewLeaderAcked => {
+                if p.pings_answered < p.pings_sent {
+                    p.pings_answered += 1;
+                    if let Some(sent) = p.pings.pop_front() {
+                        p.vouched_ms = p.vouched_ms.max(sent);
+                    }
+                }
                 match codec::decode_touches(packet.data.as_deref().unwrap_or(&[])) {
                     Ok(touches) if !touches.is_empty() => self.out.push(Action::TouchSessions { from, touches }),
                     Ok(_) => {}
-                    Err(_) => self.disconnect(from, "malformed PING"),
+                    Err(_) => return self.disconnect(from, "malformed PING"),
                 }
+                self.check_rounds();
             }
             pt::REQUEST if phase >= PeerPhase::NewLeaderAcked => match codec::ForwardedRequest::from_packet(packet) {
                 Ok(request) => self.out.push(Action::Forwarded { from, request }),
@@ -669,6 +745,9 @@ impl Leader {
         match p.phase {
             PeerPhase::NewLeaderSent if zxid == newleader_zxid => {
                 p.phase = PeerPhase::NewLeaderAcked;
+                if let Some(sent) = p.pings.pop_front() {
+                    p.vouched_ms = p.vouched_ms.max(sent);
+                }
                 if p.role == Role::Follower {
                     self.newleader_ackers.insert(from);
                 }
@@ -762,11 +841,7 @@ impl Leader {
             self.send(sid, packet);
         }
         self.out.push(Action::ApplyCommitted(entry));
-        while self.pending_syncs.front().is_some_and(|(w, _)| *w <= self.committed) {
-            if let Some((_, sid)) = self.pending_syncs.pop_front() {
-                self.send(sid, QuorumPacket::new(pt::SYNC, 0));
-            }
-        }
+        self.answer_syncs();
         self.trim_history();
     }
 
@@ -776,6 +851,73 @@ impl Leader {
         {
             if let Some(e) = self.history.pop_front() {
                 self.history_base = e.zxid();
+            }
+        }
+    }
+
+    // ----- confirmation rounds -----
+
+    /// PINGs every synced learner; the answers of voting followers confirm the round.
+    fn ping_round(&mut self) {
+        self.round_started += 1;
+        let ping = QuorumPacket::new(pt::PING, self.last_proposed);
+        let now = self.now_ms;
+        let targets: Vec<Sid> = self.peers.iter().filter(|(_, p)| p.synced()).map(|(s, _)| *s).collect();
+        let mut marks = BTreeMap::new();
+        for sid in targets {
+            let Some(p) = self.peers.get_mut(&sid) else { continue };
+            p.pings.push_back(now);
+            p.pings_sent += 1;
+            if p.role == Role::Follower && self.cfg.voters.contains(&sid) {
+                marks.insert(sid, p.pings_sent);
+            }
+            self.send(sid, ping.clone());
+        }
+        self.rounds.push_back(Round { id: self.round_started, marks });
+        if self.rounds.len() > MAX_ROUNDS {
+            // A later round's confirmation covers everything an older one would have.
+            self.rounds.pop_front();
+        }
+        self.check_rounds();
+    }
+
+    /// Confirms the newest round a quorum has answered (older ones with it), answers the syncs
+    /// it covers, and starts the next round for syncs still waiting.
+    fn check_rounds(&mut self) {
+        let newest = self
+            .rounds
+            .iter()
+            .rev()
+            .find(|r| {
+                let answered =
+                    r.marks.iter().filter(|(sid, seq)| self.peers.get(sid).is_some_and(|p| p.pings_answered >= **seq));
+                self.is_quorum(answered.map(|(s, _)| *s).chain([self.cfg.my_sid]))
+            })
+            .map(|r| r.id);
+        if let Some(id) = newest {
+            self.round_confirmed = id;
+            self.rounds.retain(|r| r.id > id);
+            if self.sync_round.is_some_and(|r| r <= id) {
+                self.sync_round = None;
+            }
+        }
+        self.answer_syncs();
+        let waiting = self.pending_syncs.back().is_some_and(|s| s.round > self.round_confirmed);
+        if waiting && self.sync_round.is_none() && self.is_established() {
+            self.sync_round = Some(self.round_started + 1);
+            self.ping_round();
+        }
+    }
+
+    /// Answers, in order, the syncs whose round is confirmed and whose txns are committed.
+    fn answer_syncs(&mut self) {
+        while let Some(s) =
+            self.pending_syncs.pop_front_if(|s| s.round <= self.round_confirmed && s.zxid <= self.committed)
+        {
+            if s.from == self.cfg.my_sid {
+                self.out.push(Action::SyncDone);
+            } else {
+                self.send(s.from, QuorumPacket::new(pt::SYNC, 0));
             }
         }
     }
@@ -800,7 +942,7 @@ impl Leader {
         self.peers.remove(&sid);
         self.epoch_ackers.remove(&sid);
         self.newleader_ackers.remove(&sid);
-        self.pending_syncs.retain(|(_, s)| *s != sid);
+        self.pending_syncs.retain(|s| s.from != sid);
     }
 
     fn stop(&mut self, reason: &str) {
@@ -874,6 +1016,28 @@ impl Leader {
         }
         Ok(())
     }
+}
+
+/// Unconfirmed PING rounds kept; an older one is dropped (a newer one covers it).
+const MAX_ROUNDS: usize = 64;
+
+/// A sync waiting to be answered.
+#[derive(Debug, Clone, Copy)]
+struct PendingSync {
+    /// Everything proposed when it arrived: answered once this is committed.
+    zxid: Zxid,
+    /// A learner, or the leader itself for its own client's sync.
+    from: Sid,
+    /// The first round started after it arrived: answered once that round is confirmed.
+    round: u64,
+}
+
+/// One PING broadcast: for each voting follower, how many PINGs it must have answered to have
+/// answered this one.
+#[derive(Debug, Clone)]
+struct Round {
+    id: u64,
+    marks: BTreeMap<Sid, u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

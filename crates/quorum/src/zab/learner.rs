@@ -261,8 +261,16 @@ impl Learner {
         self.take(out);
     }
 
-    /// A tick: the leader must be heard within initLimit (before UPTODATE) or syncLimit ticks.
+    /// A tick: see [`Learner::check_lease`].
     pub fn on_tick(&mut self, now_ms: u64, out: &mut Vec<Action>) {
+        self.check_lease(now_ms, out);
+    }
+
+    /// The leader must be heard within initLimit (before UPTODATE) or syncLimit ticks, else the
+    /// learner gives it up (ZooKeeper's follower socket timeout). The shell calls it before every
+    /// input, not only on ticks, so a learner that wakes from a pause longer than that answers no
+    /// sync and serves no read before it notices; the leader's lease relies on this bound.
+    pub fn check_lease(&mut self, now_ms: u64, out: &mut Vec<Action>) {
         if self.stage == Stage::Stopped {
             return;
         }
