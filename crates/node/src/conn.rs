@@ -15,7 +15,8 @@ pub(crate) enum Pending {
     /// A write waiting for its txn to be applied.
     Write { zxid: i64, arrived_ms: u64 },
     /// A write (or sync) a learner forwarded to the leader, waiting for the txn with this session's
-    /// `cxid` to be applied (or for the leader's SYNC). The zxid is the leader's to assign.
+    /// `cxid` to be applied (or for the leader's SYNC); or a sync on the leader, waiting for its
+    /// quorum confirmation round. The zxid is the leader's to assign.
     Forwarded { cxid: i32, arrived_ms: u64 },
     /// A read waiting for the writes ahead of it (per-session FIFO).
     Read { xid: i32, req: Request, arrived_ms: u64 },

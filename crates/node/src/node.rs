@@ -223,6 +223,11 @@ impl Node {
     /// Handles one input at time `now`, appending what must be done to `out`.
     pub fn step(&mut self, now: Clock, input: Input, out: &mut Vec<Output>) {
         self.now = now;
+        if let Mode::Ensemble(_) = self.mode {
+            // Before anything is served: a role whose lease ran out (a pause, a clock jump) is
+            // given up first.
+            self.check_lease(out);
+        }
         match input {
             Input::Connect { conn, addr, req } => self.on_connect(conn, addr, req, out),
             Input::Request { conn, xid, req } => self.on_request(conn, xid, req, out),
@@ -374,6 +379,11 @@ impl Node {
             if matches!(req, Request::Sync(_)) || crate::writes::write_ops(&req).is_some() {
                 self.forward_request(conn, xid, session_id, req, out);
                 return;
+            }
+        }
+        if let Request::Sync(r) = &req {
+            if self.leader().is_some() {
+                return self.leader_sync(conn, xid, r.path.clone(), out);
             }
         }
         if let Some(ops) = crate::writes::write_ops(&req) {

@@ -45,6 +45,23 @@ impl Node {
         }
     }
 
+    /// A sync from this leader's own client: answered (`Action::SyncDone`, in order with the
+    /// learners' syncs) once a quorum confirms this server still leads (`Leader::sync`).
+    pub(crate) fn leader_sync(&mut self, conn: ConnId, xid: i32, path: String, out: &mut Vec<Output>) {
+        let arrived_ms = self.now.mono_ms;
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.queue.push_back(Pending::Forwarded { cxid: xid, arrived_ms });
+        }
+        let q = self.ensemble_mut();
+        q.syncs.push_back((conn, xid, path));
+        let me = q.setup.my_sid;
+        self.drive(out, |q, a| {
+            if let Machine::Leader(l) = &mut q.machine {
+                l.sync(me, a);
+            }
+        });
+    }
+
     /// A learner's forwarded client request: prepped as that session's write, then proposed.
     pub(super) fn on_forwarded(&mut self, from: Sid, req: codec::ForwardedRequest, out: &mut Vec<Output>) {
         let codec::ForwardedRequest { session_id, cxid, op_type, request, authinfo } = req;

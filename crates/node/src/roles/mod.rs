@@ -158,7 +158,8 @@ pub(crate) struct Quorum {
     origins: HashMap<Zxid, Origin, warden_tree::FastHash>,
     /// Learner: this server's clients waiting for the txn of (session id, cxid).
     awaiting: HashMap<(i64, i32), Origin, warden_tree::FastHash>,
-    /// Learner: forwarded syncs, oldest first.
+    /// Syncs of this server's clients, oldest first: a learner's forwarded to the leader, the
+    /// leader's waiting for their confirmation round.
     syncs: VecDeque<(ConnId, i32, String)>,
     /// Learner: reconnects waiting for the leader's REVALIDATE answer, by session id (the
     /// connection sits in `conns` with no session yet).
@@ -380,6 +381,20 @@ impl Node {
         });
     }
 
+    /// Gives the role up at once if its lease ran out (`Leader::check_lease`,
+    /// `Learner::check_lease`).
+    pub(crate) fn check_lease(&mut self, out: &mut Vec<Output>) {
+        let now_ms = self.now.mono_ms;
+        if matches!(self.ensemble_mut().machine, Machine::Looking) {
+            return;
+        }
+        self.drive(out, |q, a| match &mut q.machine {
+            Machine::Leader(l) => l.check_lease(now_ms, a),
+            Machine::Learner(l) => l.check_lease(now_ms, a),
+            Machine::Looking => {}
+        });
+    }
+
     pub(crate) fn quorum_tick(&mut self, out: &mut Vec<Output>) {
         let now_ms = self.now.mono_ms;
         self.drive(out, |q, a| match &mut q.machine {
@@ -566,7 +581,7 @@ impl Node {
             }
             Machine::Leader(l) => {
                 l.check_invariants()?;
-                if !q.awaiting.is_empty() || !q.syncs.is_empty() || !q.revalidating.is_empty() {
+                if !q.awaiting.is_empty() || !q.revalidating.is_empty() {
                     return Err("leader holds learner-side waits".into());
                 }
                 if q.origins.keys().any(|z| *z <= applied || *z > l.last_proposed()) {
