@@ -340,7 +340,7 @@ impl Checker {
         Ok(())
     }
 
-    pub(crate) fn acked_paths(&self) -> impl Iterator<Item = (&i64, &Acked)> {
+    pub(crate) fn acked_paths(&self) -> impl DoubleEndedIterator<Item = (&i64, &Acked)> {
         self.acked.iter()
     }
 }

@@ -60,10 +60,16 @@ pub enum Scenario {
     Zk4882,
     /// ZOOKEEPER-1277: the zxid counter starts near 2^32 and rolls over under load.
     Zk1277,
+    /// The leader is paused for longer than syncLimit while its clients keep sending: the others
+    /// elect a new leader and take writes, and the old one wakes to syncs and reads queued
+    /// meanwhile. ZooKeeper's leader answers such a sync at once (its SYNC needs no quorum), so
+    /// the read after it is stale; Warden's needs a quorum to confirm it still leads, and its
+    /// lease makes it step down before it serves anything.
+    PausedLeader,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::Zk3911,
         Scenario::Zk3023,
         Scenario::Zk4643,
@@ -71,6 +77,7 @@ impl Scenario {
         Scenario::Zk4925,
         Scenario::Zk4882,
         Scenario::Zk1277,
+        Scenario::PausedLeader,
     ];
 }
 
@@ -530,6 +537,16 @@ pub(crate) fn scenario_tick(w: &mut World) -> Result<(), String> {
         }
         Scenario::Zk1277 => {
             // The counter limit does the work; writes keep rolling the epoch over.
+        }
+        Scenario::PausedLeader => {
+            // One pause at a time, so a new leader is elected and takes writes meanwhile; shorter
+            // than the clients' patience, so they stay connected to the paused one.
+            let paused = w.servers.iter().any(|s| s.paused_until > w.now);
+            if let Some(l) = leader(w).filter(|_| !paused) {
+                let ms = w.rng.gen_range(1_800..2_600);
+                w.trace(|| format!("scenario: leader {l} pauses for {ms} ms"));
+                w.pause(l, ms);
+            }
         }
     }
     Ok(())

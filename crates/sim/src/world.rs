@@ -487,7 +487,16 @@ impl World {
                     return Ok(()); // Paused again for longer: a later Resume hands the backlog over.
                 }
                 self.trace(|| format!("server {sid} resumes"));
+                if self.rng.gen_bool(0.5) {
+                    // A process that wakes up finds its timers due and its sockets readable at
+                    // once, and may read the sockets first: the timers go after the rest.
+                    let backlog = std::mem::take(&mut self.server_mut(sid).backlog);
+                    let (timers, rest): (VecDeque<Ev>, VecDeque<Ev>) =
+                        backlog.into_iter().partition(|ev| matches!(ev, Ev::Tick { .. } | Ev::FleTimer { .. }));
+                    self.server_mut(sid).backlog = rest.into_iter().chain(timers).collect();
+                }
                 while let Some(ev) = self.server_mut(sid).backlog.pop_front() {
+                    self.trace(|| format!("server {sid} takes from its backlog: {ev:?}"));
                     self.handle(ev)?;
                     self.after_step()?;
                 }
