@@ -18,8 +18,9 @@ pub(crate) enum Pending {
     /// `cxid` to be applied (or for the leader's SYNC); or a sync on the leader, waiting for its
     /// quorum confirmation round. The zxid is the leader's to assign.
     Forwarded { cxid: i32, arrived_ms: u64 },
-    /// A read waiting for the writes ahead of it (per-session FIFO).
-    Read { xid: i32, req: Request, arrived_ms: u64 },
+    /// A read waiting for the writes ahead of it (per-session FIFO) and, with linearizable reads,
+    /// for read barrier `barrier` to pass (0: none; `roles/reads.rs`).
+    Read { xid: i32, req: Request, arrived_ms: u64, barrier: u64 },
     /// A finished reply waiting for the entries ahead of it.
     Done { frame: Vec<u8>, arrived_ms: u64, close_after: bool },
 }

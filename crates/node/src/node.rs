@@ -49,6 +49,10 @@ pub struct NodeConfig {
     /// `readonlymode.enabled`: a quorum member that has been LOOKING for a while serves read-only
     /// clients (see `read_only.rs`).
     pub read_only_enabled: bool,
+    /// `linearizableReads` (a Warden setting, off by default as ZooKeeper has none): in an
+    /// ensemble every data read is served as if a sync preceded it, after a quorum-confirmed sync
+    /// that started after the read arrived; reads arriving together share one (`roles/reads.rs`).
+    pub linearizable_reads: bool,
 }
 
 impl Default for NodeConfig {
@@ -64,6 +68,7 @@ impl Default for NodeConfig {
             reconfig_enabled: false,
             container_check_interval_ms: 60_000,
             read_only_enabled: false,
+            linearizable_reads: false,
         }
     }
 }
@@ -390,8 +395,9 @@ impl Node {
             self.on_write(conn, xid, session_id, req, ops, out);
         } else {
             let arrived_ms = self.now.mono_ms;
+            let barrier = self.read_barrier(conn, &req, out);
             if let Some(c) = self.conns.get_mut(&conn) {
-                c.queue.push_back(Pending::Read { xid, req, arrived_ms });
+                c.queue.push_back(Pending::Read { xid, req, arrived_ms, barrier });
             }
             self.drain(conn, out);
         }
@@ -607,6 +613,7 @@ impl Node {
     /// Sends every finished reply at the head of the queue, running reads as they reach the head.
     pub(crate) fn drain(&mut self, conn: ConnId, out: &mut Vec<Output>) {
         loop {
+            let passed = self.barriers_passed();
             let Some(c) = self.conns.get_mut(&conn) else { return };
             let Some(head) = c.queue.front() else { return };
             match head {
@@ -620,8 +627,9 @@ impl Node {
                         return;
                     }
                 }
+                Pending::Read { barrier, .. } if *barrier > passed => return,
                 Pending::Read { .. } => {
-                    let Some(Pending::Read { xid, req, arrived_ms }) = c.queue.pop_front() else { return };
+                    let Some(Pending::Read { xid, req, arrived_ms, .. }) = c.queue.pop_front() else { return };
                     let close = self.run_read(conn, xid, req, arrived_ms, out);
                     if close {
                         self.drop_conn(conn);

@@ -97,6 +97,9 @@ pub struct Config {
     pub skip_acl: bool,
     pub container_check_interval_ms: u64,
     pub read_only: bool,
+    /// `linearizableReads` (Warden's; ZooKeeper has none): every read in an ensemble is served
+    /// as if a quorum-confirmed sync preceded it.
+    pub linearizable_reads: bool,
     pub reconfig_enabled: bool,
     /// `forceSync`: fdatasync the log before acknowledging (default yes).
     pub force_sync: bool,
@@ -144,6 +147,7 @@ impl Default for Config {
             skip_acl: false,
             container_check_interval_ms: 60_000,
             read_only: false,
+            linearizable_reads: false,
             reconfig_enabled: false,
             force_sync: true,
             pre_alloc_bytes: 64 * 1024 * 1024,
@@ -246,6 +250,7 @@ impl Config {
                     cfg.super_digest = Some(val.to_string())
                 }
                 "readonlymode.enabled" => cfg.read_only = parse_bool(val),
+                "linearizableReads" | "warden.linearizableReads" => cfg.linearizable_reads = parse_bool(val),
                 "reconfigEnabled" => cfg.reconfig_enabled = parse_bool(val),
                 "snapCount" | "zookeeper.snapCount" => cfg.snap_count = num(val)?.max(2) as u64,
                 "autopurge.snapRetainCount" => cfg.snap_retain_count = num(val)?.max(3) as usize,

@@ -152,6 +152,7 @@ impl Owner {
             reconfig_enabled: cfg.reconfig_enabled,
             container_check_interval_ms: cfg.container_check_interval_ms,
             read_only_enabled: cfg.read_only,
+            linearizable_reads: cfg.linearizable_reads,
         };
         let mono_base_ms = wall.max(0) as u64;
         let now = Clock { mono_ms: mono_base_ms, wall_ms: wall };

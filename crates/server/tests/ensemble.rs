@@ -280,3 +280,42 @@ async fn an_observer_syncs_forwards_writes_and_reports_its_mode() {
         }
     }
 }
+
+/// `linearizableReads=true`: a read through any server right after a write acknowledged through
+/// another returns it, with no sync in between; reads through the leader and a follower both go
+/// through a quorum-confirmed barrier (many in flight at once share one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn linearizable_reads_see_every_write_acknowledged_elsewhere() {
+    let mut members = Vec::new();
+    for (mut cfg, dir) in configs(3) {
+        cfg.linearizable_reads = true;
+        let id = cfg.my_id.unwrap();
+        let server = Server::start(cfg).await.expect("ensemble member starts");
+        members.push(Member { id, addr: server.local_addr, server: Some(server), _dir: dir });
+    }
+    tokio::time::timeout(ELECT * 2, wait_roles(&members.iter().collect::<Vec<_>>())).await.unwrap();
+    let mut clients = Vec::new();
+    for m in &members {
+        clients.push(client(m.addr).await);
+    }
+    for i in 0..60 {
+        let path = format!("/lin{i}");
+        let writer = &clients[i % 3];
+        writer.create(&path, b"0", &persistent()).await.expect("create");
+        let version = writer.set_data(&path, format!("{i}").as_bytes(), None).await.expect("set").version;
+        // Every other server, at once and with several reads in flight: none may be stale.
+        for (j, reader) in clients.iter().enumerate().filter(|(j, _)| *j != i % 3) {
+            let (a, b, c) = tokio::join!(reader.get_data(&path), reader.get_data(&path), reader.get_data(&path));
+            for got in [a, b, c] {
+                let (data, stat) = got.unwrap_or_else(|e| panic!("read of {path} through client {j}: {e}"));
+                assert_eq!(stat.version, version, "{path} through client {j}: stale read");
+                assert_eq!(data, format!("{i}").as_bytes());
+            }
+        }
+    }
+    for m in members {
+        if let Some(s) = m.server {
+            s.stop().await.ok();
+        }
+    }
+}

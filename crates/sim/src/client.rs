@@ -235,7 +235,10 @@ fn issue(w: &mut World, client: usize) {
             .collect();
         let path = if others.is_empty() { path } else { others[w.rng.gen_range(0..others.len())].clone() };
         let min_version = w.check.acked_version(&path);
-        send(w, client, Op::Sync, Request::Sync(SyncRequest { path: path.clone() }));
+        // With linearizable reads the read alone must see as much, half the time it goes alone.
+        if !w.opts.linearizable_reads || w.rng.gen_bool(0.5) {
+            send(w, client, Op::Sync, Request::Sync(SyncRequest { path: path.clone() }));
+        }
         let req = Request::GetData(PathWatch { path: path.clone(), watch: false });
         send(w, client, Op::Get { path, watch: false, min_version, after_watch: None }, req);
     } else {

@@ -53,6 +53,9 @@ pub struct Options {
     pub faults: bool,
     /// A directed schedule (one of ZooKeeper's replication bugs) run on top.
     pub scenario: Option<Scenario>,
+    /// Servers run with `linearizableReads`: then a plain read of another client's node must see
+    /// every write acknowledged before it was sent, as a read after sync does.
+    pub linearizable_reads: bool,
     /// Print every event to stderr.
     pub trace: bool,
 }
@@ -85,6 +88,8 @@ impl Options {
             fault_ms: 4_000 + (seed % 5) * 1_000,
             faults: true,
             scenario,
+            // One ensemble seed in three.
+            linearizable_reads: !standalone && seed % 3 == 1,
             trace: false,
         }
     }

@@ -546,6 +546,7 @@ impl World {
             min_session_timeout_ms: 400,
             max_session_timeout_ms: 8_000,
             server_id: sid as u8,
+            linearizable_reads: self.opts.linearizable_reads,
             ..NodeConfig::default()
         };
         let mut setup = QuorumSetup::new(sid, self.voters.iter().copied());

@@ -19,6 +19,7 @@ impl Node {
         q.origins.clear();
         q.awaiting.clear();
         q.syncs.clear();
+        q.barriers.reset();
         q.revalidating.clear();
         q.touched.clear();
         let pending: Vec<TxnEntry> = q.log.iter().filter(|e| e.zxid() > applied).cloned().collect();

@@ -53,7 +53,7 @@ impl Node {
             c.queue.push_back(Pending::Forwarded { cxid: xid, arrived_ms });
         }
         let q = self.ensemble_mut();
-        q.syncs.push_back((conn, xid, path));
+        q.syncs.push_back(SyncWaiter::Client { conn, xid, path });
         let me = q.setup.my_sid;
         self.drive(out, |q, a| {
             if let Machine::Leader(l) = &mut q.machine {

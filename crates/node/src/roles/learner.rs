@@ -61,7 +61,7 @@ impl Node {
         };
         let origin = match &req {
             Request::Sync(r) => {
-                self.ensemble_mut().syncs.push_back((conn, xid, r.path.clone()));
+                self.ensemble_mut().syncs.push_back(SyncWaiter::Client { conn, xid, path: r.path.clone() });
                 None
             }
             _ => {
@@ -121,8 +121,13 @@ impl Node {
         self.resume_session(conn, c, session_id, out);
     }
 
+    /// The leader answered this server's oldest sync (a client's, or a read barrier).
     pub(super) fn sync_done(&mut self, out: &mut Vec<Output>) {
-        let Some((conn, xid, path)) = self.ensemble_mut().syncs.pop_front() else { return };
+        let (conn, xid, path) = match self.ensemble_mut().syncs.pop_front() {
+            Some(SyncWaiter::Client { conn, xid, path }) => (conn, xid, path),
+            Some(SyncWaiter::Barrier(id)) => return self.barrier_done(id, out),
+            None => return,
+        };
         let frame = self.reply_frame(xid, 0, Some(&Response::Sync { path }));
         if let Some(c) = self.conns.get_mut(&conn) {
             c.complete_forwarded(xid, frame, false);

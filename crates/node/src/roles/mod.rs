@@ -61,6 +61,9 @@ use crate::node::{ConnId, Mode, Node, Origin, Output};
 mod change;
 mod leader;
 mod learner;
+mod reads;
+
+pub(crate) use reads::{Barriers, SyncWaiter};
 
 /// Committed txns kept in memory for DIFF sync (ZooKeeper's `commitLogCount`); older learners get
 /// a SNAP.
@@ -160,7 +163,9 @@ pub(crate) struct Quorum {
     awaiting: HashMap<(i64, i32), Origin, warden_tree::FastHash>,
     /// Syncs of this server's clients, oldest first: a learner's forwarded to the leader, the
     /// leader's waiting for their confirmation round.
-    syncs: VecDeque<(ConnId, i32, String)>,
+    syncs: VecDeque<SyncWaiter>,
+    /// Linearizable reads: the read barriers issued, passed and waited on.
+    barriers: Barriers,
     /// Learner: reconnects waiting for the leader's REVALIDATE answer, by session id (the
     /// connection sits in `conns` with no session yet).
     revalidating: HashMap<i64, ConnId>,
@@ -238,6 +243,7 @@ impl Node {
             origins: HashMap::default(),
             awaiting: HashMap::default(),
             syncs: VecDeque::new(),
+            barriers: Barriers::default(),
             revalidating: HashMap::new(),
             touched: BTreeMap::new(),
             incoming_snapshot: None,
@@ -553,6 +559,7 @@ impl Node {
 
     /// The ensemble's invariants beyond `Node::check_cheap_invariants`, which runs first.
     pub(crate) fn check_quorum_invariants(&self, q: &Quorum) -> Result<(), String> {
+        q.barriers.check_invariants(&q.syncs)?;
         let mut prev = q.log_base;
         for e in &q.log {
             if !follows(prev, e.zxid()) {
