@@ -65,7 +65,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     warmup: Duration,
     /// One of create, setData (set), getData (get), getChildren (children), exists, delete, multi,
-    /// mixed; or weights such as `get=70,set=30`. mixed = getData=35,setData=15,exists=15,
+    /// sync, syncGet (sync then getData, timed as one), mixed; or weights such as `get=70,set=30`. mixed = getData=35,setData=15,exists=15,
     /// getChildren=10,create=10,delete=10,multi=5.
     #[arg(long, default_value = "mixed")]
     workload: String,
@@ -128,9 +128,15 @@ enum Op {
     Exists,
     Delete,
     Multi,
+    /// sync("/") alone.
+    Sync,
+    /// sync("/") then getData of a key, timed as one operation: ZooKeeper's way to a read that
+    /// sees every write acknowledged before it.
+    SyncGet,
 }
 
-const ALL_OPS: [Op; 7] = [Op::Create, Op::SetData, Op::GetData, Op::GetChildren, Op::Exists, Op::Delete, Op::Multi];
+const ALL_OPS: [Op; 9] =
+    [Op::Create, Op::SetData, Op::GetData, Op::GetChildren, Op::Exists, Op::Delete, Op::Multi, Op::Sync, Op::SyncGet];
 
 impl Op {
     fn name(self) -> &'static str {
@@ -142,6 +148,8 @@ impl Op {
             Op::Exists => "exists",
             Op::Delete => "delete",
             Op::Multi => "multi",
+            Op::Sync => "sync",
+            Op::SyncGet => "syncGet",
         }
     }
 
@@ -154,6 +162,8 @@ impl Op {
             "exists" => Op::Exists,
             "delete" => Op::Delete,
             "multi" => Op::Multi,
+            "sync" => Op::Sync,
+            "syncget" | "sync+get" => Op::SyncGet,
             _ => return None,
         })
     }
@@ -488,6 +498,12 @@ impl Loop {
                 } else {
                     self.client.get_children(&path).await?;
                 }
+                Ok(())
+            }
+            Op::Sync => self.client.sync("/").await,
+            Op::SyncGet => {
+                self.client.sync("/").await?;
+                self.client.get_data(&key_path(&self.ctx.prefix, key)).await?;
                 Ok(())
             }
             Op::Multi => {
@@ -1014,6 +1030,8 @@ mod tests {
     #[test]
     fn workloads() {
         assert_eq!(parse_workload("get").unwrap(), vec![(Op::GetData, 1)]);
+        assert_eq!(parse_workload("syncget").unwrap(), vec![(Op::SyncGet, 1)]);
+        assert_eq!(parse_workload("sync=1,get=3").unwrap(), vec![(Op::Sync, 1), (Op::GetData, 3)]);
         assert_eq!(parse_workload("get=70,set=30").unwrap(), vec![(Op::GetData, 70), (Op::SetData, 30)]);
         assert_eq!(parse_workload("mixed").unwrap().len(), 7);
         assert!(parse_workload("get=0").is_err());
