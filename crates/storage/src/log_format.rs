@@ -127,8 +127,12 @@ fn check_header(file: &Path, buf: &[u8], data_end: usize) -> Result<Option<Strin
     if magic == LOG_FILE_MAGIC && version == LOG_FILE_VERSION {
         return Ok(None);
     }
+    // Torn while written: what reached the disk (up to the last non-zero byte) is a prefix of the
+    // header, and zeros (unwritten, or preallocated) follow. No record can have been synced after
+    // a header that never was.
     let n = buf.len().min(FILE_HEADER_LEN);
-    let prefix_ok = buf[..n] == file_header()[..n] || data_end == 0;
+    let written = data_end.min(n);
+    let prefix_ok = buf[..written] == file_header()[..written];
     if prefix_ok && data_end <= n {
         return Ok(Some(format!("incomplete file header ({} bytes)", buf.len())));
     }
