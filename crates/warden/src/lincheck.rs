@@ -5,9 +5,12 @@
 //! version -1) returns the new version; a compare-and-set (setData with an expected version) returns
 //! the new version or fails with BadVersion. Every operation carries its call and return times on
 //! the client's monotonic clock and an outcome: a result, a failure (it definitely did not take
-//! effect: BadVersion, NoNode) or unknown (a timeout or a lost connection: it may take effect at any
-//! time after its call, or never; its return time counts as +infinity). Failed operations and reads
-//! of unknown outcome constrain nothing and are left out of the search.
+//! effect: NoNode, say), BadVersion (a compare-and-set that did not take effect because the version
+//! differed: ZooKeeper commits a failed write as an error txn in the write order, so this is an
+//! observation that the version was not the expected one), or unknown (a timeout or a lost
+//! connection: it may take effect at any time after its call, or never; its return time counts as
+//! +infinity). Other failures and reads of unknown outcome constrain nothing and are left out of
+//! the search.
 //!
 //! The search is Wing & Gong's with Lowe's memoisation, as in Knossos and Porcupine: repeatedly
 //! linearize one of the minimal pending operations (those called before every other pending
@@ -49,7 +52,9 @@ pub enum Outcome {
     Read { value: Option<String>, version: Version },
     /// A write or compare-and-set took effect and made this version.
     Written(Version),
-    /// It definitely did not take effect (the reason, e.g. BadVersion).
+    /// A compare-and-set did not take effect: the version was not the expected one.
+    BadVersion,
+    /// It definitely did not take effect (the reason, e.g. NoNode).
     Fail(String),
     /// It may have taken effect at any time after its call, or never (the reason, e.g. a timeout).
     Unknown(String),
@@ -217,6 +222,10 @@ enum Kind {
         expected: Version,
         version: Option<Version>,
     },
+    /// A compare-and-set that failed with BadVersion: the node existed with another version.
+    Mismatch {
+        expected: Version,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -237,6 +246,7 @@ impl Kind {
                 let next = s.version.checked_add(1)?;
                 (s.value != ABSENT && version.is_none_or(|v| v == next)).then_some(State { value, version: next })
             }
+            Kind::Mismatch { expected } => (s.value != ABSENT && s.version != expected).then_some(s),
             Kind::Cas { value, expected, version } => {
                 let next = expected.checked_add(1)?;
                 (s.value != ABSENT && s.version == expected && version.is_none_or(|v| v == next))
@@ -318,6 +328,8 @@ impl Problem {
             let known = op.return_at <= end;
             let result = match &op.outcome {
                 Outcome::Fail(_) => continue,
+                // Pending at the cut, it might not have been checked yet: no effect either way.
+                Outcome::BadVersion if !known || !matches!(op.call, Call::Cas { .. }) => continue,
                 Outcome::Unknown(_) => None,
                 o if known => Some(o),
                 _ => None,
@@ -333,6 +345,7 @@ impl Problem {
                 // A read of unknown outcome constrains nothing; a read answered like a write is
                 // not a read: leave both out.
                 (Call::Read, _) => continue,
+                (Call::Cas { expected, .. }, Some(Outcome::BadVersion)) => Kind::Mismatch { expected: *expected },
                 (Call::Write(v), _) => Kind::Write { value: ids[v], version },
                 (Call::Cas { value, expected }, _) => Kind::Cas { value: ids[value], expected: *expected, version },
             };
@@ -525,6 +538,7 @@ impl fmt::Display for Outcome {
                 write!(f, "ok {}", Register { value: value.clone(), version: *version })
             }
             Outcome::Written(v) => write!(f, "ok v{v}"),
+            Outcome::BadVersion => write!(f, "fail (BadVersion)"),
             Outcome::Fail(why) => write!(f, "fail ({why})"),
             Outcome::Unknown(why) => write!(f, "unknown ({why})"),
         }
@@ -689,8 +703,21 @@ mod tests {
         };
         // Succeeds from the expected version; a failed one changes nothing.
         let h = cas(H::new(), 1, 0, 1, "a", 0, Outcome::Written(1));
-        let h = cas(h, 2, 2, 3, "b", 0, Outcome::Fail("BadVersion".into())).read(3, 4, 5, "a", 1);
+        let h = cas(h, 2, 2, 3, "b", 0, Outcome::BadVersion).read(3, 4, 5, "a", 1);
         assert!(h.ok());
+        // BadVersion says the version differed at some point during the call.
+        let h = H::new().read(1, 0, 1, "init", 0);
+        assert!(!cas(h, 2, 2, 3, "b", 0, Outcome::BadVersion).ok(), "nothing changed version 0");
+        let h = H::new().read(1, 0, 1, "init", 0).write(3, 2, 10, "a", 1);
+        assert!(cas(h, 2, 2, 3, "b", 0, Outcome::BadVersion).ok(), "a concurrent write changed it");
+        let h = cas(H::new(), 2, 2, 3, "b", 0, Outcome::BadVersion);
+        assert!(h.op(3, 0, 10, Call::Write("a".into()), Outcome::Unknown("timeout".into())).ok(), "maybe it did");
+        // Pending at a cut, a BadVersion constrains nothing: a stale read after it is still caught
+        // as the first failure (the smallest failing prefix ends with the read).
+        let h = H::new().write(1, 0, 1, "a", 1).read(2, 2, 3, "init", 0);
+        let r = cas(h, 3, 1, 9, "b", 1, Outcome::BadVersion).check();
+        assert_eq!(r.bad.len(), 1);
+        assert_eq!(r.bad[0].prefix_end, 3_000_000);
         // A successful cas from a version the register no longer had.
         let h = H::new().write(1, 0, 1, "a", 1);
         assert!(!cas(h, 2, 2, 3, "b", 0, Outcome::Written(1)).ok());
@@ -837,7 +864,7 @@ mod tests {
                         let v = format!("c{i}");
                         let expected = reg.version + off_by;
                         if off_by != 0 {
-                            (Call::Cas { value: v, expected }, Outcome::Fail("BadVersion".into()))
+                            (Call::Cas { value: v, expected }, Outcome::BadVersion)
                         } else {
                             if !unknown {
                                 reg = Register { value: Some(v.clone()), version: reg.version + 1 };
@@ -846,9 +873,9 @@ mod tests {
                         }
                     }
                 };
-                let outcome = if unknown && !matches!(outcome, Outcome::Fail(_)) {
+                let outcome = if unknown && !matches!(outcome, Outcome::BadVersion) {
                     Outcome::Unknown("timeout".into())
-                } else if fate == 1 && !matches!(outcome, Outcome::Fail(_) | Outcome::Read { .. }) {
+                } else if fate == 1 && !matches!(outcome, Outcome::BadVersion | Outcome::Read { .. }) {
                     Outcome::Unknown("connection loss".into())
                 } else {
                     outcome
