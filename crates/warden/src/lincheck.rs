@@ -103,19 +103,20 @@ pub struct Failure {
     pub stuck_at: Register,
     /// The operations around the stuck point, in call order, with their role.
     pub window: Vec<(Role, Op)>,
+    /// Reads overlapping the stuck operation left out of `window` (the middle ones).
+    pub elided: usize,
 }
 
-/// What an operation of a failure's window was at the stuck point.
+/// What an operation of a failure's window is to the stuck operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
-    /// Linearized at the stuck point (the last few of that linearization, and any others in the
-    /// window).
-    Linearized,
-    /// Completed, but no linearization could place it: the one that returned first.
+    /// Returned before the stuck operation was called: it comes first in every order.
+    Before,
+    /// Completed, but no linearization could place it: the first such to return.
     Stuck,
-    /// Pending at the stuck point (could have come next, none fit).
-    Pending,
-    /// Left out of the search (a failure or an unknown read), shown for context.
+    /// Overlaps the stuck operation in time.
+    Concurrent,
+    /// Overlaps it but is left out of the search (a failure, a read of unknown outcome).
     Ignored,
 }
 
@@ -274,12 +275,11 @@ enum Search {
 }
 
 /// The deepest point the search reached: how many completed operations were linearized, which,
-/// the state, and the last few operations of that linearization.
+/// and the state.
 struct Deepest {
     done: usize,
     bits: Vec<u64>,
     state: State,
-    tail: Vec<usize>,
 }
 
 fn bit(bits: &[u64], i: usize) -> bool {
@@ -409,7 +409,7 @@ impl Problem {
         let mut state = self.init;
         let mut done = 0;
         let mut memo: HashSet<(Vec<u64>, State)> = HashSet::new();
-        let mut deepest = Deepest { done: 0, bits: bits.clone(), state, tail: Vec::new() };
+        let mut deepest = Deepest { done: 0, bits: bits.clone(), state };
         let mut root = Vec::new();
         self.candidates(&bits, &mut root);
         let mut stack = vec![Frame { candidates: root, next: 0, applied: None }];
@@ -443,8 +443,7 @@ impl Problem {
             self.candidates(&bits, &mut candidates);
             stack.push(Frame { candidates, next: 0, applied: Some((i, before)) });
             if done > deepest.done {
-                let tail = stack.iter().rev().take(6).filter_map(|f| f.applied.map(|(op, _)| op)).collect();
-                deepest = Deepest { done, bits: bits.clone(), state, tail };
+                deepest = Deepest { done, bits: bits.clone(), state };
             }
         }
         Search::Stuck(Box::new(deepest))
@@ -455,44 +454,46 @@ impl Problem {
         Register { value, version: s.version }
     }
 
-    /// The failure report for a stuck search: the operations from the last few linearized ones to
-    /// the first completed operation no linearization could place.
+    /// The failure report for a stuck search, around the stuck operation (the completed one that
+    /// returned first among those the deepest linearization could not place): the last few
+    /// operations that returned before it was called (they precede it in every order) and the
+    /// last write among them, and the operations that overlap it (all writes, the first and last
+    /// few reads).
     fn explain(&self, key: &str, ops: &[&Op], d: &Deepest) -> Failure {
-        let mut pending = Vec::new();
-        self.candidates(&d.bits, &mut pending);
-        // The completed operation that returned first among those not linearized: nothing called
-        // after it returned can come before it, and nothing before it fits.
         let stuck = (0..self.finite).filter(|&i| !bit(&d.bits, i)).min_by_key(|&i| self.entries[i].ret);
-        let hi = stuck.map_or(u64::MAX, |i| self.entries[i].ret);
-        let lo = d.tail.iter().chain(&pending).map(|&i| self.entries[i].call).min().unwrap_or(0);
+        let stuck = stuck.expect("a stuck search left a completed operation out");
+        let (call, ret) = (self.entries[stuck].call, self.entries[stuck].ret);
         let mut roles: BTreeMap<usize, Role> = BTreeMap::new();
-        for &i in &pending {
-            roles.insert(self.entries[i].op, Role::Pending);
+        roles.insert(self.entries[stuck].op, Role::Stuck);
+        let mut before: Vec<&Entry> = self.entries[..self.finite].iter().filter(|e| e.ret < call).collect();
+        before.sort_by_key(|e| e.ret);
+        for e in before.iter().rev().take(BEFORE) {
+            roles.insert(e.op, Role::Before);
         }
-        for &i in &d.tail {
-            roles.insert(self.entries[i].op, Role::Linearized);
+        if let Some(w) = before.iter().rev().find(|e| !matches!(e.kind, Kind::Read { .. } | Kind::Mismatch { .. })) {
+            roles.insert(w.op, Role::Before);
         }
-        if let Some(i) = stuck {
-            roles.insert(self.entries[i].op, Role::Stuck);
-        }
-        // Context: every other operation of the key overlapping [lo, hi], failed and unknown ones
-        // included (these are left out of the search, or were not linearized at that point).
-        let entry_of: HashMap<usize, usize> = self.entries.iter().enumerate().map(|(e, x)| (x.op, e)).collect();
+        // Everything else of the key that overlaps it, failed and unknown operations included.
+        let (mut reads, mut others) = (Vec::new(), Vec::new());
         for (i, op) in ops.iter().enumerate() {
-            let ret = if matches!(op.outcome, Outcome::Unknown(_)) { u64::MAX } else { op.return_at };
-            if op.call_at > hi || ret < lo || roles.contains_key(&i) {
+            let op_ret = if matches!(op.outcome, Outcome::Unknown(_)) { u64::MAX } else { op.return_at };
+            if op.call_at > ret || op_ret < call || roles.contains_key(&i) || op.call_at > self.end {
                 continue;
             }
-            let role = match entry_of.get(&i) {
-                Some(&e) if bit(&d.bits, e) => Role::Linearized,
-                Some(_) => Role::Pending,
-                None => Role::Ignored,
-            };
-            // Unknown operations called long before the window are noise unless still pending.
-            if ret == u64::MAX && op.call_at < lo && role != Role::Pending {
-                continue;
+            if op.call == Call::Read {
+                reads.push(i);
+            } else {
+                others.push(i);
             }
-            roles.insert(i, role);
+        }
+        let mut elided = 0;
+        if reads.len() > 2 * CONCURRENT_READS {
+            elided = reads.len() - 2 * CONCURRENT_READS;
+            reads.drain(CONCURRENT_READS..reads.len() - CONCURRENT_READS);
+        }
+        let searched: HashSet<usize> = self.entries.iter().map(|e| e.op).collect();
+        for i in reads.into_iter().chain(others) {
+            roles.insert(i, if searched.contains(&i) { Role::Concurrent } else { Role::Ignored });
         }
         let mut window: Vec<(Role, Op)> = roles.into_iter().map(|(i, r)| (r, ops[i].clone())).collect();
         window.sort_by_key(|(_, o)| (o.call_at, o.return_at));
@@ -503,9 +504,15 @@ impl Problem {
             deepest: d.done,
             stuck_at: self.register(d.state),
             window,
+            elided,
         }
     }
 }
+
+/// Operations shown that returned before the stuck one was called.
+const BEFORE: usize = 4;
+/// Reads overlapping the stuck operation shown from the start and from the end of its interval.
+const CONCURRENT_READS: usize = 3;
 
 /// A zxid as `0x<epoch>_<counter>`.
 pub fn zxid(z: i64) -> String {
@@ -583,14 +590,21 @@ impl fmt::Display for Failure {
         )?;
         for (role, op) in &self.window {
             let mark = match role {
-                Role::Linearized => "  ",
+                Role::Before => " <",
                 Role::Stuck => "=>",
-                Role::Pending => " ?",
+                Role::Concurrent => " |",
                 Role::Ignored => " -",
             };
             writeln!(f, "  {mark}{op}")?;
         }
-        write!(f, "  (=> first completed operation no order explains; ? pending then; - left out of the search)")
+        if self.elided > 0 {
+            writeln!(f, "     ... and {} more reads overlapping the => operation", self.elided)?;
+        }
+        write!(
+            f,
+            "  (=> the first completed operation no order explains; < returned before it was called; \
+             | overlaps it; - overlaps it, left out of the search)"
+        )
     }
 }
 
@@ -774,6 +788,24 @@ mod tests {
         assert!(f.window.len() <= 8, "{f}");
         let (role, op) = f.window.iter().find(|(r, _)| *r == Role::Stuck).expect("a stuck op");
         assert_eq!((role, op.client), (&Role::Stuck, 9));
+    }
+
+    #[test]
+    fn the_failure_shows_what_came_before_and_a_few_of_many_overlapping_reads() {
+        // Three writes, then a slow stale read overlapped by twenty good reads and a write.
+        let mut h = H::new().write(1, 0, 1, "a", 1).write(1, 2, 3, "b", 2).read(2, 4, 5, "b", 2).write(1, 6, 7, "c", 3);
+        h = h.read(9, 10, 200, "a", 1);
+        for i in 0..20 {
+            h = h.read(2, 20 + 5 * i, 22 + 5 * i, "c", 3);
+        }
+        let h = h.write(1, 150, 151, "d", 4);
+        let r = h.check();
+        assert_eq!(r.bad.len(), 1);
+        let f = &r.bad[0];
+        let roles = |role| f.window.iter().filter(|(r, _)| *r == role).count();
+        assert_eq!((roles(Role::Before), roles(Role::Stuck), roles(Role::Concurrent)), (4, 1, 7), "{f}");
+        assert_eq!(f.elided, 14, "{f}");
+        assert!(f.to_string().contains("14 more reads"), "{f}");
     }
 
     #[test]
