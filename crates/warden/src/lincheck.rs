@@ -103,7 +103,7 @@ pub struct Failure {
     pub stuck_at: Register,
     /// The operations around the stuck point, in call order, with their role.
     pub window: Vec<(Role, Op)>,
-    /// Reads overlapping the stuck operation left out of `window` (the middle ones).
+    /// Operations overlapping the stuck one left out of `window` (the middle ones).
     pub elided: usize,
 }
 
@@ -457,8 +457,7 @@ impl Problem {
     /// The failure report for a stuck search, around the stuck operation (the completed one that
     /// returned first among those the deepest linearization could not place): the last few
     /// operations that returned before it was called (they precede it in every order) and the
-    /// last write among them, and the operations that overlap it (all writes, the first and last
-    /// few reads).
+    /// last write among them, and the first and last few reads and writes that overlap it.
     fn explain(&self, key: &str, ops: &[&Op], d: &Deepest) -> Failure {
         let stuck = (0..self.finite).filter(|&i| !bit(&d.bits, i)).min_by_key(|&i| self.entries[i].ret);
         let stuck = stuck.expect("a stuck search left a completed operation out");
@@ -487,9 +486,11 @@ impl Problem {
             }
         }
         let mut elided = 0;
-        if reads.len() > 2 * CONCURRENT_READS {
-            elided = reads.len() - 2 * CONCURRENT_READS;
-            reads.drain(CONCURRENT_READS..reads.len() - CONCURRENT_READS);
+        for (list, keep) in [(&mut reads, CONCURRENT_READS), (&mut others, CONCURRENT_WRITES)] {
+            if list.len() > 2 * keep {
+                elided += list.len() - 2 * keep;
+                list.drain(keep..list.len() - keep);
+            }
         }
         let searched: HashSet<usize> = self.entries.iter().map(|e| e.op).collect();
         for i in reads.into_iter().chain(others) {
@@ -511,8 +512,10 @@ impl Problem {
 
 /// Operations shown that returned before the stuck one was called.
 const BEFORE: usize = 4;
-/// Reads overlapping the stuck operation shown from the start and from the end of its interval.
+/// Reads and other operations overlapping the stuck one shown from the start and from the end of
+/// its interval.
 const CONCURRENT_READS: usize = 3;
+const CONCURRENT_WRITES: usize = 4;
 
 /// A zxid as `0x<epoch>_<counter>`.
 pub fn zxid(z: i64) -> String {
@@ -598,7 +601,7 @@ impl fmt::Display for Failure {
             writeln!(f, "  {mark}{op}")?;
         }
         if self.elided > 0 {
-            writeln!(f, "     ... and {} more reads overlapping the => operation", self.elided)?;
+            writeln!(f, "     ... and {} more operations overlapping the => one", self.elided)?;
         }
         write!(
             f,
@@ -805,7 +808,7 @@ mod tests {
         let roles = |role| f.window.iter().filter(|(r, _)| *r == role).count();
         assert_eq!((roles(Role::Before), roles(Role::Stuck), roles(Role::Concurrent)), (4, 1, 7), "{f}");
         assert_eq!(f.elided, 14, "{f}");
-        assert!(f.to_string().contains("14 more reads"), "{f}");
+        assert!(f.to_string().contains("14 more operations"), "{f}");
     }
 
     #[test]
