@@ -16,7 +16,10 @@
 //! operation is recorded with its call and return times, the server it went through and the zxid
 //! it saw (the node's mzxid for a read, the write's own zxid for a write). Keys come in groups of
 //! [`KEYS_PER_GROUP`]; the clients move to the next group (created beforehand with data `init`)
-//! after about [`OPS_PER_KEY`] operations per key, which keeps per-key histories short.
+//! after about [`OPS_PER_KEY`] operations per key, which keeps per-key histories short, and each
+//! group is checked once it is complete (left, nothing in flight) and its operations dropped, so
+//! that a long soak's memory stays bounded. Each client leaves at least [`GAP`] between two
+//! operations.
 //!
 //! The nemesis cycles through its faults in a random order per round: kill -9 of a follower, of the
 //! leader, of all three (restarted on the same data directories); SIGSTOP/SIGCONT of the leader and
@@ -45,7 +48,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use warden::lincheck::{Call, Checker, Op, Outcome, Register};
+use warden::lincheck::{Call, Checker, Failure, Op, Outcome, Register};
 use zk::{Acls, CreateMode};
 use zookeeper_client as zk;
 
@@ -83,6 +86,10 @@ const OPS_PER_KEY: usize = 200;
 /// connection timeout (0.4 × its session timeout) ends most waits sooner.
 const OP_LIMIT: Duration = Duration::from_secs(15);
 const SERVERS: [u8; 3] = [1, 2, 3];
+/// The least time between two operations of one client: at most about 4,000 operations a second
+/// in all, so that a long soak's history stays of a size to check (a release build would do five
+/// times as many, mostly reads).
+const GAP: Duration = Duration::from_millis(3);
 
 fn env_num(name: &str, default: u64) -> u64 {
     match std::env::var(name) {
@@ -106,16 +113,24 @@ struct Injected {
     what: String,
 }
 
+/// The key groups: the one in use, when to move on, and the operations of each group picked but
+/// not yet recorded (a group the clients have left with none in flight is complete).
+#[derive(Default)]
+struct Groups {
+    active: usize,
+    issued: usize,
+    next_at: usize,
+    in_flight: HashMap<usize, usize>,
+}
+
 /// What the clients, the key creator and the nemesis share.
 struct Shared {
     epoch: Instant,
     stop: AtomicBool,
-    history: Mutex<Vec<Op>>,
-    /// Operations issued so far, and the count at which the clients move to the next key group.
-    issued: AtomicUsize,
-    next_group_at: AtomicUsize,
-    /// The key group in use; groups below `created` exist.
-    active: AtomicUsize,
+    /// Recorded operations not yet checked, with their key group.
+    history: Mutex<Vec<(usize, Op)>>,
+    groups: Mutex<Groups>,
+    /// Groups below this exist.
     created: AtomicUsize,
     /// The highest version seen of each key (compare-and-set expects it).
     latest: Mutex<HashMap<String, i32>>,
@@ -130,21 +145,33 @@ impl Shared {
         self.stop.load(Ordering::Relaxed)
     }
 
-    /// A key of the current group, after moving to the next group if this one has had its share
-    /// of operations and the next one exists.
-    fn pick_key(&self, rng: &mut StdRng) -> String {
-        let issued = self.issued.fetch_add(1, Ordering::Relaxed) + 1;
-        let group = self.active.load(Ordering::SeqCst);
-        if issued >= self.next_group_at.load(Ordering::SeqCst)
-            && self.created.load(Ordering::SeqCst) > group + 1
-            && self.active.compare_exchange(group, group + 1, Ordering::SeqCst, Ordering::SeqCst).is_ok()
-        {
-            self.next_group_at.store(issued + KEYS_PER_GROUP * OPS_PER_KEY, Ordering::SeqCst);
-        }
-        key(self.active.load(Ordering::SeqCst), rng.gen_range(0..KEYS_PER_GROUP))
+    fn active(&self) -> usize {
+        self.groups.lock().unwrap().active
     }
 
-    fn record(&self, op: Op) {
+    /// A key of the current group (and the group) for an operation about to be called, after
+    /// moving to the next group if this one has had its share of operations and the next one
+    /// exists. The operation is in flight until [`Shared::record`].
+    fn pick_key(&self, rng: &mut StdRng) -> (usize, String) {
+        let mut g = self.groups.lock().unwrap();
+        g.issued += 1;
+        if g.issued >= g.next_at && self.created.load(Ordering::SeqCst) > g.active + 1 {
+            g.active += 1;
+            g.next_at = g.issued + KEYS_PER_GROUP * OPS_PER_KEY;
+        }
+        let group = g.active;
+        *g.in_flight.entry(group).or_default() += 1;
+        (group, key(group, rng.gen_range(0..KEYS_PER_GROUP)))
+    }
+
+    /// The complete groups from `from` on: left by the clients, with no operation in flight.
+    fn complete_groups(&self, from: usize) -> std::ops::Range<usize> {
+        let g = self.groups.lock().unwrap();
+        let end = (from..g.active).find(|x| g.in_flight.get(x).is_some_and(|n| *n > 0)).unwrap_or(g.active.max(from));
+        from..end
+    }
+
+    fn record(&self, group: usize, op: Op) {
         let seen = match op.outcome {
             Outcome::Read { version, .. } | Outcome::Written(version) => Some(version),
             _ => None,
@@ -154,7 +181,79 @@ impl Shared {
             let e = latest.entry(op.key.clone()).or_insert(v);
             *e = (*e).max(v);
         }
-        self.history.lock().unwrap().push(op);
+        self.history.lock().unwrap().push((group, op));
+        // After the push: a group with nothing in flight has all its operations recorded.
+        *self.groups.lock().unwrap().in_flight.get_mut(&group).expect("picked") -= 1;
+    }
+}
+
+/// The checked part of the history: counts, and the keys that are not linearizable.
+#[derive(Default)]
+struct Tally {
+    /// Groups below this are checked; recorded operations of later groups wait in `waiting`.
+    checked_below: usize,
+    waiting: std::collections::BTreeMap<usize, Vec<Op>>,
+    ops: usize,
+    keys: usize,
+    reads_ok: usize,
+    reads_unknown: usize,
+    writes_ok: usize,
+    failed: usize,
+    writes_unknown: usize,
+    bad: Vec<Failure>,
+    undecided: Vec<(String, usize)>,
+    checking: Duration,
+    /// `WARDEN_NEMESIS_HISTORY`: every checked operation is written there.
+    dump: Option<std::io::BufWriter<std::fs::File>>,
+}
+
+impl Tally {
+    fn new() -> Tally {
+        let dump = std::env::var("WARDEN_NEMESIS_HISTORY").ok().map(|path| {
+            std::io::BufWriter::new(std::fs::File::create(&path).unwrap_or_else(|e| panic!("create {path}: {e}")))
+        });
+        Tally { dump, ..Tally::default() }
+    }
+
+    /// Checks the groups that are complete (all of them with `all`, once the clients have
+    /// stopped) and drops their operations, so that memory stays bounded however long the run.
+    fn check_complete(&mut self, shared: &Shared, all: bool) {
+        let complete = if all { self.checked_below..usize::MAX } else { shared.complete_groups(self.checked_below) };
+        for (group, op) in std::mem::take(&mut *shared.history.lock().unwrap()) {
+            self.waiting.entry(group).or_default().push(op);
+        }
+        let started = Instant::now();
+        let init = Register { value: Some("init".into()), version: 0 };
+        while let Some(entry) = self.waiting.first_entry() {
+            if !complete.contains(entry.key()) {
+                break;
+            }
+            let mut ops = entry.remove();
+            ops.sort_by_key(|o| o.call_at);
+            if let Some(dump) = &mut self.dump {
+                use std::io::Write;
+                for o in &ops {
+                    writeln!(dump, "{} {o}", o.key).expect("write the history");
+                }
+            }
+            let report = Checker::default().check(&ops, &init);
+            self.ops += report.ops;
+            self.keys += report.keys;
+            self.bad.extend(report.bad);
+            self.undecided.extend(report.undecided);
+            for o in &ops {
+                let read = o.call == Call::Read;
+                match (&o.outcome, read) {
+                    (Outcome::Read { .. } | Outcome::Written(_), true) => self.reads_ok += 1,
+                    (Outcome::Read { .. } | Outcome::Written(_), false) => self.writes_ok += 1,
+                    (Outcome::Unknown(_), true) => self.reads_unknown += 1,
+                    (Outcome::Unknown(_), false) => self.writes_unknown += 1,
+                    (Outcome::Fail(_) | Outcome::BadVersion, _) => self.failed += 1,
+                }
+            }
+        }
+        self.checked_below = complete.end;
+        self.checking += started.elapsed();
     }
 }
 
@@ -166,7 +265,7 @@ async fn run_op(
     shared: Arc<Shared>,
     id: u32,
     server: u8,
-    key: String,
+    (group, key): (usize, String),
     call: Call,
     pipelined: bool,
 ) {
@@ -208,7 +307,7 @@ async fn run_op(
         Err(_) => (Outcome::Unknown(format!("no reply in {OP_LIMIT:?}")), None),
     };
     let return_at = shared.now();
-    shared.record(Op { key, client: id, server: u32::from(server), call_at, return_at, call, outcome, zxid });
+    shared.record(group, Op { key, client: id, server: u32::from(server), call_at, return_at, call, outcome, zxid });
 }
 
 /// One client: a session on `server` (a new one whenever it ends), issuing operations until stopped.
@@ -219,6 +318,7 @@ async fn client_loop(id: u32, server: u8, kind: Kind, shared: Arc<Shared>, seed:
     let mut seq = 0u64;
     let mut pending: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     let addr = client_addr(server).to_string();
+    let mut next = tokio::time::Instant::now();
     while !shared.stopped() {
         let connect = zk::Client::connector().with_session_timeout(session).connect(&addr);
         let client = match tokio::time::timeout(session + Duration::from_secs(1), connect).await {
@@ -237,7 +337,9 @@ async fn client_loop(id: u32, server: u8, kind: Kind, shared: Arc<Shared>, seed:
                 }
                 _ => {}
             }
-            let key = shared.pick_key(&mut rng);
+            tokio::time::sleep_until(next).await;
+            next = tokio::time::Instant::now() + GAP;
+            let (group, key) = shared.pick_key(&mut rng);
             seq += 1;
             let value = format!("c{id}-{seq}");
             let call = match rng.gen_range(0..4) {
@@ -251,7 +353,7 @@ async fn client_loop(id: u32, server: u8, kind: Kind, shared: Arc<Shared>, seed:
                     Call::Cas { value, expected }
                 }
             };
-            let op = run_op(client.clone(), shared.clone(), id, server, key, call, kind.pipelined);
+            let op = run_op(client.clone(), shared.clone(), id, server, (group, key), call, kind.pipelined);
             let mut op = tokio::spawn(op);
             if tokio::time::timeout(patience, &mut op).await.is_err() {
                 pending.push(op);
@@ -297,7 +399,7 @@ async fn creator_loop(shared: Arc<Shared>) {
     let mut client = None;
     while !shared.stopped() {
         let group = shared.created.load(Ordering::SeqCst);
-        if group >= shared.active.load(Ordering::SeqCst) + 2 {
+        if group >= shared.active() + 2 {
             tokio::time::sleep(Duration::from_millis(50)).await;
         } else if create_group(&mut client, &shared, group).await {
             shared.created.store(group + 1, Ordering::SeqCst);
@@ -436,9 +538,9 @@ fn recovered(e: &mut Ensemble, shared: &Shared, after: &str) -> Result<(), Strin
             let mut problem = format!("no leader with two followers within {ELECT:?} after {after}: {m:?}");
             for (n, mode) in m {
                 if let Some(status) = e.exited(n) {
-                    problem += &format!("\nserver {n} exited ({status}); its log ends:\n{}", e.log_tail(n, 20));
+                    problem += &format!("\nserver {n} exited ({status}); its log says:\n{}", e.log_errors(n, 5));
                 } else if mode.is_none() {
-                    problem += &format!("\nserver {n} does not answer srvr; its log ends:\n{}", e.log_tail(n, 20));
+                    problem += &format!("\nserver {n} does not answer srvr; its log says:\n{}", e.log_errors(n, 5));
                 }
             }
             eprintln!("nemesis: {problem}");
@@ -449,7 +551,13 @@ fn recovered(e: &mut Ensemble, shared: &Shared, after: &str) -> Result<(), Strin
 
 /// Runs faults until `until`, healing and waiting for a leader after each; returns the faults and
 /// the times the ensemble did not recover.
-fn run_nemesis(e: &mut Ensemble, shared: &Shared, until: Instant, rng: &mut StdRng) -> (Vec<Injected>, Vec<String>) {
+fn run_nemesis(
+    e: &mut Ensemble,
+    shared: &Shared,
+    tally: &mut Tally,
+    until: Instant,
+    rng: &mut StdRng,
+) -> (Vec<Injected>, Vec<String>) {
     let faults = selected_faults();
     let mut done = Vec::new();
     let mut stuck = Vec::new();
@@ -468,6 +576,7 @@ fn run_nemesis(e: &mut Ensemble, shared: &Shared, until: Instant, rng: &mut StdR
             SERVERS.iter().for_each(|&n| e.spawn(n));
         }
         done.push(i);
+        tally.check_complete(shared, false);
         sleep_between(rng, 1000, 2000);
     }
     (done, stuck)
@@ -490,9 +599,7 @@ fn nemesis() {
         epoch: Instant::now(),
         stop: AtomicBool::new(false),
         history: Mutex::new(Vec::new()),
-        issued: AtomicUsize::new(0),
-        next_group_at: AtomicUsize::new(KEYS_PER_GROUP * OPS_PER_KEY),
-        active: AtomicUsize::new(0),
+        groups: Mutex::new(Groups { next_at: KEYS_PER_GROUP * OPS_PER_KEY, ..Groups::default() }),
         created: AtomicUsize::new(0),
         latest: Mutex::new(HashMap::new()),
     });
@@ -514,7 +621,9 @@ fn nemesis() {
         }
     }
 
-    let (faults, stuck) = run_nemesis(&mut e, &shared, Instant::now() + Duration::from_secs(secs), &mut rng);
+    let mut tally = Tally::new();
+    let (faults, stuck) =
+        run_nemesis(&mut e, &shared, &mut tally, Instant::now() + Duration::from_secs(secs), &mut rng);
     heal();
     let last = recovered(&mut e, &shared, "the last fault");
     shared.stop.store(true, Ordering::SeqCst);
@@ -527,30 +636,14 @@ fn nemesis() {
         }
     });
     drop(rt);
+    tally.check_complete(&shared, true);
 
-    let mut history = std::mem::take(&mut *shared.history.lock().unwrap());
-    history.sort_by_key(|o| o.call_at);
-    if let Ok(path) = std::env::var("WARDEN_NEMESIS_HISTORY") {
-        let text: String = history.iter().map(|o| format!("{} {o}\n", o.key)).collect();
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("write {path}: {e}"));
-    }
-    let count = |f: &dyn Fn(&Op) -> bool| history.iter().filter(|o| f(o)).count();
-    let is_read = |o: &Op| o.call == Call::Read;
-    let ok = |o: &Op| matches!(o.outcome, Outcome::Read { .. } | Outcome::Written(_));
-    let unknown = |o: &Op| matches!(o.outcome, Outcome::Unknown(_));
-    let started = Instant::now();
-    let init = Register { value: Some("init".into()), version: 0 };
-    let report = Checker::default().check(&history, &init);
+    let t = &tally;
     eprintln!(
         "nemesis: reads {} ok, {} unknown; writes and cas {} ok, {} failed, {} unknown; checked in {:.1?}",
-        count(&|o| is_read(o) && ok(o)),
-        count(&|o| is_read(o) && unknown(o)),
-        count(&|o| !is_read(o) && ok(o)),
-        count(&|o| matches!(o.outcome, Outcome::Fail(_) | Outcome::BadVersion)),
-        count(&|o| !is_read(o) && unknown(o)),
-        started.elapsed(),
+        t.reads_ok, t.reads_unknown, t.writes_ok, t.failed, t.writes_unknown, t.checking
     );
-    for f in &report.bad {
+    for f in &t.bad {
         eprintln!("\n{f}");
         let from = f.window.iter().map(|(_, o)| o.call_at).min().unwrap_or(0);
         let to = f.prefix_end;
@@ -558,20 +651,20 @@ fn nemesis() {
             eprintln!("  fault {:.3} s .. {:.3} s: {}", i.start as f64 / 1e9, i.end as f64 / 1e9, i.what);
         }
     }
-    for (key, states) in &report.undecided {
+    for (key, states) in &t.undecided {
         eprintln!("nemesis: key {key} undecided after {states} search states");
     }
     println!(
         "nemesis: {} operations, {} faults, {} keys, {} non-linearizable",
-        report.ops,
+        t.ops,
         faults.len(),
-        report.keys,
-        report.bad.len()
+        t.keys,
+        t.bad.len()
     );
-    assert!(count(&|o| is_read(o) && ok(o)) > 100 && count(&|o| !is_read(o) && ok(o)) > 100, "too few operations");
-    assert!(report.undecided.is_empty(), "the checker could not decide {} keys", report.undecided.len());
+    assert!(t.reads_ok > 100 && t.writes_ok > 100, "too few operations");
+    assert!(t.undecided.is_empty(), "the checker could not decide {} keys", t.undecided.len());
     assert!(stuck.is_empty() && last.is_ok(), "the ensemble did not recover from every fault: {stuck:?} {last:?}");
-    assert!(report.bad.is_empty(), "{} keys with non-linearizable histories (above)", report.bad.len());
+    assert!(t.bad.is_empty(), "{} keys with non-linearizable histories (above)", t.bad.len());
     drop(e);
 }
 

@@ -150,11 +150,17 @@ impl Ensemble {
         Some(status)
     }
 
-    /// The last `lines` lines of server `n`'s stderr log.
-    pub fn log_tail(&self, n: u8, lines: usize) -> String {
+    /// The last `lines` error lines of server `n`'s stderr log (`ERROR` log lines and the `Error:`
+    /// line a failed `main` prints), or its last lines if it has none.
+    pub fn log_errors(&self, n: u8, lines: usize) -> String {
         let log = std::fs::read_to_string(self.dir.path().join(format!("server{n}.stderr"))).unwrap_or_default();
         let all: Vec<&str> = log.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        let mut errors: Vec<&str> =
+            all.iter().copied().filter(|l| l.contains(" ERROR ") || l.starts_with("Error:")).collect();
+        if errors.is_empty() {
+            errors = all;
+        }
+        errors[errors.len().saturating_sub(lines)..].join("\n")
     }
 
     /// Sends `signal` (`STOP`, `CONT`, ...) to server `n`'s process, if it runs.
