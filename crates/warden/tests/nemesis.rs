@@ -3,16 +3,17 @@
 //! sessions doing register operations while a nemesis injects faults, and every key's history
 //! checked for linearizability (`warden::lincheck`).
 //!
-//! Clients: sessions of the `zookeeper-client` crate, four of different [`KINDS`] on each server,
+//! Clients: sessions of the `zookeeper-client` crate, six of different [`KINDS`] on each server,
 //! each connected to that server only and opening a new session when its session ends, doing random
 //! operations on the keys of the current key group: `sync` then `getData` (a read; some clients
 //! send the getData right behind the sync), blind `setData`, and `setData` with the last version
-//! seen of the key (a compare-and-set); one client per server only reads. Each client gives up
-//! waiting for a reply after its patience (0.25 s to 5 s) and issues its next operation while the
-//! earlier one stays pending on the same session (up to 8 or 16); a pending operation is recorded
-//! with the real time its reply came, or as unknown if its connection was lost or no reply came
-//! within [`OP_LIMIT`]. So a client whose server is paused or cut off keeps queueing requests
-//! there, and a server that answers them stale after a new leader took writes is caught. Every
+//! seen of the key (a compare-and-set); three clients per server only read, two of them now and
+//! then. Each client gives up waiting for a reply after its patience (0.25 s to 5 s) and issues its
+//! next operation while the earlier one stays pending on the same session (up to 1, 8 or 16); a
+//! pending operation is recorded with the real time its reply came, or as unknown if its
+//! connection was lost or no reply came within [`OP_LIMIT`]. So a client whose server is paused or
+//! cut off keeps queueing requests there, and a server that answers them stale after a new leader
+//! took writes is caught. Every
 //! operation is recorded with its call and return times, the server it went through and the zxid
 //! it saw (the node's mzxid for a read, the write's own zxid for a write). Keys come in groups of
 //! [`KEYS_PER_GROUP`]; the clients move to the next group (created beforehand with data `init`)
@@ -67,18 +68,24 @@ struct Kind {
     reads_only: bool,
     /// Reads send the getData right behind the sync, without waiting for its reply.
     pipelined: bool,
+    /// It waits up to this long (uniformly at random) before each operation.
+    think_ms: u64,
 }
 
 /// How the clients of each server behave (one client of each kind per server).
-const KINDS: [Kind; 4] = [
+const KINDS: [Kind; 6] = [
     // Keeps queueing operations on a paused or cut-off server.
-    Kind { session_s: 12, patience_ms: 400, pending: 8, reads_only: false, pipelined: true },
+    Kind { session_s: 12, patience_ms: 400, pending: 8, reads_only: false, pipelined: true, think_ms: 0 },
     // Loses its connection soon (after 0.4 × 3 s without a reply) and its session sooner than most.
-    Kind { session_s: 3, patience_ms: 1000, pending: 8, reads_only: false, pipelined: false },
+    Kind { session_s: 3, patience_ms: 1000, pending: 8, reads_only: false, pipelined: false, think_ms: 0 },
     // Waits for most replies.
-    Kind { session_s: 12, patience_ms: 5000, pending: 8, reads_only: false, pipelined: false },
+    Kind { session_s: 12, patience_ms: 5000, pending: 8, reads_only: false, pipelined: false, think_ms: 0 },
     // Reads only, queueing many: no write of its own holds its reads back on a deposed leader.
-    Kind { session_s: 12, patience_ms: 250, pending: 16, reads_only: true, pipelined: true },
+    Kind { session_s: 12, patience_ms: 250, pending: 16, reads_only: true, pipelined: true, think_ms: 0 },
+    // Reads now and then, one at a time: a read it calls late in a pause or a cut is the first
+    // request its session has queued on that server, not behind requests from before the fault.
+    Kind { session_s: 12, patience_ms: 5000, pending: 1, reads_only: true, pipelined: true, think_ms: 4000 },
+    Kind { session_s: 12, patience_ms: 5000, pending: 1, reads_only: true, pipelined: true, think_ms: 4000 },
 ];
 const KEYS_PER_GROUP: usize = 16;
 const OPS_PER_KEY: usize = 200;
@@ -337,7 +344,8 @@ async fn client_loop(id: u32, server: u8, kind: Kind, shared: Arc<Shared>, seed:
                 }
                 _ => {}
             }
-            tokio::time::sleep_until(next).await;
+            let think = Duration::from_millis(rng.gen_range(0..=kind.think_ms));
+            tokio::time::sleep_until(next.max(tokio::time::Instant::now() + think)).await;
             next = tokio::time::Instant::now() + GAP;
             let (group, key) = shared.pick_key(&mut rng);
             seq += 1;
