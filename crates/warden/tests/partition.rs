@@ -5,6 +5,7 @@
 //! that address, so iptables can cut exactly the traffic between two servers: a dedicated chain
 //! `WARDEN_PART` hooked into INPUT drops TCP packets between two addresses with a peer port (2888
 //! or 3888) at either end; client traffic (2181) is never cut. Healing flushes that chain only.
+//! The namespace, the cuts and the ensemble are in `common/netns.rs` (shared with nemesis.rs).
 //!
 //! Every case: three servers elect a leader; writes go through all three; the leader is cut off
 //! from both followers (both directions, or one direction only); the cut-off leader must stop
@@ -17,152 +18,15 @@
 //! Missing tools (`unshare`, `ip`, `iptables`: scripts/install-deps) or no root make the tests
 //! fail, never skip.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use zk::{Acls, CreateMode};
 use zookeeper_client as zk;
 
 mod common;
-use common::{spawn_warden, stop, WorkDir};
+use common::netns::{client_addr, cut, heal, in_netns, mode, net_setup, wait_leader, Ensemble, SYNC_LIMIT, TICK_MS};
 
-/// Set in the copy of the test binary that runs inside the namespace.
-const IN_NETNS: &str = "WARDEN_PARTITION_NETNS";
-const CHAIN: &str = "WARDEN_PART";
-const TICK_MS: u64 = 200;
-const SYNC_LIMIT: u64 = 5;
 const OP: Duration = Duration::from_secs(5);
-const ELECT: Duration = Duration::from_secs(30);
-
-/// Runs `body` inside a new network namespace: re-executes this test binary for test `name` under
-/// `unshare -n` and asserts that it passed.
-fn in_netns(name: &str, body: fn()) {
-    if std::env::var_os(IN_NETNS).is_some() {
-        return body();
-    }
-    for (tool, arg) in [("unshare", "--version"), ("ip", "-V"), ("iptables", "--version")] {
-        let ok = Command::new(tool).arg(arg).stdout(Stdio::null()).stderr(Stdio::null()).status();
-        assert!(
-            ok.is_ok_and(|s| s.success()),
-            "`{tool}` is missing: run scripts/install-deps (needs iptables, iproute2)"
-        );
-    }
-    let exe = std::env::current_exe().expect("test binary path");
-    let status = Command::new("unshare")
-        .arg("-n")
-        .arg("--")
-        .arg(exe)
-        .args(["--exact", name, "--nocapture", "--test-threads", "1"])
-        .env(IN_NETNS, "1")
-        .status()
-        .expect("run unshare");
-    assert!(status.success(), "{name} inside its network namespace: {status} (root is needed for unshare -n)");
-}
-
-fn run(cmd: &str, args: &[&str]) {
-    let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("{cmd}: {e}"));
-    assert!(out.status.success(), "{cmd} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-fn ip(n: u8) -> Ipv4Addr {
-    Ipv4Addr::new(127, 0, 0, n)
-}
-
-/// Sets up the namespace's loopback and an empty partition chain.
-fn net_setup() {
-    run("ip", &["link", "set", "lo", "up"]);
-    run("iptables", &["-N", CHAIN]);
-    run("iptables", &["-A", "INPUT", "-j", CHAIN]);
-}
-
-/// Drops peer traffic from server `from` to server `to` (packets with source `from`, destination
-/// `to`, a peer port at either end). TCP needs both directions, so this breaks every connection
-/// between them, but only `from`'s packets are lost: `to` still reaches `from`.
-fn cut(from: u8, to: u8) {
-    let (s, d) = (ip(from).to_string(), ip(to).to_string());
-    run(
-        "iptables",
-        &["-A", CHAIN, "-s", &s, "-d", &d, "-p", "tcp", "-m", "multiport", "--ports", "2888,3888", "-j", "DROP"],
-    );
-}
-
-fn heal() {
-    run("iptables", &["-F", CHAIN]);
-}
-
-struct Ensemble {
-    /// Holds the servers' data and logs for as long as they run.
-    _dir: WorkDir,
-    children: Vec<Option<Child>>,
-}
-
-impl Drop for Ensemble {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            stop(c.take());
-        }
-    }
-}
-
-impl Ensemble {
-    fn start() -> Ensemble {
-        let dir = WorkDir::new("warden-partition-");
-        let servers: String = (1..=3u8).map(|n| format!("server.{n}={}:2888:3888\n", ip(n))).collect();
-        let mut children = Vec::new();
-        for n in 1..=3u8 {
-            let data = dir.member_data_dir(u64::from(n));
-            let cfg = dir.path().join(format!("zoo{n}.cfg"));
-            std::fs::write(
-                &cfg,
-                format!(
-                    "tickTime={TICK_MS}\ninitLimit=10\nsyncLimit={SYNC_LIMIT}\nclientPort=2181\n\
-                     clientPortAddress={}\ndataDir={}\n4lw.commands.whitelist=*\npreAllocSize=1024\n\
-                     maxSessionTimeout=20000\n{servers}",
-                    ip(n),
-                    data.display()
-                ),
-            )
-            .unwrap();
-            let err = std::fs::File::create(dir.path().join(format!("server{n}.stderr"))).unwrap();
-            children.push(Some(spawn_warden(&cfg, err)));
-        }
-        Ensemble { _dir: dir, children }
-    }
-}
-
-fn client_addr(n: u8) -> SocketAddr {
-    SocketAddr::new(IpAddr::V4(ip(n)), 2181)
-}
-
-fn mode(n: u8) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect_timeout(&client_addr(n), Duration::from_millis(500)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(b"srvr").ok()?;
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out.lines().find_map(|l| l.strip_prefix("Mode: ").map(str::to_owned))
-}
-
-fn modes(servers: &[u8]) -> Vec<(u8, Option<String>)> {
-    servers.iter().map(|&n| (n, mode(n))).collect()
-}
-
-/// Polls until exactly one of `servers` leads and the others follow; returns the leader.
-fn wait_leader(servers: &[u8]) -> u8 {
-    let deadline = Instant::now() + ELECT;
-    loop {
-        let m = modes(servers);
-        let leaders: Vec<u8> = m.iter().filter(|(_, m)| m.as_deref() == Some("leader")).map(|(n, _)| *n).collect();
-        let followers = m.iter().filter(|(_, m)| m.as_deref() == Some("follower")).count();
-        if leaders.len() == 1 && followers + 1 == servers.len() {
-            return leaders[0];
-        }
-        assert!(Instant::now() < deadline, "no leader among {servers:?} within {ELECT:?}: {m:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 async fn client(n: u8) -> zk::Client {
     let addr = client_addr(n).to_string();
@@ -206,7 +70,7 @@ enum Cut {
 fn partition_case(how: Cut) {
     net_setup();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap();
-    let e = Ensemble::start();
+    let e = Ensemble::start("warden-partition-");
     rt.block_on(async {
         let old = wait_leader(&[1, 2, 3]);
         let followers: Vec<u8> = (1..=3u8).filter(|n| *n != old).collect();
@@ -306,7 +170,7 @@ fn partition_case(how: Cut) {
 fn follower_case() {
     net_setup();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap();
-    let e = Ensemble::start();
+    let e = Ensemble::start("warden-partition-");
     rt.block_on(async {
         let leader = wait_leader(&[1, 2, 3]);
         let lonely = (1..=3u8).find(|n| *n != leader).unwrap();

@@ -3,6 +3,8 @@
 
 use std::net::SocketAddr;
 
+pub mod netns;
+
 #[path = "../../../server/tests/oracle/mod.rs"]
 pub mod oracle;
 #[allow(unused_imports)]
