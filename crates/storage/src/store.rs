@@ -184,8 +184,9 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::FaultFs;
+    use crate::fs::{FaultFs, Fs};
     use crate::snapshot::SnapshotOptions;
+    use std::path::Path;
     use warden_proto::{Txn, TxnHeader};
 
     fn txn(zxid: i64, path: &str) -> (TxnHeader, Txn) {
@@ -223,5 +224,84 @@ mod tests {
         let r = DataDir::with_fs(Arc::new(fs.crash(7)), "/d", "/d").recover(4096).unwrap();
         assert_eq!(r.tree.last_processed_zxid(), 1);
         assert!(r.tree.node("/n2").is_none(), "the cut txn came back from the old snapshot");
+    }
+
+    /// A file system on which `victim` is purged by someone else the moment it is first read, as
+    /// the snapshot thread's purge may do between a truncation's listing and its reads.
+    #[derive(Debug)]
+    struct PurgedWhileRead {
+        inner: FaultFs,
+        victim: std::path::PathBuf,
+        armed: std::sync::atomic::AtomicBool,
+    }
+
+    impl Fs for PurgedWhileRead {
+        fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+            self.inner.create_dir_all(dir)
+        }
+        fn list_dir(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+            self.inner.list_dir(dir)
+        }
+        fn read(&self, path: &Path) -> std::io::Result<Vec<u8>> {
+            if path == self.victim && self.armed.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = self.inner.remove_file(path);
+            }
+            self.inner.read(path)
+        }
+        fn file_len(&self, path: &Path) -> std::io::Result<u64> {
+            self.inner.file_len(path)
+        }
+        fn read_at(&self, path: &Path, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+            self.inner.read_at(path, offset, len)
+        }
+        fn create(&self, path: &Path) -> std::io::Result<Box<dyn crate::FsFile>> {
+            self.inner.create(path)
+        }
+        fn open_write(&self, path: &Path) -> std::io::Result<Box<dyn crate::FsFile>> {
+            self.inner.open_write(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+            self.inner.rename(from, to)
+        }
+        fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+            self.inner.remove_file(path)
+        }
+        fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+            self.inner.sync_dir(dir)
+        }
+    }
+
+    /// Found by the nemesis test: a follower installing the leader's snapshot truncated its log
+    /// while the snapshot thread purged an old log file; the read of the vanished file stopped the
+    /// server. A file purged under a truncation is skipped: none of its records are left to cut.
+    #[test]
+    fn a_log_file_purged_during_a_truncation_is_skipped() {
+        let fs = FaultFs::new();
+        let data = DataDir::with_fs(Arc::new(fs.clone()), "/d", "/d");
+        let r = data.recover(4096).unwrap();
+        let mut store = Store::new(data, 4096, r.log);
+        for z in 1..=4 {
+            if z == 3 {
+                store.roll().unwrap();
+            }
+            let (h, t) = txn(z, &format!("/n{z}"));
+            store.append(&h, &t).unwrap();
+            store.sync().unwrap();
+        }
+        let victim = std::path::PathBuf::from("/d/version-2/log.1");
+        assert!(fs.files().contains(&victim), "{:?}", fs.files());
+        let purging = Arc::new(PurgedWhileRead { inner: fs.clone(), victim: victim.clone(), armed: false.into() });
+        let data = DataDir::with_fs(purging.clone(), "/d", "/d");
+        let (log, _) = data.open_log(4096).unwrap();
+        let mut store = Store::new(data, 4096, log);
+        purging.armed.store(true, std::sync::atomic::Ordering::Relaxed);
+        store.truncate(3).expect("a purged file does not stop the truncation");
+        assert!(!fs.files().contains(&victim));
+        let r = DataDir::with_fs(Arc::new(fs.crash(3)), "/d", "/d").open_log(4096).unwrap();
+        assert_eq!(
+            r.1.iter().map(|(h, _)| h.zxid).collect::<Vec<_>>(),
+            vec![3],
+            "only what the purge and the cut left"
+        );
     }
 }

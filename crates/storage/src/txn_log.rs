@@ -183,7 +183,12 @@ impl TxnLog {
         let mut last = 0;
         let mut changed = false;
         for (_, path) in files {
-            let buf = self.fs.read(&path).map_err(StorageError::io("read", &path))?;
+            let buf = match self.fs.read(&path) {
+                // Purged by the snapshot thread since the listing (only files wholly older than
+                // the retained snapshots go): nothing of it is left to cut.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                r => r.map_err(StorageError::io("read", &path))?,
+            };
             let parsed = parse_file(&path, &buf)?;
             match parsed.records.iter().position(|r| r.hdr.zxid > zxid) {
                 None => {
