@@ -22,8 +22,12 @@ impl Ens {
     /// Runs discovery and sync with every learner; learners report durability at once, the
     /// leader's own epoch files too.
     fn established() -> Self {
+        Self::established_with(LeaderConfig::new(1, [1, 2, 3]))
+    }
+
+    fn established_with(cfg: LeaderConfig) -> Self {
         let init = LeaderInit { accepted_epoch: 0, current_epoch: 0, last_zxid: 0, history_base: 0, history: vec![] };
-        let leader = Leader::new(LeaderConfig::new(1, [1, 2, 3]), init, 0, &mut Vec::new()).unwrap();
+        let leader = Leader::new(cfg, init, 0, &mut Vec::new()).unwrap();
         let mut e = Ens { leader, learners: BTreeMap::new(), to_learner: vec![], leader_log: vec![] };
         for (sid, role) in [(2, LearnerRole::Follower), (3, LearnerRole::Follower), (4, LearnerRole::Observer)] {
             let state = LocalState { accepted_epoch: 0, current_epoch: 0, last_zxid: 0 };
@@ -431,6 +435,38 @@ fn a_leader_whose_lease_ran_out_steps_down_before_serving() {
     assert!(e.leader.is_stopped());
     e.sync(2);
     assert_eq!(e.queued(2, pt::SYNC), Vec::<Zxid>::new(), "a stopped leader answers no sync");
+}
+
+/// The lease outlasts the PING interval: followers that answer each tick's PING keep it alive even
+/// with kazoo's syncLimit=2, where a lease of syncLimit ticks less one tick (one tick) ran out
+/// just before every answer and the leader stepped down every tick (kazoo's ensemble suite).
+#[test]
+fn followers_answering_every_tick_keep_the_lease_with_sync_limit_2() {
+    for sync_limit in 1..=6 {
+        let mut cfg = LeaderConfig::new(1, [1, 2, 3]);
+        cfg.sync_limit = sync_limit;
+        assert!(cfg.lease_ms() >= cfg.tick_ms * 3 / 2, "syncLimit {sync_limit}: {}", cfg.lease_ms());
+        if sync_limit >= 2 {
+            assert!(cfg.lease_ms() < cfg.tick_ms * u64::from(sync_limit), "syncLimit {sync_limit}");
+        }
+    }
+    let mut cfg = LeaderConfig::new(1, [1, 2, 3]);
+    cfg.sync_limit = 2;
+    let mut e = Ens::established_with(cfg);
+    for k in 1..=20u64 {
+        let tick = k * 2000;
+        e.to_learner.clear();
+        let out = acts(|o| e.leader.on_tick(tick, o));
+        e.leader_actions(out);
+        // An input just before the answers to this tick's PINGs arrive, 300 ms later.
+        let out = acts(|o| e.leader.check_lease(tick + 299, o));
+        assert!(out.is_empty(), "tick {k}: {out:?}");
+        let out = acts(|o| e.leader.check_lease(tick + 300, o));
+        e.leader_actions(out);
+        e.answer_pings(2);
+        e.answer_pings(3);
+    }
+    assert!(!e.leader.is_stopped());
 }
 
 /// What one call of a machine pushed into its caller's buffer.
