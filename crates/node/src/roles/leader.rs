@@ -55,9 +55,15 @@ impl Node {
         let q = self.ensemble_mut();
         q.syncs.push_back(SyncWaiter::Client { conn, xid, path });
         let me = q.setup.my_sid;
+        self.leader_machine_sync(me, out);
+    }
+
+    /// Hands a sync from `from` (a learner, or this leader for its own `syncs`) to the leader
+    /// machine, which answers it once a quorum confirms it still leads.
+    pub(super) fn leader_machine_sync(&mut self, from: Sid, out: &mut Vec<Output>) {
         self.drive(out, |q, a| {
             if let Machine::Leader(l) = &mut q.machine {
-                l.sync(me, a);
+                l.sync(from, a);
             }
         });
     }
@@ -77,11 +83,7 @@ impl Node {
             };
             Txn::CreateSession { timeout_ms: i32::from_be_bytes(bytes) }
         } else if op_type == OpCode::Sync.code() {
-            return self.drive(out, |q, a| {
-                if let Machine::Leader(l) = &mut q.machine {
-                    l.sync(from, a);
-                }
-            });
+            return self.leader_machine_sync(from, out);
         } else if op_type == OpCode::CloseSession.code() {
             self.sessions.set_closing(session_id);
             self.prep.prep_close_session(&self.tree, session_id, zxid)

@@ -99,11 +99,7 @@ impl Node {
         q.syncs.push_back(SyncWaiter::Barrier(id));
         let me = q.setup.my_sid;
         match &q.machine {
-            Machine::Leader(_) => self.drive(out, |q, a| {
-                if let Machine::Leader(l) = &mut q.machine {
-                    l.sync(me, a);
-                }
-            }),
+            Machine::Leader(_) => self.leader_machine_sync(me, out),
             Machine::Learner(_) => {
                 let request = codec::ForwardedRequest {
                     session_id: 0,
