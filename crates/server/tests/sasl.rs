@@ -4,6 +4,7 @@
 //! exchanges with garbage and replayed tokens (reference: zookeeper-operations.md section 4).
 
 mod common;
+mod oracle;
 
 use std::time::Duration;
 
@@ -217,5 +218,65 @@ async fn without_a_jaas_server_section_sasl_gets_a_null_token_and_the_connection
     let (hdr, body) = raw.call(&sasl(b"")).await;
     assert_eq!((hdr.err, token(body)), (0, None));
     assert_eq!(raw.ping().await.err, 0, "the connection is kept");
+    srv.stop().await;
+}
+
+/// Runs Debian's ZooKeeper 3.8 Java CLI (`ZooKeeperMain`) with a JAAS `Client` section for
+/// `user`/`password` against `addr`, one command; returns its stdout and stderr.
+fn java_cli(
+    addr: std::net::SocketAddr,
+    jaas_dir: &std::path::Path,
+    user: &str,
+    password: &str,
+    cmd: &[&str],
+) -> String {
+    let client_jaas = jaas_dir.join(format!("client-{user}.conf"));
+    std::fs::write(
+        &client_jaas,
+        format!("Client {{\n org.apache.zookeeper.server.auth.DigestLoginModule required username=\"{user}\" password=\"{password}\";\n}};\n"),
+    )
+    .unwrap();
+    let out = std::process::Command::new("timeout")
+        .args(["60", "java", "-cp", &oracle::zk_classpath()])
+        .arg(format!("-Djava.security.auth.login.config={}", client_jaas.display()))
+        .arg("org.apache.zookeeper.ZooKeeperMain")
+        .args(["-server", &addr.to_string()])
+        .args(cmd)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: spawning java: {e}", oracle::MISSING));
+    format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_java_client_authenticates_with_digest_md5() {
+    let (srv, jaas) = sasl_server(|_| {}).await;
+    let addr = srv.addr;
+    let dir = jaas.path().to_path_buf();
+    let created = tokio::task::spawn_blocking(move || {
+        java_cli(addr, &dir, "jaasuser", "jaas_password", &["create", "/java", "from-java", "sasl:jaasuser:cdrwa"])
+    })
+    .await
+    .unwrap();
+    assert!(created.contains("Created /java"), "java create: {created}");
+    // The ACL names the SASL identity the Java client authenticated as.
+    let anon = srv.client().await;
+    assert_eq!(anon.get_acl("/java").await.unwrap_err(), Error::NoAuth);
+    assert_eq!(anon.get_data("/java").await.unwrap_err(), Error::NoAuth);
+    let rust = sasl_client(&srv, "jaasuser", "jaas_password").await.unwrap();
+    let (acl, _) = rust.get_acl("/java").await.unwrap();
+    assert_eq!(acl, sasl_acl("jaasuser"));
+    assert_eq!(rust.get_data("/java").await.unwrap().0, b"from-java");
+    // The Java client reads it back as that identity.
+    let dir = jaas.path().to_path_buf();
+    let read =
+        tokio::task::spawn_blocking(move || java_cli(addr, &dir, "jaasuser", "jaas_password", &["get", "/java"]))
+            .await
+            .unwrap();
+    assert!(read.contains("from-java"), "java get: {read}");
+    // A Java client with a wrong password does not get in.
+    let dir = jaas.path().to_path_buf();
+    let denied =
+        tokio::task::spawn_blocking(move || java_cli(addr, &dir, "jaasuser", "nope", &["get", "/java"])).await.unwrap();
+    assert!(!denied.contains("from-java"), "wrong password must not read: {denied}");
     srv.stop().await;
 }
