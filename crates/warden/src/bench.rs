@@ -36,6 +36,8 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use zookeeper_client as zk;
 
+mod connect;
+
 /// Keys per bucket directory (and so the size of a getChildren answer).
 const BUCKET: usize = 100;
 /// Created nodes per sub-directory of a loop's create directory.
@@ -65,7 +67,8 @@ pub struct BenchArgs {
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     warmup: Duration,
     /// One of create, setData (set), getData (get), getChildren (children), exists, delete, multi,
-    /// sync, syncGet (sync then getData, timed as one), mixed; or weights such as `get=70,set=30`. mixed = getData=35,setData=15,exists=15,
+    /// sync, syncGet (sync then getData, timed as one), mixed, connect (new connections: see
+    /// bench/connect.rs); or weights such as `get=70,set=30`. mixed = getData=35,setData=15,exists=15,
     /// getChildren=10,create=10,delete=10,multi=5.
     #[arg(long, default_value = "mixed")]
     workload: String,
@@ -90,6 +93,16 @@ pub struct BenchArgs {
     /// Session timeout requested from the servers.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     session_timeout: Duration,
+    /// Connect over TLS, trusting the CA certificates in this PEM file (servers listed without a
+    /// scheme become `tcp+tls://host:port`).
+    #[arg(long)]
+    tls_ca: Option<PathBuf>,
+    /// Client certificate chain (PEM) to present over TLS; needs --tls-key.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// Open loop: offer this many requests per second in total, on a fixed schedule, instead of
     /// sending the next request as soon as one completes. Each of the sessions x depth request
     /// loops starts one request every sessions*depth/rate seconds; latency is measured from the
@@ -715,13 +728,22 @@ fn print_table(r: &Report) {
 
 #[inline(never)]
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    let workload = parse_workload(&args.workload)?;
     if args.servers.iter().all(|s| s.trim().is_empty()) {
         bail!("--servers is empty");
     }
     if args.sessions == 0 || args.depth == 0 {
         bail!("--sessions and --depth must be at least 1");
     }
+    // zookeeper-client builds its TLS configuration with rustls' process-wide provider.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let tls = tls_config(&args)?;
+    if args.workload.trim().eq_ignore_ascii_case("connect") {
+        if args.duration.is_zero() {
+            bail!("--duration must be positive");
+        }
+        return block_on(connect::run(args, tls.map(|t| t.1)));
+    }
+    let workload = parse_workload(&args.workload)?;
     if args.keys == 0 {
         bail!("--keys must be at least 1");
     }
@@ -735,7 +757,56 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if !prefix.starts_with('/') || prefix.len() < 2 {
         bail!("--prefix must be an absolute path other than / (got {:?})", args.prefix);
     }
-    block_on(run_async(args, workload, prefix))
+    block_on(run_async(args, workload, prefix, tls.map(|t| t.0)))
+}
+
+/// The TLS client settings from `--tls-ca`/`--tls-cert`/`--tls-key`, for `zookeeper-client` and
+/// for the connect workload's own handshakes; `None` without `--tls-ca`.
+fn tls_config(args: &BenchArgs) -> anyhow::Result<Option<(zk::TlsOptions, Arc<rustls::ClientConfig>)>> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let Some(ca_path) = &args.tls_ca else {
+        if args.tls_cert.is_some() {
+            bail!("--tls-cert needs --tls-ca");
+        }
+        return Ok(None);
+    };
+    let read = |p: &PathBuf| std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()));
+    let ca = read(ca_path)?;
+    let mut options = zk::TlsOptions::new().with_pem_ca(&ca).map_err(|e| anyhow::anyhow!("--tls-ca: {e:?}"))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(cert.context("--tls-ca")?).context("--tls-ca")?;
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS protocol versions")?
+        .with_root_certificates(roots);
+    let config = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let (cert_pem, key_pem) = (read(cert)?, read(key)?);
+            options = options
+                .with_pem_identity(&cert_pem, &key_pem)
+                .map_err(|e| anyhow::anyhow!("--tls-cert/--tls-key: {e:?}"))?;
+            let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .context("--tls-cert")?;
+            let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).context("--tls-key")?;
+            builder.with_client_auth_cert(chain, key).context("--tls-cert does not match --tls-key")?
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    Ok(Some((options, Arc::new(config))))
+}
+
+/// `host:port` as a TLS endpoint of the connect string when TLS is on.
+fn endpoint(server: &str, tls: bool) -> String {
+    if tls && !server.contains("://") {
+        format!("tcp+tls://{server}")
+    } else {
+        server.to_string()
+    }
 }
 
 /// Runs `f` to completion on [`EXECUTOR`], driven by this thread, with the tasks
@@ -774,14 +845,23 @@ async fn timeout<T>(limit: Duration, f: impl Future<Output = T>) -> Option<T> {
     .await
 }
 
-async fn run_async(args: BenchArgs, workload: Vec<(Op, u32)>, prefix: String) -> anyhow::Result<()> {
-    let servers: Vec<String> = args.servers.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+async fn run_async(
+    args: BenchArgs,
+    workload: Vec<(Op, u32)>,
+    prefix: String,
+    tls: Option<zk::TlsOptions>,
+) -> anyhow::Result<()> {
+    let servers: Vec<String> =
+        args.servers.iter().map(|s| s.trim()).filter(|s| !s.is_empty()).map(|s| endpoint(s, tls.is_some())).collect();
     // Connect.
     let mut clients = Vec::with_capacity(args.sessions);
     for i in 0..args.sessions {
         let server = &servers[i % servers.len()];
-        let connect =
-            zk::Client::connector().with_session_timeout(args.session_timeout).with_fail_eagerly().connect(server);
+        let mut connector = zk::Client::connector();
+        if let Some(tls) = &tls {
+            connector = connector.with_tls(tls.clone());
+        }
+        let connect = connector.with_session_timeout(args.session_timeout).with_fail_eagerly().connect(server);
         let client = timeout(Duration::from_secs(15), connect)
             .await
             .ok_or_else(|| anyhow::anyhow!("timed out"))

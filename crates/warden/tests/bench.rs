@@ -124,3 +124,27 @@ fn floor_against_a_server_times_both_clients_and_leaves_no_node() {
     });
     assert!(!children.iter().any(|c| c.starts_with("warden-floor")), "probe nodes left: {children:?}");
 }
+
+/// `--workload connect` opens connections one after another on each loop and counts the ones that
+/// answered `ruok` with `imok` in the measured window.
+#[test]
+fn bench_connect_counts_new_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, port) = start_standalone(dir.path(), |_| {});
+    let json = dir.path().join("out.json");
+    let out = Command::new(BIN)
+        .args(["bench", "--servers", &format!("127.0.0.1:{port}"), "--workload", "connect"])
+        .args(["--sessions", "2", "--depth", "2", "--duration", "1s", "--warmup", "0.5s", "--json"])
+        .arg(&json)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run warden bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "warden bench failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let total = &report["total"];
+    assert_eq!(total["op"], "connect");
+    assert!(f(total, "count") > 10.0, "too few connections: {total}");
+    assert_eq!(f(total, "errors"), 0.0, "errors: {}", report["errors_by_kind"]);
+}
