@@ -8,6 +8,7 @@ mod connection;
 pub mod election;
 mod ensemble;
 mod fourlw;
+pub mod gssapi;
 mod owner;
 mod peer_conn;
 pub mod quorum_net;
