@@ -10,12 +10,14 @@ mod node;
 mod read_only;
 mod reads;
 mod roles;
+mod sasl;
 pub mod session;
 mod stats;
 mod writes;
 
 pub use node::{Clock, ConnId, Input, Node, NodeConfig, Output};
 pub use roles::{QuorumOutput, QuorumSetup, RoleKind, SnapshotData};
+pub use sasl::SaslOutcome;
 pub use stats::{ConnInfo, NodeStats};
 #[cfg(test)]
 mod tests;

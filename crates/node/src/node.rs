@@ -53,6 +53,16 @@ pub struct NodeConfig {
     /// ensemble every data read is served as if a sync preceded it, after a quorum-confirmed sync
     /// that started after the read arrived; reads arriving together share one (`roles/reads.rs`).
     pub linearizable_reads: bool,
+    /// `SASLAuthenticationProvider` is registered (`authProvider.N=...`): `sasl` ACL ids are valid.
+    pub sasl_provider: bool,
+    /// `zookeeper.superUser` and every `zookeeper.superUser.<suffix>`: SASL ids that also get `super`.
+    pub sasl_super_users: Vec<String>,
+    /// `enforce.auth.schemes` when `enforce.auth.enabled` (`sessionRequireClientSASLAuth` means
+    /// `sasl`); empty: not enforced. The shell checks each has a provider at start-up.
+    pub enforce_auth_schemes: Vec<String>,
+    /// `zookeeper.allowSaslFailedClients`: a failed SASL exchange keeps the connection (unless
+    /// `sasl` is enforced).
+    pub allow_sasl_failed_clients: bool,
 }
 
 impl Default for NodeConfig {
@@ -69,6 +79,10 @@ impl Default for NodeConfig {
             container_check_interval_ms: 60_000,
             read_only_enabled: false,
             linearizable_reads: false,
+            sasl_provider: false,
+            sasl_super_users: Vec::new(),
+            enforce_auth_schemes: Vec::new(),
+            allow_sasl_failed_clients: false,
         }
     }
 }
@@ -80,6 +94,9 @@ pub enum Input {
     Connect { conn: ConnId, addr: SocketAddr, req: ConnectRequest },
     /// A decoded request frame.
     Request { conn: ConnId, xid: i32, req: Request },
+    /// A SASL packet (opcode 102) after the shell stepped the connection's SASL mechanism with its
+    /// token: the node replies at once and records the identity (`sasl.rs`).
+    Sasl { conn: ConnId, xid: i32, outcome: crate::SaslOutcome },
     /// A request frame that could not be turned into a request: unknown opcode (`Unimplemented`) or
     /// undecodable body (`MarshallingError`). The node answers and closes the connection.
     Invalid { conn: ConnId, xid: i32, err: ErrorCode },
@@ -236,6 +253,7 @@ impl Node {
         match input {
             Input::Connect { conn, addr, req } => self.on_connect(conn, addr, req, out),
             Input::Request { conn, xid, req } => self.on_request(conn, xid, req, out),
+            Input::Sasl { conn, xid, outcome } => self.on_sasl(conn, xid, outcome, out),
             Input::Invalid { conn, xid, err } => {
                 let frame = self.reply_frame(xid, err.code(), None);
                 out.push(Output::Send { conn, frame, completes_request: true });
@@ -366,6 +384,9 @@ impl Node {
         }
         c.received += 1;
         let session_id = c.session_id;
+        if !self.enforce_auth(conn, xid, &req, out) {
+            return;
+        }
         if let Request::Auth(auth) = req {
             // Auth is handled before the pipeline, as ZooKeeper does: it neither touches nor waits.
             self.on_auth(conn, xid, &auth.scheme, &auth.auth, out);
@@ -452,6 +473,7 @@ impl Node {
             auth_ids: auth,
             ttl_enabled: cfg.ttl_enabled,
             is_ephemeral_allowed: true,
+            sasl_provider: cfg.sasl_provider,
         };
         match crate::writes::to_write_op(req) {
             Ok(op) => prep.prep_owned(tree, &ctx, zxid, op).unwrap_or_else(|e| Txn::Error { err: e.code() }),
@@ -711,6 +733,7 @@ impl Node {
                 auth_ids: &ctx_ids,
                 ttl_enabled: true,
                 is_ephemeral_allowed: false,
+                sasl_provider: self.cfg.sasl_provider,
             };
             let op = warden_tree::WriteOp::DeleteContainer { path };
             if let Ok(txn) = self.prep.prep(&self.tree, &ctx, zxid, &op) {

@@ -197,7 +197,7 @@ impl Node {
             .map(|id| {
                 let user = match &*id.scheme {
                     "digest" => id.id.split(':').next().unwrap_or_default().to_string(),
-                    "ip" => id.id.to_string(),
+                    "ip" | "sasl" => id.id.to_string(),
                     _ => String::new(),
                 };
                 ClientInfo { auth_scheme: id.scheme.to_string(), user }

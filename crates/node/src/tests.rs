@@ -9,7 +9,7 @@ use warden_proto::response::{decode_notification, decode_reply, Response};
 use warden_proto::{Acl, ErrorCode, Record, Txn};
 
 use crate::session::session_password;
-use crate::{Clock, Input, Node, NodeConfig, Output};
+use crate::{Clock, Input, Node, NodeConfig, Output, SaslOutcome};
 
 struct Harness {
     node: Node,
@@ -23,12 +23,12 @@ fn addr() -> SocketAddr {
 
 impl Harness {
     fn new() -> Self {
-        let cfg = NodeConfig {
-            tick_time_ms: 100,
-            min_session_timeout_ms: 200,
-            max_session_timeout_ms: 10_000,
-            ..NodeConfig::default()
-        };
+        Self::with(NodeConfig::default())
+    }
+
+    /// A harness with short session timeouts and `cfg`'s other settings.
+    fn with(cfg: NodeConfig) -> Self {
+        let cfg = NodeConfig { tick_time_ms: 100, min_session_timeout_ms: 200, max_session_timeout_ms: 10_000, ..cfg };
         let now = Clock { mono_ms: 1_000, wall_ms: 1_700_000_000_000 };
         Self { node: Node::new(cfg, now), now, out: Vec::new() }
     }
@@ -383,4 +383,174 @@ fn replies_above_jute_maxbuffer_are_answered() {
         _ => None,
     });
     assert_eq!(note.map(|e| e.path), Some("/big".to_string()));
+}
+
+fn sasl_cfg() -> NodeConfig {
+    NodeConfig { sasl_provider: true, sasl_super_users: vec!["admin".into()], ..NodeConfig::default() }
+}
+
+/// Steps one SASL outcome and decodes the single reply it must produce.
+fn sasl_step(
+    h: &mut Harness,
+    conn: u64,
+    xid: i32,
+    outcome: SaslOutcome,
+) -> (ReplyHeader, Option<Response>, Vec<Output>) {
+    let out = h.step(Input::Sasl { conn, xid, outcome });
+    let frames: Vec<&Vec<u8>> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Send { frame, completes_request: true, .. } => Some(frame),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(frames.len(), 1, "{out:?}");
+    let (hdr, body) = decode_reply(102, &frames[0][4..]).unwrap();
+    (hdr, body, out)
+}
+
+fn closes(out: &[Output], conn: u64) -> bool {
+    out.iter().any(|o| matches!(o, Output::Close { conn: c } if *c == conn))
+}
+
+fn who_am_i(h: &mut Harness, conn: u64, xid: i32) -> Vec<(String, String)> {
+    let (_, body, _) = h.request(conn, xid, Request::WhoAmI);
+    let Some(Response::WhoAmI(infos)) = body else { panic!("{body:?}") };
+    infos.into_iter().map(|i| (i.auth_scheme, i.user)).collect()
+}
+
+fn sasl_acl_create(path: &str, id: &str) -> Request {
+    let acl = vec![Acl::new(warden_proto::perms::ALL, warden_proto::Id::new("sasl", id))];
+    Request::Create(CreateRequest { path: path.into(), data: Some(b"x".to_vec()), acl, flags: 0 })
+}
+
+#[test]
+fn sasl_steps_reply_at_once_with_zxid_zero_and_success_adds_the_sasl_id() {
+    let mut h = Harness::with(sasl_cfg());
+    h.connect(1, 0, vec![0; 16]);
+    h.request(1, 1, create("/a", 0));
+    let (hdr, body, out) = sasl_step(&mut h, 1, 2, SaslOutcome::Continue { challenge: b"nonce".to_vec() });
+    assert_eq!((hdr.xid, hdr.zxid, hdr.err), (2, 0, 0));
+    assert_eq!(body, Some(Response::Sasl { token: Some(b"nonce".to_vec()) }));
+    assert!(!closes(&out, 1));
+    let done = SaslOutcome::Done { authorization_id: "jaasuser".into(), token: Some(b"rspauth=1".to_vec()) };
+    let (hdr, body, _) = sasl_step(&mut h, 1, 3, done);
+    assert_eq!((hdr.xid, hdr.zxid, hdr.err), (3, 0, 0));
+    assert_eq!(body, Some(Response::Sasl { token: Some(b"rspauth=1".to_vec()) }));
+    let ids = who_am_i(&mut h, 1, 4);
+    assert_eq!(ids, vec![("ip".into(), "127.0.0.1".into()), ("sasl".into(), "jaasuser".into())]);
+    // The sasl id works in ACLs: the owner reads, another connection may not.
+    assert_eq!(h.request(1, 5, sasl_acl_create("/s", "jaasuser")).0.err, 0);
+    assert_eq!(h.request(1, 6, Request::GetData(PathWatch { path: "/s".into(), watch: false })).0.err, 0);
+    h.connect(2, 0, vec![0; 16]);
+    let (hdr, _, _) = h.request(2, 1, Request::GetData(PathWatch { path: "/s".into(), watch: false }));
+    assert_eq!(hdr.err, ErrorCode::NoAuth.code());
+    // `auth` expands to the sasl id.
+    let auth_acl = Request::Create(CreateRequest { path: "/t".into(), data: None, acl: Acl::creator_all(), flags: 0 });
+    assert_eq!(h.request(1, 7, auth_acl).0.err, 0);
+    let (_, body, _) = h.request(1, 8, Request::GetAcl(warden_proto::request::PathRequest { path: "/t".into() }));
+    let Some(Response::GetAcl { acl, .. }) = body else { panic!("{body:?}") };
+    assert_eq!(acl, vec![Acl::new(warden_proto::perms::ALL, warden_proto::Id::new("sasl", "jaasuser"))]);
+}
+
+#[test]
+fn a_configured_super_user_gets_super_too() {
+    let mut h = Harness::with(sasl_cfg());
+    h.connect(1, 0, vec![0; 16]);
+    h.request(1, 1, sasl_acl_create("/locked", "someoneelse"));
+    h.connect(2, 0, vec![0; 16]);
+    sasl_step(&mut h, 2, 1, SaslOutcome::Done { authorization_id: "admin".into(), token: None });
+    let ids = who_am_i(&mut h, 2, 2);
+    assert!(ids.contains(&("super".into(), "".into())) && ids.contains(&("sasl".into(), "admin".into())), "{ids:?}");
+    let (hdr, _, _) = h.request(2, 3, Request::GetData(PathWatch { path: "/locked".into(), watch: false }));
+    assert_eq!(hdr.err, 0, "super reads everything");
+}
+
+#[test]
+fn a_failed_sasl_exchange_is_authfailed_with_a_null_token_and_a_close() {
+    let mut h = Harness::with(sasl_cfg());
+    h.connect(1, 0, vec![0; 16]);
+    let (hdr, body, out) = sasl_step(&mut h, 1, 1, SaslOutcome::Failed);
+    assert_eq!((hdr.xid, hdr.zxid, hdr.err), (1, 0, ErrorCode::AuthFailed.code()));
+    assert_eq!(body, None);
+    let Some(Output::Send { frame, .. }) = out.first() else { panic!("{out:?}") };
+    assert_eq!(frame.len(), 4 + 16 + 4, "the body is present: a null token (length -1)");
+    assert_eq!(frame[20..], [0xff; 4]);
+    assert!(closes(&out, 1));
+    // Others are still served.
+    h.connect(2, 0, vec![0; 16]);
+    assert_eq!(h.request(2, 1, create("/still", 0)).0.err, 0);
+}
+
+#[test]
+fn no_sasl_server_answers_a_null_token_and_keeps_the_connection() {
+    let mut h = Harness::with(sasl_cfg());
+    h.connect(1, 0, vec![0; 16]);
+    let (hdr, body, out) = sasl_step(&mut h, 1, 1, SaslOutcome::NoServer);
+    assert_eq!((hdr.err, body), (0, Some(Response::Sasl { token: None })));
+    assert!(!closes(&out, 1));
+    assert_eq!(who_am_i(&mut h, 1, 2), vec![("ip".into(), "127.0.0.1".into())]);
+}
+
+#[test]
+fn allow_sasl_failed_clients_keeps_the_connection_unless_sasl_is_enforced() {
+    let mut h = Harness::with(NodeConfig { allow_sasl_failed_clients: true, ..sasl_cfg() });
+    h.connect(1, 0, vec![0; 16]);
+    let (hdr, body, out) = sasl_step(&mut h, 1, 1, SaslOutcome::Failed);
+    assert_eq!((hdr.err, body), (0, Some(Response::Sasl { token: None })));
+    assert!(!closes(&out, 1));
+    let enforced =
+        NodeConfig { allow_sasl_failed_clients: true, enforce_auth_schemes: vec!["sasl".into()], ..sasl_cfg() };
+    let mut h = Harness::with(enforced);
+    h.connect(1, 0, vec![0; 16]);
+    let (hdr, _, out) = sasl_step(&mut h, 1, 1, SaslOutcome::Failed);
+    assert_eq!(hdr.err, ErrorCode::SessionClosedRequireSaslAuth.code(), "-124 when sasl is enforced");
+    assert!(closes(&out, 1));
+}
+
+#[test]
+fn enforcement_closes_unauthenticated_connections_but_lets_auth_and_sasl_through() {
+    let mut h = Harness::with(NodeConfig { enforce_auth_schemes: vec!["sasl".into()], ..sasl_cfg() });
+    let resp = h.connect(1, 0, vec![0; 16]);
+    assert_ne!(resp.session_id, 0, "the session is still created");
+    // An auth packet passes (and a digest id does not satisfy a sasl enforcement).
+    let auth = Request::Auth(warden_proto::request::AuthPacket {
+        auth_type: 0,
+        scheme: "digest".into(),
+        auth: b"u:p".to_vec(),
+    });
+    assert_eq!(h.request(1, -4, auth).0.err, 0);
+    let (hdr, body, out) = h.request(1, 7, Request::Exists(PathWatch { path: "/".into(), watch: false }));
+    assert_eq!((hdr.xid, hdr.zxid, hdr.err, body), (7, 0, ErrorCode::SessionClosedRequireSaslAuth.code(), None));
+    assert!(closes(&out, 1));
+    // After SASL succeeds everything is served.
+    h.connect(2, 0, vec![0; 16]);
+    sasl_step(&mut h, 2, 1, SaslOutcome::Continue { challenge: vec![1] });
+    sasl_step(&mut h, 2, 2, SaslOutcome::Done { authorization_id: "jaasuser".into(), token: None });
+    assert_eq!(h.request(2, 3, create("/ok", 0)).0.err, 0);
+    assert_eq!(h.request(2, 4, Request::Ping).0.err, 0);
+    // Another scheme can be enforced instead.
+    let mut h = Harness::with(NodeConfig { enforce_auth_schemes: vec!["digest".into()], ..sasl_cfg() });
+    h.connect(1, 0, vec![0; 16]);
+    let (hdr, _, _) = h.request(1, 1, Request::Ping);
+    assert_eq!(hdr.err, ErrorCode::SessionClosedRequireSaslAuth.code());
+    h.connect(2, 0, vec![0; 16]);
+    let auth = Request::Auth(warden_proto::request::AuthPacket {
+        auth_type: 0,
+        scheme: "digest".into(),
+        auth: b"u:p".to_vec(),
+    });
+    assert_eq!(h.request(2, -4, auth).0.err, 0);
+    assert_eq!(h.request(2, 1, Request::Ping).0.err, 0);
+}
+
+#[test]
+fn sasl_acls_are_invalid_without_the_provider() {
+    let mut h = Harness::new();
+    h.connect(1, 0, vec![0; 16]);
+    assert_eq!(h.request(1, 1, sasl_acl_create("/s", "jaasuser")).0.err, ErrorCode::InvalidAcl.code());
+    let mut h = Harness::with(sasl_cfg());
+    h.connect(1, 0, vec![0; 16]);
+    assert_eq!(h.request(1, 1, sasl_acl_create("/s", "jaasuser")).0.err, 0);
+    assert_eq!(h.request(1, 2, sasl_acl_create("/bad", "a@b@c")).0.err, ErrorCode::InvalidAcl.code());
 }

@@ -124,6 +124,20 @@ pub struct Config {
     pub sync_limit: u32,
     /// `peerType`: this server's role.
     pub peer_type: PeerRole,
+    /// SASL: the JAAS file (`jaasLoginConfig`; `--jaas` and the JVM flags in the environment are
+    /// applied by the `warden` binary), the server section, principal rewriting.
+    pub sasl: crate::sasl::SaslSettings,
+    /// `authProvider.<any>=<class>` values: the extra authentication providers.
+    pub auth_providers: Vec<String>,
+    /// `zookeeper.superUser` and `zookeeper.superUser.<suffix>`: SASL ids that are also `super`.
+    pub sasl_super_users: Vec<String>,
+    /// `zookeeper.sessionRequireClientSASLAuth`.
+    pub session_require_client_sasl_auth: bool,
+    /// `zookeeper.enforce.auth.enabled` and `zookeeper.enforce.auth.schemes`.
+    pub enforce_auth_enabled: bool,
+    pub enforce_auth_schemes: Vec<String>,
+    /// `zookeeper.allowSaslFailedClients`.
+    pub allow_sasl_failed_clients: bool,
     /// `key=value` pairs Warden does not act on (yet); kept for `conf` and warnings.
     pub ignored: BTreeMap<String, String>,
 }
@@ -159,6 +173,13 @@ impl Default for Config {
             init_limit: 10,
             sync_limit: 5,
             peer_type: PeerRole::Participant,
+            sasl: crate::sasl::SaslSettings { section: "Server".into(), ..Default::default() },
+            auth_providers: Vec::new(),
+            sasl_super_users: Vec::new(),
+            session_require_client_sasl_auth: false,
+            enforce_auth_enabled: false,
+            enforce_auth_schemes: Vec::new(),
+            allow_sasl_failed_clients: false,
             ignored: BTreeMap::new(),
         }
     }
@@ -172,6 +193,44 @@ impl Config {
     /// Is the four-letter word `cmd` allowed by the whitelist?
     pub fn four_letter_allowed(&self, cmd: &str) -> bool {
         self.four_letter_whitelist.iter().any(|w| w == "*" || w == cmd)
+    }
+
+    /// Is `SASLAuthenticationProvider` among the `authProvider.*` classes?
+    pub fn sasl_provider(&self) -> bool {
+        self.auth_providers.iter().any(|c| c.rsplit('.').next() == Some("SASLAuthenticationProvider"))
+    }
+
+    /// The schemes `enforce.auth` requires (empty: not enforced), as ZooKeeper's
+    /// `AuthenticationHelper`: `sessionRequireClientSASLAuth` means `sasl`; otherwise
+    /// `enforce.auth.schemes` when `enforce.auth.enabled`. Each must have a provider (`ip`,
+    /// `digest`, or one from `authProvider.*`), else the server does not start.
+    pub fn enforced_auth_schemes(&self) -> Result<Vec<String>, ConfigError> {
+        let schemes = if self.session_require_client_sasl_auth {
+            vec!["sasl".to_string()]
+        } else if self.enforce_auth_enabled {
+            if self.enforce_auth_schemes.is_empty() {
+                return Err(ConfigError::Invalid(
+                    "enforce.auth.enabled is true but enforce.auth.schemes is empty".into(),
+                ));
+            }
+            self.enforce_auth_schemes.clone()
+        } else {
+            return Ok(Vec::new());
+        };
+        for scheme in &schemes {
+            let known = match scheme.as_str() {
+                "ip" | "digest" => true,
+                "sasl" => self.sasl_provider(),
+                "x509" => self.auth_providers.iter().any(|c| c.ends_with("X509AuthenticationProvider")),
+                _ => false,
+            };
+            if !known {
+                return Err(ConfigError::Invalid(format!(
+                    "enforce.auth.schemes: no authentication provider for scheme {scheme:?} (add authProvider.N=...)"
+                )));
+            }
+        }
+        Ok(schemes)
     }
 
     pub fn load(path: &std::path::Path) -> Result<Self, ConfigError> {
@@ -269,6 +328,39 @@ impl Config {
                     let id = k["server.".len()..].parse::<u64>().map_err(|_| err("server id must be a number"))?;
                     let spec = PeerSpec::parse(id, val).map_err(|e| err(&e))?;
                     cfg.servers.insert(id, spec);
+                }
+                "jaasLoginConfig" | "warden.jaasLoginConfig" => cfg.sasl.jaas_file = Some(PathBuf::from(val)),
+                "sasl.serverconfig" | "zookeeper.sasl.serverconfig" => cfg.sasl.section = val.to_string(),
+                "SASLAuthenticationProvider.superPassword" | "zookeeper.SASLAuthenticationProvider.superPassword" => {
+                    cfg.sasl.super_password = Some(val.to_string())
+                }
+                "kerberos.removeHostFromPrincipal" | "zookeeper.kerberos.removeHostFromPrincipal" => {
+                    cfg.sasl.remove_host = val == "true"
+                }
+                "kerberos.removeRealmFromPrincipal" | "zookeeper.kerberos.removeRealmFromPrincipal" => {
+                    cfg.sasl.remove_realm = val == "true"
+                }
+                k if k.starts_with("authProvider.") || k.starts_with("zookeeper.authProvider.") => {
+                    cfg.auth_providers.push(val.to_string())
+                }
+                k if ["superUser", "zookeeper.superUser"].contains(&k)
+                    || k.starts_with("superUser.")
+                    || k.starts_with("zookeeper.superUser.") =>
+                {
+                    cfg.sasl_super_users.push(val.to_string())
+                }
+                "sessionRequireClientSASLAuth" | "zookeeper.sessionRequireClientSASLAuth" => {
+                    cfg.session_require_client_sasl_auth = val.eq_ignore_ascii_case("true")
+                }
+                "enforce.auth.enabled" | "zookeeper.enforce.auth.enabled" => {
+                    cfg.enforce_auth_enabled = val.eq_ignore_ascii_case("true")
+                }
+                "enforce.auth.schemes" | "zookeeper.enforce.auth.schemes" => {
+                    cfg.enforce_auth_schemes =
+                        val.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+                }
+                "allowSaslFailedClients" | "zookeeper.allowSaslFailedClients" => {
+                    cfg.allow_sasl_failed_clients = val.eq_ignore_ascii_case("true")
                 }
                 "forceSync" | "zookeeper.forceSync" => cfg.force_sync = !val.eq_ignore_ascii_case("no"),
                 "preAllocSize" | "zookeeper.preAllocSize" => cfg.pre_alloc_bytes = (num(val)?.max(1) as u64) * 1024,

@@ -22,6 +22,7 @@ use warden_proto::{ErrorCode, Reader, Record};
 
 use crate::config::Config;
 use crate::owner::{ConnMsg, ConnTx, Event, Frames, CONN_QUEUE};
+use crate::sasl::{ConnSasl, SaslServer};
 
 /// A connection that has not sent its ConnectRequest within this time is dropped
 /// (`zookeeper.nio.sessionlessCnxnTimeout`).
@@ -36,6 +37,7 @@ type PerIp = Arc<Mutex<HashMap<IpAddr, u32>>>;
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     cfg: Arc<Config>,
+    sasl: Arc<SaslServer>,
     events: mpsc::Sender<Event>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -59,7 +61,7 @@ pub(crate) async fn accept_loop(
                 };
                 let conn = next_conn;
                 next_conn += 1;
-                tasks.spawn(serve(stream, peer, conn, cfg.clone(), events.clone(), guard));
+                tasks.spawn(serve(stream, peer, conn, cfg.clone(), sasl.clone(), events.clone(), guard));
             }
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             _ = shutdown.changed() => break,
@@ -103,6 +105,7 @@ async fn serve(
     peer: SocketAddr,
     conn: ConnId,
     cfg: Arc<Config>,
+    sasl: Arc<SaslServer>,
     events: mpsc::Sender<Event>,
     _slot: IpSlot,
 ) {
@@ -125,7 +128,7 @@ async fn serve(
     let permits = Arc::new(Semaphore::new(cfg.max_outstanding_per_connection));
     let (closed_tx, closed_rx) = oneshot::channel();
     let writer = tokio::spawn(write_loop(wr, rx, queued, permits.clone(), closed_tx));
-    if let Err(why) = read_loop(rd, buf, peer, conn, &cfg, &events, permits, closed_rx).await {
+    if let Err(why) = read_loop(rd, buf, peer, conn, &cfg, ConnSasl::new(sasl), &events, permits, closed_rx).await {
         tracing::info!(%peer, conn, %why, "closing client connection");
     }
     let _ = events.send(Event::Node(Input::Disconnected { conn })).await;
@@ -167,6 +170,7 @@ async fn read_loop(
     peer: SocketAddr,
     conn: ConnId,
     cfg: &Config,
+    mut sasl: ConnSasl,
     events: &mpsc::Sender<Event>,
     permits: Arc<Semaphore>,
     mut closed: oneshot::Receiver<()>,
@@ -188,7 +192,13 @@ async fn read_loop(
                         send_inputs(events, &mut inputs).await?;
                         permits.acquire().await.map_err(|_| "closed".to_string())?.forget();
                     }
-                    decode_request(conn, &frame)?
+                    match decode_request(conn, &frame)? {
+                        // The SASL exchange steps here, in arrival order; the node gets the outcome.
+                        Input::Request { conn, xid, req: Request::Sasl(r) } => {
+                            Input::Sasl { conn, xid, outcome: sasl.step(conn, &r.token) }
+                        }
+                        input => input,
+                    }
                 } else {
                     connected = true;
                     let req = ConnectRequest::from_bytes(&frame).map_err(|e| format!("bad ConnectRequest: {e}"))?;

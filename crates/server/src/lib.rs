@@ -12,6 +12,7 @@ pub mod gssapi;
 mod owner;
 mod peer_conn;
 pub mod quorum_net;
+pub mod sasl;
 mod snapshot;
 mod storage;
 
@@ -48,6 +49,8 @@ impl Server {
                 cfg.data_dir.display()
             );
         }
+        cfg.enforced_auth_schemes()?;
+        let sasl = Arc::new(sasl::SaslServer::load(&cfg.sasl)?);
         std::fs::create_dir_all(&cfg.data_dir)
             .with_context(|| format!("creating dataDir {}", cfg.data_dir.display()))?;
         let listener =
@@ -97,7 +100,7 @@ impl Server {
         let snapshot_zxid = recovered.snapshot.is_some().then_some(recovered.snapshot_zxid);
         owner.restore(recovered.tree, &recovered.sessions, recovered.txns_after_snapshot, snapshot_zxid);
         let owner_task = tokio::spawn(owner.run());
-        let accept = connection::accept_loop(listener, cfg, events_tx, shutdown_rx.clone());
+        let accept = connection::accept_loop(listener, cfg, sasl, events_tx, shutdown_rx.clone());
         let shutdown = Arc::new(shutdown);
         let stop = shutdown.clone();
         let task = tokio::spawn(async move {

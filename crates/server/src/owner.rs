@@ -153,6 +153,11 @@ impl Owner {
             container_check_interval_ms: cfg.container_check_interval_ms,
             read_only_enabled: cfg.read_only,
             linearizable_reads: cfg.linearizable_reads,
+            sasl_provider: cfg.sasl_provider(),
+            sasl_super_users: cfg.sasl_super_users.clone(),
+            // Checked by `Server::start` before the owner exists.
+            enforce_auth_schemes: cfg.enforced_auth_schemes().unwrap_or_default(),
+            allow_sasl_failed_clients: cfg.allow_sasl_failed_clients,
         };
         let mono_base_ms = wall.max(0) as u64;
         let now = Clock { mono_ms: mono_base_ms, wall_ms: wall };

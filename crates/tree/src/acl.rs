@@ -28,7 +28,9 @@ fn entry_matches(entry: &Id, ids: &[Id]) -> bool {
 fn scheme_matches(scheme: &str, caller: &str, acl_expr: &str) -> bool {
     match scheme {
         "ip" => ip_matches(caller, acl_expr),
-        "digest" | "sasl" | "x509" => caller == acl_expr,
+        "digest" | "x509" => caller == acl_expr,
+        // SASLAuthenticationProvider: a SASL user named `super` matches every sasl entry.
+        "sasl" => caller == acl_expr || caller == "super",
         _ => false,
     }
 }
@@ -81,14 +83,30 @@ fn bit(bytes: &[u8], i: usize) -> bool {
     bytes.get(i / 8).is_some_and(|b| b & (0x80 >> (i % 8)) != 0)
 }
 
-/// `isValid` of the provider for an ACL id; unknown schemes are invalid.
-fn id_is_valid(id: &Id) -> bool {
+/// `isValid` of the provider for an ACL id; unknown schemes are invalid. `sasl_provider`: whether
+/// `SASLAuthenticationProvider` is registered (`authProvider.N=...`); without it `sasl` ids are
+/// invalid, as ZooKeeper has no provider for the scheme then.
+fn id_is_valid(id: &Id, sasl_provider: bool) -> bool {
     match &*id.scheme {
         // Java's split(":") drops trailing empty strings; exactly two parts are required.
         "digest" => java_split_count(&id.id, ':') == 2,
         "ip" => parse_cidr(&id.id).is_some(),
-        "sasl" | "x509" => true,
+        "sasl" => sasl_provider && is_valid_kerberos_name(&id.id),
+        "x509" => true,
         _ => false,
+    }
+}
+
+/// ZooKeeper's `KerberosName` parse: a name without `@` is a bare service name; one with `@` must
+/// be `service[/host]@realm` where no part holds `/` or `@`.
+pub fn is_valid_kerberos_name(name: &str) -> bool {
+    let Some((left, realm)) = name.split_once('@') else { return true };
+    if realm.contains(['@', '/']) {
+        return false;
+    }
+    match left.split_once('/') {
+        Some((service, host)) => !service.contains('@') && !host.contains(['/', '@']),
+        None => true,
     }
 }
 
@@ -109,7 +127,8 @@ fn is_authenticated_scheme(scheme: &str) -> bool {
 
 /// `fixupACL`: removes duplicates, expands `auth` to the caller's authenticated ids and rejects
 /// invalid entries; any problem is `InvalidAcl`.
-pub fn fixup_acl(acl: &[Acl], auth_ids: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
+/// `sasl_provider` as for [`id_is_valid`].
+pub fn fixup_acl(acl: &[Acl], auth_ids: &[Id], sasl_provider: bool) -> Result<Vec<Acl>, ErrorCode> {
     let mut unique: Vec<&Acl> = Vec::with_capacity(acl.len());
     for a in acl {
         if !unique.contains(&a) {
@@ -121,29 +140,30 @@ pub fn fixup_acl(acl: &[Acl], auth_ids: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
     }
     let mut out = Vec::with_capacity(unique.len());
     for a in unique {
-        fixup_entry(a, auth_ids, &mut out)?;
+        fixup_entry(a, auth_ids, sasl_provider, &mut out)?;
     }
     Ok(out)
 }
 
 /// `fixup_acl` taking the list by value: a list it would return unchanged (no duplicates, no
 /// `auth` entry, every entry valid, as clients usually send) is handed back without a copy.
-pub fn fixup_acl_owned(acl: Vec<Acl>, auth_ids: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
-    let unchanged = !acl.is_empty() && acl.iter().enumerate().all(|(i, a)| !acl[..i].contains(a) && kept_as_is(a));
+pub fn fixup_acl_owned(acl: Vec<Acl>, auth_ids: &[Id], sasl_provider: bool) -> Result<Vec<Acl>, ErrorCode> {
+    let unchanged =
+        !acl.is_empty() && acl.iter().enumerate().all(|(i, a)| !acl[..i].contains(a) && kept_as_is(a, sasl_provider));
     if unchanged {
         Ok(acl)
     } else {
-        fixup_acl(&acl, auth_ids)
+        fixup_acl(&acl, auth_ids, sasl_provider)
     }
 }
 
 /// Whether fixup keeps an entry unchanged: `world:anyone` or a valid id (`id_is_valid` rejects
 /// `auth`, which fixup expands instead).
-fn kept_as_is(a: &Acl) -> bool {
-    (a.id.scheme == "world" && a.id.id == "anyone") || id_is_valid(&a.id)
+fn kept_as_is(a: &Acl, sasl_provider: bool) -> bool {
+    (a.id.scheme == "world" && a.id.id == "anyone") || id_is_valid(&a.id, sasl_provider)
 }
 
-fn fixup_entry(a: &Acl, auth_ids: &[Id], out: &mut Vec<Acl>) -> Result<(), ErrorCode> {
+fn fixup_entry(a: &Acl, auth_ids: &[Id], sasl_provider: bool, out: &mut Vec<Acl>) -> Result<(), ErrorCode> {
     if a.id.scheme == "auth" {
         let before = out.len();
         out.extend(
@@ -152,7 +172,7 @@ fn fixup_entry(a: &Acl, auth_ids: &[Id], out: &mut Vec<Acl>) -> Result<(), Error
         if out.len() == before {
             return Err(ErrorCode::InvalidAcl);
         }
-    } else if kept_as_is(a) {
+    } else if kept_as_is(a, sasl_provider) {
         out.push(a.clone());
     } else {
         return Err(ErrorCode::InvalidAcl);
@@ -242,12 +262,12 @@ mod tests {
     fn fixup_rules() {
         let digest = Id::new("digest", "u:h");
         let ids = vec![ip("1.2.3.4"), digest.clone()];
-        assert_eq!(fixup_acl(&[], &ids), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup_acl(&[], &ids, true), Err(ErrorCode::InvalidAcl));
         let open = Acl::open_unsafe();
-        assert_eq!(fixup_acl(&[open[0].clone(), open[0].clone()], &ids), Ok(open.clone()));
-        assert_eq!(fixup_acl(&Acl::creator_all(), &ids), Ok(vec![Acl::new(perms::ALL, digest)]));
-        assert_eq!(fixup_acl(&Acl::creator_all(), &[ip("1.2.3.4")]), Err(ErrorCode::InvalidAcl));
-        assert_eq!(fixup_acl(&Acl::creator_all(), &[Id::new("super", "")]), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup_acl(&[open[0].clone(), open[0].clone()], &ids, true), Ok(open.clone()));
+        assert_eq!(fixup_acl(&Acl::creator_all(), &ids, true), Ok(vec![Acl::new(perms::ALL, digest)]));
+        assert_eq!(fixup_acl(&Acl::creator_all(), &[ip("1.2.3.4")], true), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup_acl(&Acl::creator_all(), &[Id::new("super", "")], true), Err(ErrorCode::InvalidAcl));
         for bad in [
             ("digest", "nocolon"),
             ("digest", "a:b:c"),
@@ -259,11 +279,11 @@ mod tests {
             ("foo", "bar"),
         ] {
             let acl = vec![Acl::new(perms::ALL, Id::new(bad.0, bad.1))];
-            assert_eq!(fixup_acl(&acl, &ids), Err(ErrorCode::InvalidAcl), "{bad:?}");
+            assert_eq!(fixup_acl(&acl, &ids, true), Err(ErrorCode::InvalidAcl), "{bad:?}");
         }
         for good in [("digest", ":h"), ("ip", "1.2.3.4/24"), ("ip", "::1"), ("sasl", "bob")] {
             let acl = vec![Acl::new(perms::ALL, Id::new(good.0, good.1))];
-            assert_eq!(fixup_acl(&acl, &ids), Ok(acl.clone()), "{good:?}");
+            assert_eq!(fixup_acl(&acl, &ids, true), Ok(acl.clone()), "{good:?}");
         }
     }
 
@@ -277,10 +297,36 @@ mod tests {
                 ("digest", "nocolon"), ("ip", "10.0.0.0/8"), ("ip", "1.2.3"), ("sasl", "bob"), ("foo", "bar"),
             ];
             let acl: Vec<Acl> = picks.iter().map(|&(i, p)| Acl::new([perms::ALL, perms::READ, 0][p as usize], Id::new(ids[i].0, ids[i].1))).collect();
-            for auth in [vec![], vec![ip("1.2.3.4"), Id::new("digest", "u:h")]] {
-                proptest::prop_assert_eq!(fixup_acl_owned(acl.clone(), &auth), fixup_acl(&acl, &auth));
+            for (auth, sasl) in [(vec![], true), (vec![ip("1.2.3.4"), Id::new("digest", "u:h")], false)] {
+                proptest::prop_assert_eq!(fixup_acl_owned(acl.clone(), &auth, sasl), fixup_acl(&acl, &auth, sasl));
             }
         }
+    }
+
+    #[test]
+    fn sasl_ids_need_the_provider_and_a_kerberos_name() {
+        let acl = |id: &str| vec![Acl::new(perms::ALL, Id::new("sasl", id))];
+        for good in ["jaasuser", "a/b", "svc/host@REALM", "user@REALM", "@", "/@"] {
+            assert_eq!(fixup_acl(&acl(good), &[], true), Ok(acl(good)), "{good}");
+            assert_eq!(fixup_acl(&acl(good), &[], false), Err(ErrorCode::InvalidAcl), "{good} without the provider");
+        }
+        for bad in ["a@b@c", "a/b/c@R", "a@R/x"] {
+            assert_eq!(fixup_acl(&acl(bad), &[], true), Err(ErrorCode::InvalidAcl), "{bad}");
+        }
+        // `auth` expands to the connection's sasl id.
+        let sasl = Id::new("sasl", "jaasuser");
+        let expanded = fixup_acl(&Acl::creator_all(), &[ip("1.2.3.4"), sasl.clone()], true);
+        assert_eq!(expanded, Ok(vec![Acl::new(perms::ALL, sasl)]));
+    }
+
+    #[test]
+    fn sasl_matches_by_equality_or_the_super_sasl_user() {
+        let acl = vec![Acl::new(perms::READ, Id::new("sasl", "jaasuser"))];
+        assert!(check_acl(&acl, perms::READ, &[Id::new("sasl", "jaasuser")]));
+        assert!(check_acl(&acl, perms::READ, &[Id::new("sasl", "super")]));
+        assert!(!check_acl(&acl, perms::READ, &[Id::new("sasl", "other")]));
+        assert!(!check_acl(&acl, perms::READ, &[Id::new("digest", "jaasuser")]));
+        assert!(!check_acl(&acl, perms::WRITE, &[Id::new("sasl", "jaasuser")]));
     }
 
     #[test]

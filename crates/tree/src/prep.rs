@@ -315,7 +315,7 @@ impl Prep {
         a: CreateArgs<'_>,
     ) -> Result<Txn, ErrorCode> {
         let parent_len = parent_and_validate(a.path, false)?.len();
-        let acl = fixup_acl_owned(std::mem::take(a.acl), ctx.auth_ids)?;
+        let acl = fixup_acl_owned(std::mem::take(a.acl), ctx.auth_ids, ctx.sasl_provider)?;
         let (parent_path, mut parent) = self.record_with_path(tree, &a.path[..parent_len])?;
         if !check_acl(&parent.acl, perms::CREATE, ctx.auth_ids) {
             return Err(ErrorCode::NoAuth);
@@ -432,7 +432,7 @@ impl Prep {
         version: i32,
     ) -> Result<Txn, ErrorCode> {
         validate_path(&path)?;
-        let acl = fixup_acl_owned(acl, ctx.auth_ids)?;
+        let acl = fixup_acl_owned(acl, ctx.auth_ids, ctx.sasl_provider)?;
         let mut node = self.record(tree, &path)?;
         if !check_acl(&node.acl, perms::ADMIN, ctx.auth_ids) {
             return Err(ErrorCode::NoAuth);

@@ -44,6 +44,8 @@ pub struct PrepContext<'a> {
     pub ttl_enabled: bool,
     /// False for a local session that could not be upgraded (ephemeral create fails with -120).
     pub is_ephemeral_allowed: bool,
+    /// `SASLAuthenticationProvider` is registered: `sasl` ACL ids are valid.
+    pub sasl_provider: bool,
 }
 
 /// The node type a CreateMode flag value denotes (ZooKeeper's `CreateMode.fromFlag`).

@@ -61,7 +61,13 @@ fn ttl_disabled_and_local_sessions() {
     // TTL disabled is checked before the TTL value.
     assert_eq!(h.prep_only(1, &ttl_create("/t", 6, -5)).map(|_| ()), Err(ErrorCode::Unimplemented));
     let ids = vec![];
-    let ctx = PrepContext { session_id: 1, auth_ids: &ids, ttl_enabled: false, is_ephemeral_allowed: false };
+    let ctx = PrepContext {
+        session_id: 1,
+        auth_ids: &ids,
+        ttl_enabled: false,
+        is_ephemeral_allowed: false,
+        sasl_provider: true,
+    };
     let mut prep = Prep::new();
     assert_eq!(prep.prep(&h.tree, &ctx, 1, &create("/e", 3)), Err(ErrorCode::EphemeralOnLocalSession));
     assert!(prep.prep(&h.tree, &ctx, 1, &create("/p", 0)).is_ok());

@@ -68,6 +68,11 @@ struct ServeArgs {
     /// Override the client port from the config.
     #[arg(long)]
     port: Option<u16>,
+    /// JAAS login configuration file for SASL (its `Server` section, or the one named by
+    /// zoo.cfg's `sasl.serverconfig`). Wins over zoo.cfg's `jaasLoginConfig`, which wins over a
+    /// `-Djava.security.auth.login.config=FILE` in $SERVER_JVMFLAGS / $JVMFLAGS (zkServer.sh's).
+    #[arg(long, value_name = "FILE")]
+    jaas: Option<PathBuf>,
     /// Log filter, e.g. `info` or `warden_server=debug` (also RUST_LOG).
     #[arg(long, default_value = "info")]
     log: String,
@@ -157,6 +162,16 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     if let Some(p) = args.port {
         cfg.client_port = p;
+    }
+    if let Some(j) = args.jaas {
+        cfg.sasl.jaas_file = Some(j);
+    } else if cfg.sasl.jaas_file.is_none() {
+        // zkServer.sh runs java with "$SERVER_JVMFLAGS $JVMFLAGS": the later flag wins.
+        let flags = ["SERVER_JVMFLAGS", "JVMFLAGS"].map(|v| std::env::var(v).unwrap_or_default()).join(" ");
+        if let Some(path) = warden_server::sasl::jaas::login_config_from_jvm_flags(&flags) {
+            tracing::info!(%path, "JAAS file from -Djava.security.auth.login.config in SERVER_JVMFLAGS/JVMFLAGS");
+            cfg.sasl.jaas_file = Some(PathBuf::from(path));
+        }
     }
     let rt = runtime(worker_threads(args.worker_threads)?)?;
     rt.block_on(async move {

@@ -369,6 +369,7 @@ impl Node {
             }),
             I::Connect { .. }
             | I::Request { .. }
+            | I::Sasl { .. }
             | I::Invalid { .. }
             | I::Disconnected { .. }
             | I::Tick

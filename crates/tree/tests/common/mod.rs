@@ -41,6 +41,7 @@ impl Harness {
             auth_ids: &self.ids,
             ttl_enabled: self.ttl_enabled,
             is_ephemeral_allowed: true,
+            sasl_provider: true,
         }
     }
 
@@ -53,6 +54,7 @@ impl Harness {
             auth_ids: &ids,
             ttl_enabled: self.ttl_enabled,
             is_ephemeral_allowed: true,
+            sasl_provider: true,
         };
         let txn = self.prep.prep(&self.tree, &ctx, zxid, op)?;
         self.zxid = zxid;
