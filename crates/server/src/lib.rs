@@ -8,7 +8,6 @@ mod connection;
 pub mod election;
 mod ensemble;
 mod fourlw;
-pub mod gssapi;
 mod owner;
 mod peer_conn;
 pub mod quorum_net;

@@ -10,17 +10,23 @@
 //!    (only "no security layer", 0x01, as ZooKeeper's default QOP `auth`) and its maximum receive
 //!    buffer (65536, Java's default).
 //! 3. The client answers with a wrapped choice (it must be 0x01), its maximum buffer, and an
-//!    optional authorization id, which must be empty or the authenticated principal.
+//!    optional authorization id. As ZooKeeper's `SaslServerCallbackHandler`, the identity is the
+//!    authenticated principal whatever authorization id the client asked for (it is logged).
 //!
-//! The authenticated principal, with ZooKeeper's `removeHostFromPrincipal` /
-//! `removeRealmFromPrincipal` rules applied, is the `sasl` id of the connection.
+//! The authenticated principal is the exchange's authentication id; the shell (`ConnSasl::step`)
+//! applies ZooKeeper's `removeHostFromPrincipal` / `removeRealmFromPrincipal` rules to it.
 //!
 //! Keytab and krb5 configuration: MIT krb5 reads the acceptor keytab from `KRB5_KTNAME` and its
-//! configuration from `KRB5_CONFIG`; [`GssapiServer::configure_process`] sets them from the JAAS
-//! `keyTab` and `-Djava.security.krb5.conf` once at start-up, before any thread uses krb5.
+//! configuration from `KRB5_CONFIG`; [`configure_process`] sets `KRB5_KTNAME` from the JAAS `keyTab`
+//! (and `KRB5_CONFIG` when asked) once at start-up, before any thread exists that may read the
+//! environment (`warden serve` calls it through `sasl::prepare_process` before its runtime starts).
+//! Steps run in the connection's reader: accepting a token reads the keytab and krb5's replay
+//! cache, small local file reads.
 
 use std::path::Path;
 use std::sync::Arc;
+
+use super::{Mechanism, Step};
 
 use libgssapi::context::{SecurityContext, ServerCtx};
 use libgssapi::credential::{Cred, CredUsage};
@@ -32,15 +38,21 @@ pub const LAYER_NONE: u8 = 0x01;
 /// The maximum message size the server offers, as Java's `GssKrb5Server` (javax.security.sasl.maxbuffer).
 pub const MAX_BUFFER: u32 = 65536;
 
-/// One step's outcome.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Step {
-    /// Send this challenge and wait for the client's next response.
-    Continue(Vec<u8>),
-    /// Authenticated as `authorization_id`.
-    Done { authorization_id: String, final_token: Option<Vec<u8>> },
-    /// Authentication failed.
-    Fail(String),
+/// Points MIT krb5 at `keytab` (the JAAS `keyTab=`) and, when given, at the krb5 configuration
+/// `krb5_conf`. Sets process environment variables: call it once, at start-up, before threads
+/// that may read the environment exist.
+pub fn configure_process(keytab: Option<&Path>, krb5_conf: Option<&Path>) {
+    if let Some(k) = keytab {
+        std::env::set_var("KRB5_KTNAME", keytab_name(k));
+    }
+    if let Some(c) = krb5_conf {
+        std::env::set_var("KRB5_CONFIG", c);
+    }
+}
+
+/// The krb5 keytab name for a file.
+pub fn keytab_name(keytab: &Path) -> String {
+    format!("FILE:{}", keytab.display())
 }
 
 /// The acceptor: credentials for the server's principal, shared by every connection.
@@ -48,8 +60,6 @@ pub enum Step {
 pub struct GssapiServer {
     cred: Cred,
     principal: Arc<str>,
-    remove_host: bool,
-    remove_realm: bool,
 }
 
 impl std::fmt::Debug for GssapiServer {
@@ -59,27 +69,22 @@ impl std::fmt::Debug for GssapiServer {
 }
 
 impl GssapiServer {
-    /// Points MIT krb5 at `keytab` (the JAAS `keyTab=`) and, when given, at the krb5
-    /// configuration `krb5_conf` (`-Djava.security.krb5.conf`). Sets process environment
-    /// variables: call it once, at start-up, before threads that may use krb5 exist.
-    pub fn configure_process(keytab: Option<&Path>, krb5_conf: Option<&Path>) {
-        if let Some(k) = keytab {
-            std::env::set_var("KRB5_KTNAME", format!("FILE:{}", k.display()));
-        }
-        if let Some(c) = krb5_conf {
-            std::env::set_var("KRB5_CONFIG", c);
-        }
-    }
-
-    /// Acquires acceptor credentials for `principal` (`service/host@REALM`) from the keytab.
-    /// Fails, with krb5's reason, when the keytab holds no key for it.
-    pub fn new(principal: &str, remove_host: bool, remove_realm: bool) -> Result<Self, String> {
-        let name = Name::new(principal.as_bytes(), Some(GSS_NT_KRB5_PRINCIPAL))
-            .map_err(|e| format!("GSSAPI: bad principal {principal:?}: {e}"))?;
+    /// Acquires acceptor credentials for `principal` (`service/host@REALM`) from the keytab, or
+    /// for any principal the keytab holds when `None`. Fails, with krb5's reason, when the keytab
+    /// holds no key for it.
+    pub fn new(principal: Option<&str>) -> Result<Self, String> {
+        let name = match principal {
+            None => None,
+            Some(p) => Some(
+                Name::new(p.as_bytes(), Some(GSS_NT_KRB5_PRINCIPAL))
+                    .map_err(|e| format!("GSSAPI: bad principal {p:?}: {e}"))?,
+            ),
+        };
+        let shown = principal.unwrap_or("(any in the keytab)");
         let mechs = OidSet::singleton(GSS_MECH_KRB5).map_err(|e| format!("GSSAPI: {e}"))?;
-        let cred = Cred::acquire(Some(&name), None, CredUsage::Accept, Some(&mechs))
-            .map_err(|e| format!("GSSAPI: no acceptor credentials for {principal:?} in the keytab: {e}"))?;
-        Ok(Self { cred, principal: principal.into(), remove_host, remove_realm })
+        let cred = Cred::acquire(name.as_ref(), None, CredUsage::Accept, Some(&mechs))
+            .map_err(|e| format!("GSSAPI: no acceptor credentials for {shown} in the keytab: {e}"))?;
+        Ok(Self { cred, principal: shown.into() })
     }
 
     /// The server's own principal.
@@ -89,13 +94,7 @@ impl GssapiServer {
 
     /// A fresh exchange for one client.
     pub fn start(&self) -> GssapiExchange {
-        GssapiExchange {
-            ctx: ServerCtx::new(Some(self.cred.clone())),
-            stage: Stage::Context,
-            peer: String::new(),
-            remove_host: self.remove_host,
-            remove_realm: self.remove_realm,
-        }
+        GssapiExchange { ctx: ServerCtx::new(Some(self.cred.clone())), stage: Stage::Context, peer: String::new() }
     }
 }
 
@@ -116,13 +115,15 @@ pub struct GssapiExchange {
     ctx: ServerCtx,
     stage: Stage,
     peer: String,
-    remove_host: bool,
-    remove_realm: bool,
 }
 
-impl GssapiExchange {
+impl Mechanism for GssapiExchange {
+    fn name(&self) -> &'static str {
+        "GSSAPI"
+    }
+
     /// Takes the client's next response.
-    pub fn step(&mut self, token: &[u8]) -> Step {
+    fn step(&mut self, token: &[u8]) -> Step {
         let step = match self.stage {
             Stage::Context => self.accept(token),
             Stage::AwaitEmpty if token.is_empty() => self.offer(),
@@ -142,7 +143,9 @@ impl GssapiExchange {
             }
         }
     }
+}
 
+impl GssapiExchange {
     fn accept(&mut self, token: &[u8]) -> Result<Step, String> {
         if token.is_empty() {
             return Err("empty GSSAPI context token".to_string());
@@ -180,10 +183,13 @@ impl GssapiExchange {
         }
         let authzid = std::str::from_utf8(authzid).map_err(|_| "authorization id is not UTF-8".to_string())?;
         if !authzid.is_empty() && authzid != self.peer {
-            return Err(format!("{} may not act as {authzid:?}", self.peer));
+            tracing::info!(
+                principal = %self.peer,
+                authzid,
+                "GSSAPI: the client asked for another authorization id; its identity is its principal"
+            );
         }
-        let authorization_id = authorization_id(&self.peer, self.remove_host, self.remove_realm)?;
-        Ok(Step::Done { authorization_id, final_token: None })
+        Ok(Step::Done { authentication_id: self.peer.clone(), final_token: None })
     }
 
     /// The authenticated principal, once the context is established.
@@ -200,33 +206,6 @@ pub fn parse_choice(plain: &[u8]) -> Result<(u8, &[u8]), String> {
     Ok((plain[0], &plain[4..]))
 }
 
-/// ZooKeeper's authorization id for a Kerberos principal (`SaslServerCallbackHandler`): the short
-/// name, then `/host` unless `remove_host`, then `@realm` unless `remove_realm`.
-pub fn authorization_id(principal: &str, remove_host: bool, remove_realm: bool) -> Result<String, String> {
-    let (left, realm) = match principal.split_once('@') {
-        Some((l, r)) => (l, Some(r)),
-        None => (principal, None),
-    };
-    if realm.is_some_and(|r| r.contains(['@', '/'])) {
-        return Err(format!("malformed Kerberos name {principal:?}"));
-    }
-    let (service, host) = match (realm, left.split_once('/')) {
-        (Some(_), Some((_, h))) if h.contains('/') => return Err(format!("malformed Kerberos name {principal:?}")),
-        (Some(_), Some((s, h))) => (s, Some(h)),
-        _ => (left, None),
-    };
-    let mut id = service.to_string();
-    if let (Some(h), false) = (host, remove_host) {
-        id.push('/');
-        id.push_str(h);
-    }
-    if let (Some(r), false) = (realm, remove_realm) {
-        id.push('@');
-        id.push_str(r);
-    }
-    Ok(id)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,15 +215,5 @@ mod tests {
         assert!(parse_choice(&[1, 0, 0]).is_err());
         assert_eq!(parse_choice(&[1, 0, 0x10, 0]).unwrap(), (1, &b""[..]));
         assert_eq!(parse_choice(b"\x01\x00\x10\x00client@R").unwrap(), (1, &b"client@R"[..]));
-    }
-
-    #[test]
-    fn principal_rules_follow_zookeeper() {
-        assert_eq!(authorization_id("client@KAZOOTEST.ORG", false, false).unwrap(), "client@KAZOOTEST.ORG");
-        let p = "zookeeper/127.0.0.1@KAZOOTEST.ORG";
-        assert_eq!(authorization_id(p, false, false).unwrap(), p);
-        assert_eq!(authorization_id(p, true, false).unwrap(), "zookeeper@KAZOOTEST.ORG");
-        assert_eq!(authorization_id(p, true, true).unwrap(), "zookeeper");
-        assert!(authorization_id("a/b/c@R", false, false).is_err());
     }
 }
