@@ -25,6 +25,14 @@ pub(crate) enum Pending {
     Done { frame: Vec<u8>, arrived_ms: u64, close_after: bool },
 }
 
+/// Something that arrived before the handshake's session existed.
+#[derive(Debug)]
+pub(crate) enum Early {
+    Request(Request),
+    /// A SASL packet the shell already stepped (clients may pipeline it behind the ConnectRequest).
+    Sasl(crate::SaslOutcome),
+}
+
 #[derive(Debug)]
 pub(crate) struct Conn {
     pub addr: SocketAddr,
@@ -36,7 +44,7 @@ pub(crate) struct Conn {
     pub queue: VecDeque<Pending>,
     /// Requests that arrived before the handshake's session existed; ZooKeeper stops reading the
     /// socket until then, so they run, in order, once the session is created.
-    pub before_session: VecDeque<(i32, Request)>,
+    pub before_session: VecDeque<(i32, Early)>,
     pub received: u64,
     pub sent: u64,
     pub last_zxid: i64,

@@ -355,9 +355,7 @@ impl Node {
         let early = std::mem::take(&mut c.before_session);
         self.conns.insert(conn, c);
         out.push(Output::Send { conn, frame, completes_request: false });
-        for (xid, req) in early {
-            self.on_request(conn, xid, req, out);
-        }
+        self.replay_early(conn, early, out);
     }
 
     fn on_disconnect(&mut self, conn: ConnId) {
@@ -379,7 +377,7 @@ impl Node {
     pub(crate) fn on_request(&mut self, conn: ConnId, xid: i32, req: Request, out: &mut Vec<Output>) {
         let Some(c) = self.conns.get_mut(&conn) else { return };
         if c.session_id == 0 {
-            c.before_session.push_back((xid, req));
+            c.before_session.push_back((xid, crate::conn::Early::Request(req)));
             return;
         }
         c.received += 1;
@@ -603,9 +601,7 @@ impl Node {
         let early = std::mem::take(&mut c.before_session);
         self.session_conn.insert(id, conn);
         self.drain(conn, out);
-        for (xid, req) in early {
-            self.on_request(conn, xid, req, out);
-        }
+        self.replay_early(conn, early, out);
     }
 
     /// After a closeSession is applied: forget the session and close its connection (the client that

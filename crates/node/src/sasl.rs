@@ -8,6 +8,7 @@ use warden_proto::request::Request;
 use warden_proto::response::{encode_reply, Response};
 use warden_proto::{ErrorCode, Id};
 
+use crate::conn::Early;
 use crate::node::{ConnId, Node, Output};
 
 /// What one SASL packet's step through the server's mechanism came to.
@@ -31,10 +32,8 @@ impl Node {
     pub(crate) fn on_sasl(&mut self, conn: ConnId, xid: i32, outcome: SaslOutcome, out: &mut Vec<Output>) {
         let Some(c) = self.conns.get_mut(&conn) else { return };
         if c.session_id == 0 {
-            // The Java client and kazoo send SASL only after the ConnectResponse.
-            tracing::info!(conn, xid, "SASL packet before the session exists; closing the connection");
-            self.drop_conn(conn);
-            out.push(Output::Close { conn });
+            // Pipelined behind the ConnectRequest: answered once the session exists, in order.
+            c.before_session.push_back((xid, Early::Sasl(outcome)));
             return;
         }
         c.received += 1;
@@ -69,6 +68,21 @@ impl Node {
         if close {
             self.drop_conn(conn);
             out.push(Output::Close { conn });
+        }
+    }
+
+    /// Handles, in order, what arrived before the connection's session existed.
+    pub(crate) fn replay_early(
+        &mut self,
+        conn: ConnId,
+        early: std::collections::VecDeque<(i32, Early)>,
+        out: &mut Vec<Output>,
+    ) {
+        for (xid, e) in early {
+            match e {
+                Early::Request(req) => self.on_request(conn, xid, req, out),
+                Early::Sasl(outcome) => self.on_sasl(conn, xid, outcome, out),
+            }
         }
     }
 

@@ -554,3 +554,24 @@ fn sasl_acls_are_invalid_without_the_provider() {
     assert_eq!(h.request(1, 1, sasl_acl_create("/s", "jaasuser")).0.err, 0);
     assert_eq!(h.request(1, 2, sasl_acl_create("/bad", "a@b@c")).0.err, ErrorCode::InvalidAcl.code());
 }
+
+#[test]
+fn a_sasl_packet_pipelined_behind_the_connect_request_is_answered_after_the_handshake() {
+    let mut h = Harness::with(sasl_cfg());
+    let req = ConnectRequest { timeout_ms: 1_000, passwd: vec![0; 16], read_only: Some(false), ..Default::default() };
+    let mut out = Vec::new();
+    h.node.step(h.now, Input::Connect { conn: 1, addr: addr(), req }, &mut out);
+    let zxid = out.iter().find_map(|o| if let Output::Persist { hdr, .. } = o { Some(hdr.zxid) } else { None });
+    out.clear();
+    let outcome = SaslOutcome::Continue { challenge: b"c".to_vec() };
+    h.node.step(h.now, Input::Sasl { conn: 1, xid: 1, outcome }, &mut out);
+    assert!(out.is_empty(), "nothing before the session exists: {out:?}");
+    h.node.step(h.now, Input::Durable { zxid: zxid.expect("createSession persisted") }, &mut out);
+    let frames: Vec<&Vec<u8>> =
+        out.iter().filter_map(|o| if let Output::Send { frame, .. } = o { Some(frame) } else { None }).collect();
+    assert_eq!(frames.len(), 2, "{out:?}");
+    assert!(ConnectResponse::from_bytes(&frames[0][4..]).is_ok(), "the handshake first");
+    let (hdr, body) = decode_reply(102, &frames[1][4..]).unwrap();
+    assert_eq!((hdr.xid, hdr.err, body), (1, 0, Some(Response::Sasl { token: Some(b"c".to_vec()) })));
+    h.node.check_invariants().unwrap();
+}
