@@ -126,6 +126,8 @@ fn gssapi_with_a_real_kdc() {
     // What `warden serve` does before its runtime starts; the krb5 configuration as the kazoo
     // suite passes it (KRB5_CONFIG).
     configure_process(None, Some(&realm.path("krb5.conf")));
+    // The realm's own credential cache, whatever the caller's environment says.
+    std::env::set_var("KRB5CCNAME", format!("FILE:{}", realm.path("ccache").display()));
     SaslServer::prepare_process(&settings).unwrap();
     assert_eq!(std::env::var("KRB5_KTNAME").unwrap(), format!("FILE:{}", realm.path("server.keytab").display()));
     mechanism(&realm);
