@@ -250,6 +250,16 @@ async fn over_the_wire(realm: &Realm, jaas: PathBuf) {
     again.delete("/1", None).await.unwrap();
     srv.stop().await;
 
+    // A JAAS principal the keytab holds no key for stops start-up, naming it.
+    let other = realm.path("other-jaas.conf");
+    let text = std::fs::read_to_string(&jaas).unwrap().replace(SERVER_PRINCIPAL, "zookeeper/otherhost@KAZOOTEST.ORG");
+    std::fs::write(&other, text).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = test_config(dir.path());
+    cfg.sasl.jaas_file = Some(other);
+    let err = warden_server::Server::start(cfg).await.err().expect("start-up must fail without acceptor credentials");
+    assert!(format!("{err:#}").contains("zookeeper/otherhost"), "{err:#}");
+
     // kerberos.removeHostFromPrincipal / removeRealmFromPrincipal: the id is the short name.
     let srv = start(true).await;
     let client = gssapi_client(&srv).await.expect("connects");
