@@ -64,6 +64,19 @@ impl Realm {
         assert!(out.status.success(), "kinit failed: {}", String::from_utf8_lossy(&out.stderr));
     }
 
+    /// `kadmin.local -q QUERY` on the realm's database.
+    fn kadmin(&self, query: &str) {
+        // kadmin.local lives in /usr/sbin, which a non-login PATH may lack.
+        let tool = ["/usr/sbin/kadmin.local", "kadmin.local"].into_iter().find(|t| Path::new(t).exists());
+        let out = Command::new(tool.unwrap_or("kadmin.local"))
+            .env("KRB5_CONFIG", self.path("krb5.conf"))
+            .env("KRB5_KDC_PROFILE", self.path("kdc.conf"))
+            .args(["-r", "KAZOOTEST.ORG", "-q", query])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "kadmin.local {query}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
     fn kdestroy(&self) {
         let _ = std::fs::remove_file(self.path("ccache"));
     }
@@ -264,5 +277,14 @@ async fn over_the_wire(realm: &Realm, jaas: PathBuf) {
     let srv = start(true).await;
     let client = gssapi_client(&srv).await.expect("connects");
     assert!(ids(&client).await.contains(&"sasl:client".to_string()), "{:?}", ids(&client).await);
+
+    // A ticket the server cannot decrypt (its key changed in the KDC, the keytab still has the
+    // old one): the server fails the exchange, logs why, and keeps serving.
+    realm.kadmin(&format!("cpw -randkey {SERVER_PRINCIPAL}"));
+    realm.kdestroy();
+    realm.kinit(&[]);
+    let stale = gssapi_client(&srv).await.map(|_| ());
+    assert_eq!(stale, Err(Error::AuthFailed), "a ticket for a key the server lacks: AUTHFAILED");
+    assert!(ids(&client).await.contains(&"sasl:client".to_string()), "the first client is still served");
     srv.stop().await;
 }
