@@ -42,7 +42,7 @@ impl Node {
             SaslOutcome::NoServer => (0, None, false),
             SaslOutcome::Continue { challenge } => (0, Some(challenge), false),
             SaslOutcome::Done { authorization_id, token } => {
-                let is_super = self.cfg.sasl_super_users.iter().any(|u| *u == authorization_id);
+                let is_super = self.cfg.sasl_super_users.contains(&authorization_id);
                 tracing::info!(conn, id = %authorization_id, is_super, "SASL authentication succeeded");
                 let ids = is_super.then(|| Id::new("super", "")).into_iter().chain([Id::new("sasl", authorization_id)]);
                 for id in ids {

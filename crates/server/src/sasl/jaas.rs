@@ -153,10 +153,10 @@ pub fn login_config_from_jvm_flags(flags: &str) -> Option<String> {
     const KEY: &str = "-Djava.security.auth.login.config=";
     flags
         .split_whitespace()
+        .rev()
         .filter_map(|f| f.strip_prefix(KEY))
         .map(|v| v.trim_matches(['"', '\'']).trim_start_matches('=').to_string())
-        .filter(|v| !v.is_empty())
-        .last()
+        .find(|v| !v.is_empty())
 }
 
 #[cfg(test)]
