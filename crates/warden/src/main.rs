@@ -173,6 +173,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             cfg.sasl.jaas_file = Some(PathBuf::from(path));
         }
     }
+    // Process-wide settings (krb5's keytab variable) before any thread exists.
+    warden_server::sasl::SaslServer::prepare_process(&cfg.sasl)?;
     let rt = runtime(worker_threads(args.worker_threads)?)?;
     rt.block_on(async move {
         let mut server = Server::start(cfg).await?;

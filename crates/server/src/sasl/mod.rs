@@ -3,10 +3,12 @@
 //! in the connection's reader (mechanisms need randomness and, for GSSAPI, keytabs), and only the
 //! outcome goes to the node as `Input::Sasl`, which replies and records the identity.
 //!
-//! A mechanism is anything implementing [`Mechanism`]; DIGEST-MD5 (`digest_md5.rs`) is built,
-//! GSSAPI is recognised in the JAAS file (a `Krb5LoginModule` section) but refused for now.
+//! A mechanism is anything implementing [`Mechanism`]: DIGEST-MD5 (`digest_md5.rs`) for a
+//! section of `user_` options, GSSAPI (`gssapi.rs`, Kerberos through MIT krb5) for a
+//! `Krb5LoginModule` section, whose acceptor credentials are acquired at start-up.
 
 pub mod digest_md5;
+pub mod gssapi;
 pub mod jaas;
 pub mod kerberos;
 
@@ -44,8 +46,9 @@ pub enum SaslLogin {
     None,
     /// DIGEST-MD5 with these users (`user_<name>="password"` options of the section).
     DigestMd5 { users: Arc<HashMap<String, String>> },
-    /// A `Krb5LoginModule` section: GSSAPI, which Warden does not support yet.
-    Gssapi { principal: Option<String> },
+    /// A `Krb5LoginModule` section: GSSAPI as `principal` (any in the keytab if absent), with the
+    /// keys in `keytab` (the default keytab, `KRB5_KTNAME`, if absent).
+    Gssapi { principal: Option<String>, keytab: Option<std::path::PathBuf> },
 }
 
 /// Settings the SASL side needs (from zoo.cfg, the command line or the environment).
@@ -66,6 +69,8 @@ pub struct SaslSettings {
 #[derive(Debug)]
 pub struct SaslServer {
     pub login: SaslLogin,
+    /// The acceptor credentials of a GSSAPI login.
+    gssapi: Option<gssapi::GssapiServer>,
     remove_host: bool,
     remove_realm: bool,
 }
@@ -83,14 +88,36 @@ impl SaslServer {
             SaslLogin::DigestMd5 { users } => {
                 tracing::info!(section = %s.section, users = users.len(), "SASL: DIGEST-MD5 server")
             }
-            SaslLogin::Gssapi { principal } => tracing::error!(
-                section = %s.section,
-                ?principal,
-                "SASL: the JAAS server section uses Krb5LoginModule (GSSAPI/Kerberos), which Warden does not \
-                 support yet; every SASL exchange will fail with AUTHFAILED"
-            ),
+            SaslLogin::Gssapi { principal, keytab } => {
+                tracing::info!(section = %s.section, ?principal, ?keytab, "SASL: GSSAPI (Kerberos) server")
+            }
         }
-        Ok(Self { login, remove_host: s.remove_host, remove_realm: s.remove_realm })
+        let gssapi = match &login {
+            SaslLogin::Gssapi { principal, keytab } => {
+                if let Some(k) = keytab {
+                    let want = gssapi::keytab_name(k);
+                    let have = std::env::var("KRB5_KTNAME").unwrap_or_default();
+                    anyhow::ensure!(
+                        have == want,
+                        "SASL GSSAPI: KRB5_KTNAME is {have:?}, not the JAAS keyTab {want:?} \
+                         (call warden_server::sasl::prepare_process before starting threads)"
+                    );
+                }
+                Some(gssapi::GssapiServer::new(principal.as_deref()).map_err(anyhow::Error::msg)?)
+            }
+            _ => None,
+        };
+        Ok(Self { login, gssapi, remove_host: s.remove_host, remove_realm: s.remove_realm })
+    }
+
+    /// What must be set up process-wide before threads start: for a GSSAPI login with a JAAS
+    /// `keyTab`, MIT krb5's `KRB5_KTNAME`. Reads the JAAS file as [`SaslServer::load`] will.
+    pub fn prepare_process(s: &SaslSettings) -> anyhow::Result<()> {
+        let Some(path) = &s.jaas_file else { return Ok(()) };
+        if let SaslLogin::Gssapi { keytab: Some(k), .. } = Self::login_from_file(path, &s.section, None)? {
+            gssapi::configure_process(Some(&k), None);
+        }
+        Ok(())
     }
 
     fn login_from_file(path: &Path, section: &str, super_password: Option<&str>) -> anyhow::Result<SaslLogin> {
@@ -107,8 +134,10 @@ impl SaslServer {
     /// `user_` options of every entry (the super password, if set, replaces user `super`'s).
     pub fn login_from_section(sec: &jaas::Section, super_password: Option<&str>) -> SaslLogin {
         if let Some(krb) = sec.entries.iter().find(|e| e.module.ends_with("Krb5LoginModule")) {
-            let principal = krb.options.iter().find(|(k, _)| k == "principal").map(|(_, v)| v.clone());
-            return SaslLogin::Gssapi { principal };
+            let option = |name: &str| krb.options.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+            let principal = option("principal");
+            let keytab = option("keyTab").map(std::path::PathBuf::from);
+            return SaslLogin::Gssapi { principal, keytab };
         }
         let mut users: HashMap<String, String> = sec
             .entries
@@ -124,7 +153,7 @@ impl SaslServer {
 
     /// A server with this login and no principal rewriting (tests).
     pub fn with_login(login: SaslLogin) -> Self {
-        Self { login, remove_host: false, remove_realm: false }
+        Self { login, gssapi: None, remove_host: false, remove_realm: false }
     }
 }
 
@@ -148,11 +177,14 @@ impl ConnSasl {
     pub fn step(&mut self, conn: ConnId, token: &[u8]) -> SaslOutcome {
         let mech = match (&mut self.mech, &self.server.login) {
             (_, SaslLogin::None) => return SaslOutcome::NoServer,
-            (_, SaslLogin::Gssapi { .. }) => {
-                tracing::warn!(conn, "SASL exchange refused: GSSAPI (Kerberos) is not supported by Warden yet");
-                return SaslOutcome::Failed;
-            }
             (Some(m), _) => m,
+            (mech @ None, SaslLogin::Gssapi { .. }) => match &self.server.gssapi {
+                Some(g) => mech.insert(Box::new(g.start())),
+                None => {
+                    tracing::warn!(conn, "SASL exchange refused: no GSSAPI acceptor credentials");
+                    return SaslOutcome::Failed;
+                }
+            },
             (mech @ None, SaslLogin::DigestMd5 { users }) => {
                 mech.insert(Box::new(digest_md5::DigestMd5::new(users.clone(), random_nonce())))
             }
@@ -193,10 +225,10 @@ mod tests {
             HashMap::from([("a".into(), "1".into()), ("b".into(), "2".into()), ("super".into(), "root".into())]);
         assert_eq!(*users, expected);
         let krb =
-            section("Server { com.sun.security.auth.module.Krb5LoginModule required principal=\"zookeeper/h@R\"; };");
+            section("Server { com.sun.security.auth.module.Krb5LoginModule required keyTab=\"/k\" principal=\"zookeeper/h@R\"; };");
         assert_eq!(
             SaslServer::login_from_section(&krb, None),
-            SaslLogin::Gssapi { principal: Some("zookeeper/h@R".into()) }
+            SaslLogin::Gssapi { principal: Some("zookeeper/h@R".into()), keytab: Some("/k".into()) }
         );
     }
 
@@ -233,7 +265,8 @@ mod tests {
         assert_eq!(a.step(1, b""), SaslOutcome::Failed, "nothing after a failure");
         let mut none = ConnSasl::new(Arc::new(SaslServer::with_login(SaslLogin::None)));
         assert_eq!(none.step(3, b""), SaslOutcome::NoServer);
-        let mut krb = ConnSasl::new(Arc::new(SaslServer::with_login(SaslLogin::Gssapi { principal: None })));
+        let mut krb =
+            ConnSasl::new(Arc::new(SaslServer::with_login(SaslLogin::Gssapi { principal: None, keytab: None })));
         assert_eq!(krb.step(4, b""), SaslOutcome::Failed);
     }
 }
