@@ -22,7 +22,11 @@ fn create(path: &str) -> Request {
 fn connect(d: &mut Driver, conn: u64) {
     let req = ConnectRequest { timeout_ms: 10_000, passwd: vec![0; 16], read_only: Some(false), ..Default::default() };
     let mut cmds = Vec::new();
-    d.step(clock(), Event::Node(Input::Connect { conn, addr: "127.0.0.1:1".parse().unwrap(), req }), &mut cmds);
+    d.step(
+        clock(),
+        Event::Node(Input::Connect { conn, addr: "127.0.0.1:1".parse().unwrap(), req, x509: None }),
+        &mut cmds,
+    );
     d.end_turn(clock(), &mut cmds);
     sync_all(d, cmds);
 }

@@ -326,7 +326,7 @@ impl Cluster {
 
     fn connect(&mut self, sid: Sid, conn: u64, session_id: i64, passwd: Vec<u8>) -> ConnectResponse {
         let req = ConnectRequest { timeout_ms: 1_000, session_id, passwd, ..Default::default() };
-        self.step(sid, Input::Connect { conn, addr: addr(), req });
+        self.step(sid, Input::Connect { conn, addr: addr(), req, x509: None });
         self.run();
         let out = self.take_client(sid, conn);
         let Some(Command::Send { frame, .. }) = out.first() else { panic!("no handshake reply: {out:?}") };
@@ -654,7 +654,7 @@ fn a_reconnect_to_a_learner_is_answered_after_the_leaders_revalidate_reply() {
             passwd: hs.passwd.clone(),
             ..Default::default()
         };
-        c.step(sid, Input::Connect { conn, addr: addr(), req });
+        c.step(sid, Input::Connect { conn, addr: addr(), req, x509: None });
         c.step(sid, Input::Request { conn, xid: 5, req: get("/r") });
         assert!(c.take_client(sid, conn).is_empty(), "server {sid} answered before the leader did");
         assert_eq!(queued_revalidates(&c, sid, 3), [(hs.session_id, 1_000)]);
@@ -705,7 +705,7 @@ fn a_learner_refuses_a_session_the_leader_is_expiring_although_it_still_holds_it
         passwd: hs.passwd.clone(),
         ..Default::default()
     };
-    c.step(2, Input::Connect { conn: 2, addr: addr(), req });
+    c.step(2, Input::Connect { conn: 2, addr: addr(), req, x509: None });
     assert!(c.take_client(2, 2).is_empty(), "the follower's own table must not decide");
     c.run();
     let out = c.take_client(2, 2);

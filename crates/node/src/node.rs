@@ -57,6 +57,8 @@ pub struct NodeConfig {
     pub sasl_provider: bool,
     /// `zookeeper.superUser` and every `zookeeper.superUser.<suffix>`: SASL ids that also get `super`.
     pub sasl_super_users: Vec<String>,
+    /// `zookeeper.X509AuthenticationProvider.superUser`: the certificate subject that is also `super`.
+    pub x509_super_user: Option<String>,
     /// `enforce.auth.schemes` when `enforce.auth.enabled` (`sessionRequireClientSASLAuth` means
     /// `sasl`); empty: not enforced. The shell checks each has a provider at start-up.
     pub enforce_auth_schemes: Vec<String>,
@@ -81,6 +83,7 @@ impl Default for NodeConfig {
             linearizable_reads: false,
             sasl_provider: false,
             sasl_super_users: Vec::new(),
+            x509_super_user: None,
             enforce_auth_schemes: Vec::new(),
             allow_sasl_failed_clients: false,
         }
@@ -90,8 +93,9 @@ impl Default for NodeConfig {
 /// What the shell tells the node.
 #[derive(Debug)]
 pub enum Input {
-    /// A connection's first frame.
-    Connect { conn: ConnId, addr: SocketAddr, req: ConnectRequest },
+    /// A connection's first frame. `x509`: the subject (RFC 2253) of the certificate the client
+    /// presented over TLS and the shell verified; the connection then holds `x509:<dn>`.
+    Connect { conn: ConnId, addr: SocketAddr, req: ConnectRequest, x509: Option<String> },
     /// A decoded request frame.
     Request { conn: ConnId, xid: i32, req: Request },
     /// A SASL packet (opcode 102) after the shell stepped the connection's SASL mechanism with its
@@ -251,7 +255,7 @@ impl Node {
             self.check_lease(out);
         }
         match input {
-            Input::Connect { conn, addr, req } => self.on_connect(conn, addr, req, out),
+            Input::Connect { conn, addr, req, x509 } => self.on_connect(conn, addr, req, x509, out),
             Input::Request { conn, xid, req } => self.on_request(conn, xid, req, out),
             Input::Sasl { conn, xid, outcome } => self.on_sasl(conn, xid, outcome, out),
             Input::Invalid { conn, xid, err } => {
@@ -272,8 +276,23 @@ impl Node {
         }
     }
 
-    fn on_connect(&mut self, conn: ConnId, addr: SocketAddr, req: ConnectRequest, out: &mut Vec<Output>) {
+    fn on_connect(
+        &mut self,
+        conn: ConnId,
+        addr: SocketAddr,
+        req: ConnectRequest,
+        x509: Option<String>,
+        out: &mut Vec<Output>,
+    ) {
         let mut c = Conn::new(addr);
+        if let Some(dn) = x509 {
+            // X509AuthenticationProvider: the certificate's subject, and super when it is the
+            // configured superuser's.
+            if self.cfg.x509_super_user.as_deref() == Some(dn.as_str()) {
+                c.auth.push(warden_proto::data::Id::new("super", dn.clone()));
+            }
+            c.auth.push(warden_proto::data::Id::new("x509", dn));
+        }
         let read_only = !self.serving() && self.read_only();
         if !self.serving() && !read_only {
             // ZooKeeper serves clients only once its role is established (synced or leading).
@@ -679,8 +698,7 @@ impl Node {
     }
 
     fn on_auth(&mut self, conn: ConnId, xid: i32, scheme: &str, auth: &[u8], out: &mut Vec<Output>) {
-        let peer = self.conn_ids(conn).iter().find(|id| id.scheme == "ip");
-        let ids = crate::reads::authenticate(scheme, auth, self.cfg.super_digest.as_deref(), peer);
+        let ids = crate::reads::authenticate(scheme, auth, self.cfg.super_digest.as_deref(), self.conn_ids(conn));
         let ok = ids.is_some();
         let frame =
             encode_reply(&ReplyHeader { xid, zxid: 0, err: if ok { 0 } else { ErrorCode::AuthFailed.code() } }, None);

@@ -197,7 +197,7 @@ impl Node {
             .map(|id| {
                 let user = match &*id.scheme {
                     "digest" => id.id.split(':').next().unwrap_or_default().to_string(),
-                    "ip" | "sasl" => id.id.to_string(),
+                    "ip" | "sasl" | "x509" => id.id.to_string(),
                     _ => String::new(),
                 };
                 ClientInfo { auth_scheme: id.scheme.to_string(), user }
@@ -243,21 +243,21 @@ impl Node {
 /// The ids an auth packet adds to its connection, as ZooKeeper's default providers decide, or
 /// `None` when it fails (the connection is then closed). `digest` accepts any credential and adds
 /// `digest:<id>` ([`digest_id`]), plus `super` when that id is the configured super digest; `ip`
-/// adds the connection's own address (`peer`), which it already holds. Every other scheme has no
-/// provider and fails.
-pub(crate) fn authenticate(
-    scheme: &str,
-    auth: &[u8],
-    super_digest: Option<&str>,
-    peer: Option<&Id>,
-) -> Option<Vec<Id>> {
+/// adds the connection's own address, which it already holds; `x509` succeeds when the connection
+/// came with a verified client certificate (its id, already held) and fails otherwise, as
+/// `X509AuthenticationProvider.handleAuthentication` re-checking the connection's chain. Every
+/// other scheme has no provider and fails.
+pub(crate) fn authenticate(scheme: &str, auth: &[u8], super_digest: Option<&str>, held: &[Id]) -> Option<Vec<Id>> {
     match scheme {
         "digest" => {
             let id = digest_id(auth);
             let sup = (super_digest == Some(id.as_str())).then(|| Id::new("super", ""));
             Some(sup.into_iter().chain([Id::new("digest", id)]).collect())
         }
-        "ip" => Some(peer.cloned().into_iter().collect()),
+        "ip" | "x509" => {
+            let ids: Vec<Id> = held.iter().filter(|id| id.scheme == scheme).cloned().collect();
+            (scheme == "ip" || !ids.is_empty()).then_some(ids)
+        }
         _ => None,
     }
 }

@@ -60,7 +60,7 @@ impl Harness {
     fn connect(&mut self, conn: u64, session_id: i64, passwd: Vec<u8>) -> ConnectResponse {
         let req =
             ConnectRequest { timeout_ms: 1_000, session_id, passwd, read_only: Some(false), ..Default::default() };
-        let out = self.step(Input::Connect { conn, addr: addr(), req });
+        let out = self.step(Input::Connect { conn, addr: addr(), req, x509: None });
         let Some(Output::Send { frame, .. }) = out.first() else { panic!("no handshake reply: {out:?}") };
         ConnectResponse::from_bytes(&frame[4..]).unwrap()
     }
@@ -161,7 +161,7 @@ fn reconnect_with_a_wrong_password_is_refused_and_a_right_one_moves_the_session(
         read_only: None,
         ..Default::default()
     };
-    let out = h.step(Input::Connect { conn: 3, addr: addr(), req });
+    let out = h.step(Input::Connect { conn: 3, addr: addr(), req, x509: None });
     assert!(out.iter().any(|o| matches!(o, Output::Close { conn: 1 })), "the old connection is closed: {out:?}");
     let Some(Output::Send { frame, .. }) = out.iter().find(|o| matches!(o, Output::Send { conn: 3, .. })) else {
         panic!()
@@ -218,7 +218,7 @@ fn requests_behind_the_connect_request_wait_for_the_session() {
     let mut h = Harness::new();
     let req = ConnectRequest { timeout_ms: 1_000, passwd: vec![0; 16], read_only: Some(false), ..Default::default() };
     let mut out = Vec::new();
-    h.node.step(h.now, Input::Connect { conn: 1, addr: addr(), req }, &mut out);
+    h.node.step(h.now, Input::Connect { conn: 1, addr: addr(), req, x509: None }, &mut out);
     let auth = warden_proto::request::AuthPacket { auth_type: 0, scheme: "digest".into(), auth: b"u:p".to_vec() };
     h.node.step(h.now, Input::Request { conn: 1, xid: -4, req: Request::Auth(auth) }, &mut out);
     h.node.step(h.now, Input::Request { conn: 1, xid: 1, req: create("/early", 1) }, &mut out);
@@ -560,7 +560,7 @@ fn a_sasl_packet_pipelined_behind_the_connect_request_is_answered_after_the_hand
     let mut h = Harness::with(sasl_cfg());
     let req = ConnectRequest { timeout_ms: 1_000, passwd: vec![0; 16], read_only: Some(false), ..Default::default() };
     let mut out = Vec::new();
-    h.node.step(h.now, Input::Connect { conn: 1, addr: addr(), req }, &mut out);
+    h.node.step(h.now, Input::Connect { conn: 1, addr: addr(), req, x509: None }, &mut out);
     let zxid = out.iter().find_map(|o| if let Output::Persist { hdr, .. } = o { Some(hdr.zxid) } else { None });
     out.clear();
     let outcome = SaslOutcome::Continue { challenge: b"c".to_vec() };

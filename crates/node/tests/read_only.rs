@@ -74,7 +74,7 @@ impl Harness {
             read_only: Some(read_only),
             ..Default::default()
         };
-        self.step(Input::Connect { conn, addr: addr(), req })
+        self.step(Input::Connect { conn, addr: addr(), req, x509: None })
     }
 
     fn request(&mut self, conn: u64, xid: i32, req: Request) -> (ReplyHeader, Option<Response>, Vec<Output>) {

@@ -138,6 +138,17 @@ pub struct Config {
     pub enforce_auth_schemes: Vec<String>,
     /// `zookeeper.allowSaslFailedClients`.
     pub allow_sasl_failed_clients: bool,
+    /// `secureClientPort` / `secureClientPortAddress` (default: `clientPortAddress`): a TLS-only
+    /// client listener.
+    pub secure_client_port: Option<u16>,
+    pub secure_client_port_address: Option<IpAddr>,
+    /// `client.portUnification`: the plain client port also accepts TLS.
+    pub client_port_unification: bool,
+    /// Every `ssl.*` key (a leading `zookeeper.` removed), and `client.certReload`: read by
+    /// [`crate::tls::TlsSettings::from_keys`].
+    pub ssl: BTreeMap<String, String>,
+    /// `zookeeper.X509AuthenticationProvider.superUser`.
+    pub x509_super_user: Option<String>,
     /// `key=value` pairs Warden does not act on (yet); kept for `conf` and warnings.
     pub ignored: BTreeMap<String, String>,
 }
@@ -180,6 +191,11 @@ impl Default for Config {
             enforce_auth_enabled: false,
             enforce_auth_schemes: Vec::new(),
             allow_sasl_failed_clients: false,
+            secure_client_port: None,
+            secure_client_port_address: None,
+            client_port_unification: false,
+            ssl: BTreeMap::new(),
+            x509_super_user: None,
             ignored: BTreeMap::new(),
         }
     }
@@ -188,6 +204,17 @@ impl Default for Config {
 impl Config {
     pub fn client_addr(&self) -> SocketAddr {
         SocketAddr::new(self.client_port_address, self.client_port)
+    }
+
+    /// The TLS-only client address, when `secureClientPort` is set.
+    pub fn secure_client_addr(&self) -> Option<SocketAddr> {
+        let port = self.secure_client_port?;
+        Some(SocketAddr::new(self.secure_client_port_address.unwrap_or(self.client_port_address), port))
+    }
+
+    /// The client-port TLS settings (`ssl.*`), when a key store is configured.
+    pub fn client_tls(&self) -> Result<Option<crate::tls::TlsSettings>, crate::tls::TlsError> {
+        crate::tls::TlsSettings::from_keys(&self.ssl, "ssl.")
     }
 
     /// Is the four-letter word `cmd` allowed by the whitelist?
@@ -362,6 +389,30 @@ impl Config {
                 "allowSaslFailedClients" | "zookeeper.allowSaslFailedClients" => {
                     cfg.allow_sasl_failed_clients = val.eq_ignore_ascii_case("true")
                 }
+                "secureClientPort" => cfg.secure_client_port = Some(val.parse().map_err(|_| err("not a port"))?),
+                "secureClientPortAddress" => {
+                    cfg.secure_client_port_address = Some(parse_host(val).ok_or_else(|| err("not an address"))?)
+                }
+                "client.portUnification" | "zookeeper.client.portUnification" => {
+                    cfg.client_port_unification = parse_bool(val)
+                }
+                // TLS needs Netty's factory in ZooKeeper; Warden has one connection layer for both.
+                "serverCnxnFactory" | "zookeeper.serverCnxnFactory" => {}
+                "X509AuthenticationProvider.superUser" | "zookeeper.X509AuthenticationProvider.superUser" => {
+                    cfg.x509_super_user = Some(val.to_string())
+                }
+                "sslQuorum" if parse_bool(val) => {
+                    return Err(err("TLS between servers is not supported by Warden yet; remove sslQuorum=true"))
+                }
+                k if k.starts_with("ssl.quorum.") || k.starts_with("zookeeper.ssl.quorum.") => {
+                    cfg.ignored.insert(key.to_string(), val.to_string());
+                }
+                k if k.starts_with("ssl.") || k.starts_with("zookeeper.ssl.") || k.ends_with("client.certReload") => {
+                    if k.ends_with("ssl.authProvider") && val != "x509" {
+                        return Err(err("Warden authenticates client certificates with the x509 provider only"));
+                    }
+                    cfg.ssl.insert(k.trim_start_matches("zookeeper.").to_string(), val.to_string());
+                }
                 "forceSync" | "zookeeper.forceSync" => cfg.force_sync = !val.eq_ignore_ascii_case("no"),
                 "preAllocSize" | "zookeeper.preAllocSize" => cfg.pre_alloc_bytes = (num(val)?.max(1) as u64) * 1024,
                 _ => {
@@ -379,6 +430,9 @@ impl Config {
         }
         cfg.min_session_timeout_ms = min as u32;
         cfg.max_session_timeout_ms = max as u32;
+        if cfg.secure_client_port_address.is_some() && cfg.secure_client_port.is_none() {
+            return Err(ConfigError::Invalid("secureClientPortAddress is set but secureClientPort is not".into()));
+        }
         Ok(cfg)
     }
 }
@@ -397,6 +451,26 @@ fn parse_host(v: &str) -> Option<IpAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tls_keys_are_read_and_sslquorum_is_refused() {
+        let text = "dataDir=/d\nclientPort=2181\nsecureClientPort=2281\nclient.portUnification=true\n\
+                    serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+                    ssl.keyStore.location=/k.jks\nzookeeper.ssl.trustStore.location=/t.jks\n\
+                    zookeeper.X509AuthenticationProvider.superUser=CN=admin\nssl.quorum.keyStore.location=/q.jks\n";
+        let c = Config::parse(text).unwrap();
+        assert_eq!(c.secure_client_addr(), Some("0.0.0.0:2281".parse().unwrap()));
+        assert!(c.client_port_unification);
+        assert_eq!(c.ssl.get("ssl.trustStore.location").map(String::as_str), Some("/t.jks"));
+        assert_eq!(c.x509_super_user.as_deref(), Some("CN=admin"));
+        assert!(!c.ignored.contains_key("serverCnxnFactory"));
+        assert!(c.ignored.contains_key("ssl.quorum.keyStore.location"));
+        let tls = c.client_tls().unwrap().unwrap();
+        assert_eq!(tls.key_store.path, PathBuf::from("/k.jks"));
+        assert!(Config::parse("dataDir=/d\nsslQuorum=true\n").is_err());
+        assert!(Config::parse("dataDir=/d\nsecureClientPortAddress=127.0.0.1\n").is_err());
+        assert!(Config::parse("dataDir=/d\nssl.authProvider=custom\n").is_err());
+    }
 
     #[test]
     fn kazoo_harness_config_parses_and_keeps_unknown_keys() {

@@ -8,8 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tokio::task::JoinSet;
@@ -23,6 +22,7 @@ use warden_proto::{ErrorCode, Reader, Record};
 use crate::config::Config;
 use crate::owner::{ConnMsg, ConnTx, Event, Frames, CONN_QUEUE};
 use crate::sasl::{ConnSasl, SaslServer};
+use crate::tls::{self, TlsAcceptor};
 
 /// A connection that has not sent its ConnectRequest within this time is dropped
 /// (`zookeeper.nio.sessionlessCnxnTimeout`).
@@ -33,9 +33,23 @@ const READ_CHUNK: usize = 64 * 1024;
 
 type PerIp = Arc<Mutex<HashMap<IpAddr, u32>>>;
 
-/// Accepts clients until shutdown, then ends every connection task.
+/// What a client listener speaks.
+#[derive(Clone)]
+pub(crate) enum Wire {
+    Plain,
+    /// TLS only (`secureClientPort`).
+    Tls(Arc<TlsAcceptor>),
+    /// Plaintext and TLS on one port (`client.portUnification`): a first byte of 0x16 (a TLS
+    /// handshake record) means TLS.
+    Unified(Arc<TlsAcceptor>),
+}
+
+/// Accepts clients on the client port and, when configured, the secure client port, until
+/// shutdown, then ends every connection task. One loop for both, so connection ids are unique.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
+    wire: Wire,
+    secure: Option<(TcpListener, Arc<TlsAcceptor>)>,
     cfg: Arc<Config>,
     sasl: Arc<SaslServer>,
     events: mpsc::Sender<Event>,
@@ -44,28 +58,35 @@ pub(crate) async fn accept_loop(
     let per_ip: PerIp = Arc::default();
     let mut tasks = JoinSet::new();
     let mut next_conn: ConnId = 1;
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        continue;
-                    }
-                };
-                let Some(guard) = IpSlot::take(&per_ip, peer.ip(), cfg.max_client_cnxns) else {
-                    tracing::warn!(%peer, limit = cfg.max_client_cnxns, "too many connections from this address (maxClientCnxns); closing");
-                    continue;
-                };
-                let conn = next_conn;
-                next_conn += 1;
-                tasks.spawn(serve(stream, peer, conn, cfg.clone(), sasl.clone(), events.clone(), guard));
-            }
-            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
-            _ = shutdown.changed() => break,
+    let secure_accept = || async {
+        match &secure {
+            Some((l, tls)) => (l.accept().await, Wire::Tls(tls.clone())),
+            None => std::future::pending().await,
         }
+    };
+    loop {
+        let (accepted, wire) = tokio::select! {
+            accepted = listener.accept() => (accepted, wire.clone()),
+            accepted = secure_accept() => accepted,
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
+            _ = shutdown.changed() => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let Some(guard) = IpSlot::take(&per_ip, peer.ip(), cfg.max_client_cnxns) else {
+            tracing::warn!(%peer, limit = cfg.max_client_cnxns, "too many connections from this address (maxClientCnxns); closing");
+            continue;
+        };
+        let conn = next_conn;
+        next_conn += 1;
+        let ctx = ConnCtx { peer, conn, cfg: cfg.clone(), sasl: sasl.clone(), events: events.clone() };
+        tasks.spawn(serve(stream, wire, ctx, guard));
     }
     tasks.shutdown().await;
 }
@@ -100,17 +121,72 @@ impl Drop for IpSlot {
     }
 }
 
-async fn serve(
-    stream: TcpStream,
+/// What a connection task needs besides its stream.
+struct ConnCtx {
     peer: SocketAddr,
     conn: ConnId,
     cfg: Arc<Config>,
     sasl: Arc<SaslServer>,
     events: mpsc::Sender<Event>,
-    _slot: IpSlot,
-) {
+}
+
+async fn serve(stream: TcpStream, wire: Wire, ctx: ConnCtx, _slot: IpSlot) {
     let _ = stream.set_nodelay(true);
-    let (mut rd, wr) = stream.into_split();
+    let tls = match wire {
+        Wire::Plain => None,
+        Wire::Tls(tls) => Some(tls),
+        Wire::Unified(tls) => {
+            let timeout = tls.settings().handshake_timeout;
+            let mut first = [0u8; 1];
+            // No byte within the detection timeout: a plaintext client waiting for nothing; the
+            // sessionless timeout applies to it as to any.
+            match tokio::time::timeout(timeout, stream.peek(&mut first)).await {
+                Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_RECORD => Some(tls),
+                Ok(Ok(0)) | Ok(Err(_)) => return,
+                _ => None,
+            }
+        }
+    };
+    match tls {
+        None => {
+            let (rd, wr) = stream.into_split();
+            serve_stream(rd, wr, None, ctx).await
+        }
+        Some(tls) => {
+            let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
+            let timeout = tls.settings().handshake_timeout;
+            let stream = match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::warn!(peer = %ctx.peer, error = %e, "TLS handshake failed; closing");
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!(peer = %ctx.peer, ms = timeout.as_millis() as u64, "TLS handshake not finished in time; closing");
+                    return;
+                }
+            };
+            let dn = tls::peer_dn(stream.get_ref().1);
+            if let Some(dn) = &dn {
+                tracing::debug!(peer = %ctx.peer, %dn, "TLS client certificate verified");
+            }
+            let (rd, wr) = tokio::io::split(stream);
+            serve_stream(rd, wr, dn, ctx).await
+        }
+    }
+}
+
+/// The first byte of a TLS record carrying a handshake message (a ClientHello).
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
+/// Serves one connection over its (plain or decrypted) stream halves. `x509` is the subject of the
+/// client's verified certificate.
+async fn serve_stream<R, W>(mut rd: R, wr: W, x509: Option<String>, ctx: ConnCtx)
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let ConnCtx { peer, conn, cfg, sasl, events } = ctx;
     let mut buf = BytesMut::with_capacity(4096);
     let first = tokio::time::timeout(SESSIONLESS_TIMEOUT, read_at_least(&mut rd, &mut buf, 4)).await;
     if !matches!(first, Ok(Ok(true))) {
@@ -128,11 +204,19 @@ async fn serve(
     let permits = Arc::new(Semaphore::new(cfg.max_outstanding_per_connection));
     let (closed_tx, closed_rx) = oneshot::channel();
     let writer = tokio::spawn(write_loop(wr, rx, queued, permits.clone(), closed_tx));
-    if let Err(why) = read_loop(rd, buf, peer, conn, &cfg, ConnSasl::new(sasl), &events, permits, closed_rx).await {
+    let who = Who { peer, conn, x509 };
+    if let Err(why) = read_loop(rd, buf, who, &cfg, ConnSasl::new(sasl), &events, permits, closed_rx).await {
         tracing::info!(%peer, conn, %why, "closing client connection");
     }
     let _ = events.send(Event::Node(Input::Disconnected { conn })).await;
     let _ = writer.await;
+}
+
+/// Who is on a connection: its address, id and verified certificate subject.
+struct Who {
+    peer: SocketAddr,
+    conn: ConnId,
+    x509: Option<String>,
 }
 
 async fn read_at_least(rd: &mut (impl AsyncReadExt + Unpin), buf: &mut BytesMut, n: usize) -> std::io::Result<bool> {
@@ -146,7 +230,7 @@ async fn read_at_least(rd: &mut (impl AsyncReadExt + Unpin), buf: &mut BytesMut,
 
 async fn four_letter(
     cmd: warden_proto::frame::FourLetterWord,
-    mut wr: OwnedWriteHalf,
+    mut wr: impl AsyncWrite + Unpin,
     cfg: &Config,
     events: &mpsc::Sender<Event>,
 ) {
@@ -165,16 +249,16 @@ async fn four_letter(
 
 #[allow(clippy::too_many_arguments)]
 async fn read_loop(
-    mut rd: tokio::net::tcp::OwnedReadHalf,
+    mut rd: impl AsyncRead + Unpin,
     mut buf: BytesMut,
-    peer: SocketAddr,
-    conn: ConnId,
+    who: Who,
     cfg: &Config,
     mut sasl: ConnSasl,
     events: &mpsc::Sender<Event>,
     permits: Arc<Semaphore>,
     mut closed: oneshot::Receiver<()>,
 ) -> Result<(), String> {
+    let Who { peer, conn, mut x509 } = who;
     let mut decoder = FrameDecoder::new(cfg.jute_max_buffer);
     let mut connected = false;
     let deadline = tokio::time::Instant::now() + SESSIONLESS_TIMEOUT;
@@ -202,7 +286,7 @@ async fn read_loop(
                 } else {
                     connected = true;
                     let req = ConnectRequest::from_bytes(&frame).map_err(|e| format!("bad ConnectRequest: {e}"))?;
-                    Input::Connect { conn, addr: peer, req }
+                    Input::Connect { conn, addr: peer, req, x509: x509.take() }
                 };
                 inputs.push(input);
             }
@@ -227,6 +311,8 @@ async fn read_loop(
             n = rd.read_buf(&mut buf) => match n {
                 Ok(0) => return Ok(()),
                 Ok(_) => {}
+                // A TLS client that closed its socket without a close_notify: a close all the same.
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
                 Err(e) => return Err(format!("read error: {e}")),
             },
             _ = &mut closed => return Ok(()),
@@ -266,7 +352,7 @@ fn decode_request(conn: ConnId, frame: &Bytes) -> Result<Input, String> {
 }
 
 async fn write_loop(
-    wr: OwnedWriteHalf,
+    wr: impl AsyncWrite + Unpin,
     mut rx: mpsc::Receiver<ConnMsg>,
     queued: Arc<AtomicUsize>,
     permits: Arc<Semaphore>,

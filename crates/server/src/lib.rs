@@ -14,6 +14,7 @@ pub mod quorum_net;
 pub mod sasl;
 mod snapshot;
 mod storage;
+pub mod tls;
 
 use std::sync::Arc;
 
@@ -33,6 +34,8 @@ pub const BUILT_ON: &str = env!("WARDEN_BUILT_ON");
 /// A running server; dropping the shutdown sender stops it.
 pub struct Server {
     pub local_addr: std::net::SocketAddr,
+    /// The `secureClientPort` listener's address, when there is one.
+    pub secure_addr: Option<std::net::SocketAddr>,
     shutdown: Arc<watch::Sender<bool>>,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
@@ -55,9 +58,31 @@ impl Server {
         let listener =
             TcpListener::bind(cfg.client_addr()).await.with_context(|| format!("binding {}", cfg.client_addr()))?;
         let local_addr = listener.local_addr()?;
+        let tls = match cfg.client_tls().context("client TLS (ssl.*)")? {
+            Some(settings) => Some(Arc::new(tls::TlsAcceptor::new(settings).context("client TLS (ssl.*)")?)),
+            None => None,
+        };
+        let wire = match (&tls, cfg.client_port_unification) {
+            (Some(t), true) => connection::Wire::Unified(t.clone()),
+            (None, true) => anyhow::bail!("client.portUnification needs ssl.keyStore.location"),
+            _ => connection::Wire::Plain,
+        };
+        let secure = match (cfg.secure_client_addr(), &tls) {
+            (None, _) => None,
+            (Some(addr), None) => anyhow::bail!("secureClientPort {} needs ssl.keyStore.location", addr.port()),
+            (Some(addr), Some(t)) => {
+                let l = TcpListener::bind(addr).await.with_context(|| format!("binding secureClientPort {addr}"))?;
+                tracing::info!(addr = %l.local_addr()?, "serving TLS clients");
+                Some((l, t.clone()))
+            }
+        };
+        let secure_addr = secure.as_ref().map(|(l, _)| l.local_addr()).transpose()?;
         let mut cfg = cfg;
-        // `conf` reports the port actually bound (zoo.cfg may say 0).
+        // `conf` reports the ports actually bound (zoo.cfg may say 0).
         cfg.client_port = local_addr.port();
+        if let Some(a) = secure_addr {
+            cfg.secure_client_port = Some(a.port());
+        }
         for (k, v) in &cfg.ignored {
             tracing::warn!(key = %k, value = %v, "zoo.cfg key not used by Warden; accepted and ignored");
         }
@@ -99,7 +124,7 @@ impl Server {
         let snapshot_zxid = recovered.snapshot.is_some().then_some(recovered.snapshot_zxid);
         owner.restore(recovered.tree, &recovered.sessions, recovered.txns_after_snapshot, snapshot_zxid);
         let owner_task = tokio::spawn(owner.run());
-        let accept = connection::accept_loop(listener, cfg, sasl, events_tx, shutdown_rx.clone());
+        let accept = connection::accept_loop(listener, wire, secure, cfg, sasl, events_tx, shutdown_rx.clone());
         let shutdown = Arc::new(shutdown);
         let stop = shutdown.clone();
         let task = tokio::spawn(async move {
@@ -117,7 +142,7 @@ impl Server {
             result
         });
         tracing::info!(addr = %local_addr, "serving clients");
-        Ok(Server { local_addr, shutdown, task })
+        Ok(Server { local_addr, secure_addr, shutdown, task })
     }
 
     /// Waits until the server ends by itself (a fatal storage error) or after `stop`.

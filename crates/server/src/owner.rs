@@ -155,6 +155,7 @@ impl Owner {
             linearizable_reads: cfg.linearizable_reads,
             sasl_provider: cfg.sasl_provider(),
             sasl_super_users: cfg.sasl_super_users.clone(),
+            x509_super_user: cfg.x509_super_user.clone(),
             // Checked by `Server::start` before the owner exists.
             enforce_auth_schemes: cfg.enforced_auth_schemes().unwrap_or_default(),
             allow_sasl_failed_clients: cfg.allow_sasl_failed_clients,

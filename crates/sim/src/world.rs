@@ -1277,7 +1277,7 @@ impl World {
         let input = match msg {
             Wire::Connect(frame) => {
                 let req = crate::wire::decode_connect(&frame)?;
-                Input::Connect { conn, addr: "127.0.0.1:40000".parse().expect("literal address"), req }
+                Input::Connect { conn, addr: "127.0.0.1:40000".parse().expect("literal address"), req, x509: None }
             }
             Wire::Request(frame) => crate::wire::decode_request(conn, &frame)?,
             Wire::Gone => {

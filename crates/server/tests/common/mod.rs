@@ -39,6 +39,8 @@ pub const WAIT: Duration = Duration::from_secs(10);
 pub struct TestServer {
     server: Option<Server>,
     pub addr: SocketAddr,
+    /// The `secureClientPort` listener, when configured.
+    pub secure_addr: Option<SocketAddr>,
     _dir: tempfile::TempDir,
 }
 
@@ -75,7 +77,8 @@ impl TestServer {
         tweak(&mut cfg);
         let server = Server::start(cfg).await.expect("server starts");
         let addr = server.local_addr;
-        TestServer { server: Some(server), addr, _dir: dir }
+        let secure_addr = server.secure_addr;
+        TestServer { server: Some(server), addr, secure_addr, _dir: dir }
     }
 
     /// Connect string for `zookeeper-client`.
