@@ -332,3 +332,36 @@ async fn the_java_client_connects_over_tls_with_pem_pkcs12_and_jks_stores() {
     assert!(anon.contains("java-pem"), "java without a client certificate: {anon}");
     srv.stop().await;
 }
+
+/// `openssl s_client` to `addr` trusting the CA, presenting certificate `name`, sending `ruok`;
+/// its output. (rustls clients cannot present or accept a v1 certificate.)
+fn s_client(addr: SocketAddr, name: &str) -> String {
+    let mut child = std::process::Command::new("openssl")
+        .args(["s_client", "-ign_eof", "-connect", &addr.to_string(), "-CAfile", &cert("ca.pem")])
+        .args(["-cert", &cert(&format!("{name}.pem")), "-key", &cert(&format!("{name}-key.pem"))])
+        .arg("-verify_return_error")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("openssl s_client");
+    child.stdin.take().unwrap().write_all(b"ruok").unwrap();
+    let out = child.wait_with_output().unwrap();
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// X.509 version 1 certificates (kazoo's harness makes them; Java accepts them, webpki does not):
+/// the server serves its own, and a v1 client certificate from a trusted CA is accepted over TLS
+/// 1.3, while one from another CA is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_1_certificates_work_as_in_java() {
+    let srv = TestServer::start_with(|c| ssl(c, "v1-server-bundle.pem", "truststore.pem", &[])).await;
+    let addr = srv.secure_addr.unwrap();
+    let out = tokio::task::spawn_blocking(move || s_client(addr, "v1-client")).await.unwrap();
+    assert!(out.contains("Verify return code: 0 (ok)") && out.contains("imok"), "openssl s_client:\n{out}");
+    let out = tokio::task::spawn_blocking(move || s_client(addr, "v1-other")).await.unwrap();
+    assert!(!out.contains("imok"), "a v1 certificate from another CA was accepted:\n{out}");
+    let out = tokio::task::spawn_blocking(move || s_client(addr, "client")).await.unwrap();
+    assert!(out.contains("imok"), "a v3 client certificate next to them:\n{out}");
+    srv.stop().await;
+}

@@ -12,6 +12,7 @@
 //! client's DN, handed in with the connection's `Input::Connect`.
 
 pub mod jks;
+mod v1;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -180,16 +181,33 @@ impl TlsSettings {
                 })
             }
             (auth, Some(trust)) => {
+                let anchors = load_trust_store(trust)?;
                 let mut roots = RootCertStore::empty();
-                for cert in load_trust_store(trust)? {
-                    roots.add(cert).map_err(|e| TlsError::Load { path: trust.path.clone(), reason: e.to_string() })?;
+                for cert in &anchors {
+                    roots
+                        .add(cert.clone())
+                        .map_err(|e| TlsError::Load { path: trust.path.clone(), reason: e.to_string() })?;
                 }
-                let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+                let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
                 let v = if auth == ClientAuth::Want { v.allow_unauthenticated() } else { v };
-                builder.with_client_cert_verifier(v.build().map_err(|e| TlsError::Verifier(e.to_string()))?)
+                let webpki = v.build().map_err(|e| TlsError::Verifier(e.to_string()))?;
+                builder.with_client_cert_verifier(Arc::new(v1::Verifier {
+                    webpki,
+                    anchors,
+                    provider: provider.clone(),
+                }))
             }
         };
-        Ok(builder.with_single_cert(chain, key)?)
+        // Not `with_single_cert`: it refuses an X.509 v1 certificate, which Java (and so
+        // ZooKeeper) serves; kazoo's test harness makes v1 certificates.
+        let signing = provider.key_provider.load_private_key(key)?;
+        let certified = rustls::sign::CertifiedKey::new(chain, signing);
+        if let Err(e) = certified.keys_match() {
+            if !v1::is_v1(&certified.cert[0]) {
+                return Err(e.into());
+            }
+        }
+        Ok(builder.with_cert_resolver(Arc::new(v1::OneCert(Arc::new(certified)))))
     }
 
     /// aws-lc-rs with the configured cipher suites (Java names), in the configured order.
