@@ -14,27 +14,39 @@ fn f(v: &serde_json::Value, key: &str) -> f64 {
     v[key].as_f64().unwrap_or_else(|| panic!("{key} missing in {v}"))
 }
 
-#[test]
-fn bench_mixed_writes_json() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_server, port) = start_standalone(dir.path(), |_| {});
-    let json = dir.path().join("out.json");
+/// Runs `warden bench` against `port` with `args`, its JSON in `dir`; checks that it succeeded.
+/// Returns the JSON report, stdout and stderr.
+fn run_bench(dir: &std::path::Path, port: u16, args: &[&str], more: &[&str]) -> (serde_json::Value, String, String) {
+    let json = dir.join("out.json");
     let out = Command::new(BIN)
         .args(["bench", "--servers", &format!("127.0.0.1:{port}")])
-        .args(["--sessions", "2", "--depth", "8", "--duration", "2s", "--warmup", "1s"])
-        .args(["--workload", "mixed", "--keys", "500", "--value-size", "256", "--watches", "--cleanup"])
+        .args(args)
+        .args(more)
         .arg("--json")
         .arg(&json)
         .stdin(Stdio::null())
         .output()
         .expect("run warden bench");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "warden bench failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (report, stdout, stderr)
+}
+
+#[test]
+fn bench_mixed_writes_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, port) = start_standalone(dir.path(), |_| {});
+    let (report, stdout, stderr) = run_bench(
+        dir.path(),
+        port,
+        &["--sessions", "2", "--depth", "8", "--duration", "2s", "--warmup", "1s"],
+        &["--workload", "mixed", "--keys", "500", "--value-size", "256", "--watches", "--cleanup"],
+    );
     assert!(stderr.contains("ops/s"), "no progress line on stderr:\n{stderr}");
     assert!(stdout.contains("p99.9 ms"), "no table on stdout:\n{stdout}");
 
-    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let ops = report["ops"].as_array().expect("ops array");
     let names: Vec<&str> = ops.iter().map(|o| o["op"].as_str().unwrap()).collect();
     for want in ["getData", "setData", "exists", "getChildren", "create", "delete", "multi"] {
@@ -131,18 +143,12 @@ fn floor_against_a_server_times_both_clients_and_leaves_no_node() {
 fn bench_connect_counts_new_connections() {
     let dir = tempfile::tempdir().unwrap();
     let (_server, port) = start_standalone(dir.path(), |_| {});
-    let json = dir.path().join("out.json");
-    let out = Command::new(BIN)
-        .args(["bench", "--servers", &format!("127.0.0.1:{port}"), "--workload", "connect"])
-        .args(["--sessions", "2", "--depth", "2", "--duration", "1s", "--warmup", "0.5s", "--json"])
-        .arg(&json)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run warden bench");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "warden bench failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
-    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let (report, _, _) = run_bench(
+        dir.path(),
+        port,
+        &["--workload", "connect"],
+        &["--sessions", "2", "--depth", "2", "--duration", "1s", "--warmup", "0.5s"],
+    );
     let total = &report["total"];
     assert_eq!(total["op"], "connect");
     assert!(f(total, "count") > 10.0, "too few connections: {total}");
