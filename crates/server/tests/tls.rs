@@ -77,9 +77,12 @@ async fn ids(c: &zk::Client) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pem_pkcs12_and_jks_stores_serve_tls_clients_with_their_x509_id() {
-    for (key, trust) in
-        [("server-bundle.pem", "truststore.pem"), ("server.p12", "truststore.p12"), ("server.jks", "truststore.jks")]
-    {
+    for (key, trust) in [
+        ("server-bundle.pem", "truststore.pem"),
+        ("server-bundle-enc.pem", "truststore.pem"),
+        ("server.p12", "truststore.p12"),
+        ("server.jks", "truststore.jks"),
+    ] {
         let srv = TestServer::start_with(|c| ssl(c, key, trust, &[])).await;
         let secure = srv.secure_addr.expect("a secure port");
         let c = tls_client(secure, "ca.pem", Some("client")).await.unwrap_or_else(|e| panic!("{key}: {e}"));
@@ -269,8 +272,11 @@ fn java_cli(addr: SocketAddr, key_store: &str, trust_store: &str, kind: &str, cm
         .arg("-Dzookeeper.client.secure=true")
         .arg("-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty")
         .arg(format!("-Dzookeeper.ssl.keyStore.location={}", cert(key_store)))
-        // ZooKeeper reads a PEM key as encrypted when a password is given; this one is not.
-        .arg(format!("-Dzookeeper.ssl.keyStore.password={}", if kind == "PEM" { "" } else { "testpass" }))
+        // ZooKeeper reads a PEM key as encrypted when a password is given: none for the plain one.
+        .arg(format!(
+            "-Dzookeeper.ssl.keyStore.password={}",
+            if key_store.ends_with("-bundle.pem") { "" } else { "testpass" }
+        ))
         .arg(format!("-Dzookeeper.ssl.keyStore.type={kind}"))
         .arg(format!("-Dzookeeper.ssl.trustStore.location={}", cert(trust_store)))
         .arg("-Dzookeeper.ssl.trustStore.password=testpass")
@@ -288,11 +294,12 @@ async fn the_java_client_connects_over_tls_with_pem_pkcs12_and_jks_stores() {
     let addr = srv.secure_addr.unwrap();
     let stores = [
         ("client-bundle.pem", "truststore.pem", "PEM"),
+        ("client-bundle-enc.pem", "truststore.pem", "PEM"),
         ("client.p12", "truststore.p12", "PKCS12"),
         ("client.jks", "truststore.jks", "JKS"),
     ];
     for (key, trust, kind) in stores {
-        let path = format!("/java-{}", kind.to_lowercase());
+        let path = format!("/java-{}{}", kind.to_lowercase(), if key.contains("-enc") { "-enc" } else { "" });
         let create = tokio::task::spawn_blocking({
             let path = path.clone();
             move || java_cli(addr, key, trust, kind, &["create", &path, "from-java", "auth::cdrwa"])
