@@ -407,7 +407,11 @@ impl Config {
                 k if k.starts_with("ssl.quorum.") || k.starts_with("zookeeper.ssl.quorum.") => {
                     cfg.ignored.insert(key.to_string(), val.to_string());
                 }
-                k if k.starts_with("ssl.") || k.starts_with("zookeeper.ssl.") || k.ends_with("client.certReload") => {
+                k if k.starts_with("ssl.")
+                    || k.starts_with("zookeeper.ssl.")
+                    || k.ends_with("client.certReload")
+                    || k.ends_with("netty.server.outstandingHandshake.limit") =>
+                {
                     if k.ends_with("ssl.authProvider") && val != "x509" {
                         return Err(err("Warden authenticates client certificates with the x509 provider only"));
                     }
@@ -440,7 +444,8 @@ impl Config {
 impl Config {
     /// The TLS system properties of a JVM command line (`$SERVER_JVMFLAGS $JVMFLAGS`, as zkServer.sh
     /// passes them; the later of two wins): `-Dzookeeper.ssl.*` (not `ssl.quorum.*`),
-    /// `-Dzookeeper.client.certReload` and `-Dzookeeper.X509AuthenticationProvider.superUser`.
+    /// `-Dzookeeper.client.certReload`, `-Dzookeeper.netty.server.outstandingHandshake.limit` and
+    /// `-Dzookeeper.X509AuthenticationProvider.superUser`.
     /// ZooKeeper turns zoo.cfg keys into the same system properties when it reads the file, so a
     /// key set in zoo.cfg wins. Values cannot contain spaces (the flags are split at whitespace).
     /// Returns the properties taken.
@@ -459,6 +464,7 @@ impl Config {
                 );
             } else if (key.starts_with("ssl.") && !key.starts_with("ssl.quorum."))
                 || key == "client.certReload"
+                || key == "netty.server.outstandingHandshake.limit"
                 || key == "X509AuthenticationProvider.superUser"
             {
                 seen.insert(key.to_string(), val.to_string());

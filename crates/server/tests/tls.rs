@@ -232,6 +232,34 @@ async fn bad_input_on_the_tls_port_is_refused_and_costs_nothing_else() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handshakes_over_the_outstanding_limit_are_refused() {
+    let srv = TestServer::start_with(|c| {
+        ssl(c, "server.pem", "truststore.pem", &[("ssl.keyStore.location", &cert("server-bundle.pem"))]);
+        c.ssl.insert("netty.server.outstandingHandshake.limit".into(), "1".into());
+        c.ssl.insert("ssl.handshakeDetectionTimeoutMillis".into(), "30000".into());
+    })
+    .await;
+    let addr = srv.secure_addr.unwrap();
+    let good = tls_client(addr, "ca.pem", Some("client")).await.unwrap();
+    // One connection sits in its handshake (a record header, then nothing): the one slot is taken.
+    let mut staller = std::net::TcpStream::connect(addr).unwrap();
+    staller.write_all(&[0x16, 0x03, 0x01]).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let refused_at = std::time::Instant::now();
+    assert!(tls_client(addr, "ca.pem", Some("client")).await.is_err(), "a second handshake while one is in flight");
+    assert!(refused_at.elapsed() < Duration::from_secs(5), "refused at once, not after a timeout");
+    // Connections past their handshake, and the plain port, are not affected.
+    assert!(good.get_data("/").await.is_ok());
+    assert!(srv.client().await.get_data("/").await.is_ok());
+    // The stalled client goes away: its slot is free again.
+    drop(staller);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let again = tls_client(addr, "ca.pem", Some("client")).await.expect("a handshake once the slot is free");
+    assert!(ids(&again).await.contains(&format!("x509:{CLIENT_DN}")));
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replaced_store_files_are_used_without_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let key_store = dir.path().join("server.pem");

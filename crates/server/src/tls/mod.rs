@@ -15,6 +15,7 @@ pub mod jks;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -80,6 +81,9 @@ pub struct TlsSettings {
     pub handshake_timeout: Duration,
     /// Rebuild the configuration when a store file changes (`client.certReload`, default on).
     pub reload: bool,
+    /// At most this many handshakes in flight; a connection over it is closed before its handshake
+    /// (`netty.server.outstandingHandshake.limit`; absent or <= 0: no limit, as in ZooKeeper).
+    pub handshake_limit: Option<usize>,
 }
 
 impl TlsSettings {
@@ -146,6 +150,16 @@ impl TlsSettings {
             None => Duration::from_secs(5),
         };
         let reload = keys.get("client.certReload").is_none_or(|v| !v.trim().eq_ignore_ascii_case("false"));
+        let handshake_limit = match keys.get("netty.server.outstandingHandshake.limit").map(|v| v.trim()) {
+            None | Some("") => None,
+            Some(v) => {
+                let n = v.parse::<i64>().map_err(|_| TlsError::Setting {
+                    key: "netty.server.outstandingHandshake.limit".into(),
+                    reason: format!("{v:?} is not a number"),
+                })?;
+                (n > 0).then_some(n as usize)
+            }
+        };
         Ok(Some(TlsSettings {
             key_store,
             trust_store,
@@ -154,6 +168,7 @@ impl TlsSettings {
             cipher_suites,
             handshake_timeout,
             reload,
+            handshake_limit,
         }))
     }
 
@@ -476,6 +491,16 @@ fn stamps(files: &[&Path]) -> Stamps {
 pub struct TlsAcceptor {
     settings: TlsSettings,
     state: Mutex<Loaded>,
+    handshakes: AtomicUsize,
+}
+
+/// A handshake in flight, counted against `netty.server.outstandingHandshake.limit` until dropped.
+pub struct HandshakeSlot<'a>(&'a AtomicUsize);
+
+impl Drop for HandshakeSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 struct Loaded {
@@ -491,7 +516,21 @@ impl TlsAcceptor {
     pub fn new(settings: TlsSettings) -> Result<TlsAcceptor, TlsError> {
         let stamps = stamps(&settings.files());
         let config = Arc::new(settings.server_config()?);
-        Ok(TlsAcceptor { settings, state: Mutex::new(Loaded { config, stamps, checked: Instant::now() }) })
+        Ok(TlsAcceptor {
+            settings,
+            state: Mutex::new(Loaded { config, stamps, checked: Instant::now() }),
+            handshakes: AtomicUsize::new(0),
+        })
+    }
+
+    /// A slot for one more handshake, or `None` when `handshake_limit` are already in flight.
+    pub fn handshake_slot(&self) -> Option<HandshakeSlot<'_>> {
+        let n = self.handshakes.fetch_add(1, Ordering::AcqRel);
+        let slot = HandshakeSlot(&self.handshakes);
+        match self.settings.handshake_limit {
+            Some(limit) if n >= limit => None, // `slot` drops: the count is restored
+            _ => Some(slot),
+        }
     }
 
     pub fn settings(&self) -> &TlsSettings {
@@ -638,6 +677,50 @@ mod tests {
         assert_eq!(s.cipher_suites, Some(vec!["TLS_AES_128_GCM_SHA256".to_string(), "TLS_X".to_string()]));
         assert_eq!(s.handshake_timeout, Duration::from_millis(250));
         assert!(!s.reload);
+    }
+
+    #[test]
+    fn the_outstanding_handshake_limit_counts_slots_until_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        run(
+            d,
+            "openssl",
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                "/CN=localhost",
+                "-keyout",
+                "k.pem",
+                "-out",
+                "c.pem",
+            ],
+        );
+        run(d, "sh", &["-c", "cat k.pem c.pem > b.pem"]);
+        let mut text = format!("ssl.keyStore.location={}\nssl.clientAuth=none\n", d.join("b.pem").display());
+        assert_eq!(TlsSettings::from_keys(&keys(&text), "ssl.").unwrap().unwrap().handshake_limit, None);
+        for none in ["-1", "0"] {
+            let k = keys(&format!("{text}netty.server.outstandingHandshake.limit={none}"));
+            assert_eq!(TlsSettings::from_keys(&k, "ssl.").unwrap().unwrap().handshake_limit, None);
+        }
+        assert!(
+            TlsSettings::from_keys(&keys(&format!("{text}netty.server.outstandingHandshake.limit=x")), "ssl.").is_err()
+        );
+        text.push_str("netty.server.outstandingHandshake.limit=2");
+        let acceptor = TlsAcceptor::new(TlsSettings::from_keys(&keys(&text), "ssl.").unwrap().unwrap()).unwrap();
+        let a = acceptor.handshake_slot().expect("first");
+        let b = acceptor.handshake_slot().expect("second");
+        assert!(acceptor.handshake_slot().is_none(), "a third over the limit of 2");
+        assert!(acceptor.handshake_slot().is_none(), "refusals do not leak slots either way");
+        drop(a);
+        let c = acceptor.handshake_slot().expect("a slot again once one finished");
+        assert!(acceptor.handshake_slot().is_none());
+        drop((b, c));
+        assert_eq!(acceptor.handshakes.load(Ordering::Acquire), 0);
     }
 
     #[test]
