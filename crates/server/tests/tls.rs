@@ -231,6 +231,68 @@ async fn bad_input_on_the_tls_port_is_refused_and_costs_nothing_else() {
     srv.stop().await;
 }
 
+/// Debian's ZooKeeper Java CLI over TLS with a PEM key store (or none) and `-D` extras; one command.
+fn java_pem(addr: SocketAddr, key_store: Option<&str>, extra: &[&str], cmd: &[&str]) -> String {
+    let mut java = std::process::Command::new("timeout");
+    java.args(["60", "java", "-cp", &oracle::zk_classpath()])
+        .arg("-Dzookeeper.client.secure=true")
+        .arg("-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty")
+        .arg(format!("-Dzookeeper.ssl.trustStore.location={}", cert("truststore.pem")))
+        .args(extra);
+    if let Some(k) = key_store {
+        java.arg(format!("-Dzookeeper.ssl.keyStore.location={}", cert(k)));
+    }
+    java.arg("org.apache.zookeeper.ZooKeeperMain").args(["-server", &addr.to_string()]).args(cmd);
+    let out = java.output().unwrap_or_else(|e| panic!("{}: spawning java: {e}", oracle::MISSING));
+    format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// Java accepts X.509 v1 certificates (kazoo's harness makes its certificates so); webpki alone
+/// would not. Java clients, since rustls clients refuse v1 certificates of their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn x509_version_1_certificates_work_as_in_java() {
+    // A v1 client certificate from the trusted CA: verified, and its subject is the x509 id.
+    let srv = TestServer::start_with(|c| ssl(c, "server.p12", "truststore.pem", &[])).await;
+    let addr = srv.secure_addr.unwrap();
+    let java = |key: &'static str, cmd: &'static [&'static str]| {
+        tokio::task::spawn_blocking(move || java_pem(addr, Some(key), &[], cmd))
+    };
+    let out = java("client-v1-bundle.pem", &["create", "/v1", "ok", "auth::cdrwa"]).await.unwrap();
+    assert!(out.contains("Created /v1"), "a v1 client certificate: {out}");
+    let out = java("client-v1-bundle.pem", &["get", "/v1"]).await.unwrap();
+    assert!(out.lines().any(|l| l.trim() == "ok"), "the v1 certificate's x509 id reads its node: {out}");
+    assert_eq!(srv.client().await.get_data("/v1").await.unwrap_err(), Error::NoAuth);
+    // The same name from a CA the server does not trust: refused.
+    let out = java("other-v1-bundle.pem", &["create", "/other", "x"]).await.unwrap();
+    assert!(!out.contains("Created /other"), "a v1 certificate from another CA: {out}");
+    assert!(srv.client().await.check_stat("/other").await.unwrap().is_none());
+    srv.stop().await;
+
+    // A v1 server certificate: the Java client connects (no subjectAltName for 127.0.0.1 in v1).
+    let srv = TestServer::start_with(|c| {
+        ssl(c, "server-v1-bundle.pem", "truststore.pem", &[("ssl.clientAuth", "want")]);
+        c.ssl.insert("ssl.keyStore.password".into(), String::new());
+    })
+    .await;
+    let addr = srv.secure_addr.unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        java_pem(addr, None, &["-Dzookeeper.ssl.hostnameVerification=false"], &["create", "/v1", "ok"])
+    })
+    .await
+    .unwrap();
+    assert!(out.contains("Created /v1"), "java against a v1 server certificate: {out}");
+    srv.stop().await;
+    // A key that is not the certificate's is refused when the configuration is built.
+    let dir = tempfile::tempdir().unwrap();
+    let mismatched = dir.path().join("mismatched.pem");
+    std::fs::write(&mismatched, read("client-v1-key.pem") + &read("server-v1.pem")).unwrap();
+    let mut cfg = Config::default();
+    ssl(&mut cfg, "server-v1-bundle.pem", "truststore.pem", &[]);
+    cfg.ssl.insert("ssl.keyStore.location".into(), mismatched.display().to_string());
+    let err = cfg.client_tls().unwrap().unwrap().server_config().unwrap_err();
+    assert!(err.to_string().contains("does not belong"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handshakes_over_the_outstanding_limit_are_refused() {
     let srv = TestServer::start_with(|c| {

@@ -12,6 +12,7 @@
 //! client's DN, handed in with the connection's `Input::Connect`.
 
 pub mod jks;
+mod v1;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -195,16 +196,24 @@ impl TlsSettings {
                 })
             }
             (auth, Some(trust)) => {
+                let certs = load_trust_store(trust)?;
                 let mut roots = RootCertStore::empty();
-                for cert in load_trust_store(trust)? {
+                for cert in certs.iter().cloned() {
                     roots.add(cert).map_err(|e| TlsError::Load { path: trust.path.clone(), reason: e.to_string() })?;
                 }
-                let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+                let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
                 let v = if auth == ClientAuth::Want { v.allow_unauthenticated() } else { v };
-                builder.with_client_cert_verifier(v.build().map_err(|e| TlsError::Verifier(e.to_string()))?)
+                let inner = v.build().map_err(|e| TlsError::Verifier(e.to_string()))?;
+                let algs = provider.signature_verification_algorithms;
+                builder.with_client_cert_verifier(Arc::new(v1::AcceptV1 { inner, roots: certs, algs }))
             }
         };
-        Ok(builder.with_single_cert(chain, key)?)
+        // Not `with_single_cert`: it has webpki parse the certificate, which refuses X.509 v1.
+        let signing = provider.key_provider.load_private_key(key)?;
+        v1::check_key_matches(chain.first().map(|c| c.as_ref()).unwrap_or_default(), signing.as_ref())
+            .map_err(|e| TlsError::Load { path: self.key_store.path.clone(), reason: e })?;
+        let certified = rustls::sign::CertifiedKey::new(chain, signing);
+        Ok(builder.with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(certified))))
     }
 
     /// aws-lc-rs with the configured cipher suites (Java names), in the configured order.
