@@ -250,27 +250,27 @@ fn java_pem(addr: SocketAddr, key_store: Option<&str>, extra: &[&str], cmd: &[&s
 /// Java accepts X.509 v1 certificates (kazoo's harness makes its certificates so); webpki alone
 /// would not. Java clients, since rustls clients refuse v1 certificates of their own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn x509_version_1_certificates_work_as_in_java() {
+async fn version_1_certificates_with_the_java_client() {
     // A v1 client certificate from the trusted CA: verified, and its subject is the x509 id.
     let srv = TestServer::start_with(|c| ssl(c, "server.p12", "truststore.pem", &[])).await;
     let addr = srv.secure_addr.unwrap();
     let java = |key: &'static str, cmd: &'static [&'static str]| {
         tokio::task::spawn_blocking(move || java_pem(addr, Some(key), &[], cmd))
     };
-    let out = java("client-v1-bundle.pem", &["create", "/v1", "ok", "auth::cdrwa"]).await.unwrap();
+    let out = java("v1-client-bundle.pem", &["create", "/v1", "ok", "auth::cdrwa"]).await.unwrap();
     assert!(out.contains("Created /v1"), "a v1 client certificate: {out}");
-    let out = java("client-v1-bundle.pem", &["get", "/v1"]).await.unwrap();
+    let out = java("v1-client-bundle.pem", &["get", "/v1"]).await.unwrap();
     assert!(out.lines().any(|l| l.trim() == "ok"), "the v1 certificate's x509 id reads its node: {out}");
     assert_eq!(srv.client().await.get_data("/v1").await.unwrap_err(), Error::NoAuth);
     // The same name from a CA the server does not trust: refused.
-    let out = java("other-v1-bundle.pem", &["create", "/other", "x"]).await.unwrap();
+    let out = java("v1-other-bundle.pem", &["create", "/other", "x"]).await.unwrap();
     assert!(!out.contains("Created /other"), "a v1 certificate from another CA: {out}");
     assert!(srv.client().await.check_stat("/other").await.unwrap().is_none());
     srv.stop().await;
 
     // A v1 server certificate: the Java client connects (no subjectAltName for 127.0.0.1 in v1).
     let srv = TestServer::start_with(|c| {
-        ssl(c, "server-v1-bundle.pem", "truststore.pem", &[("ssl.clientAuth", "want")]);
+        ssl(c, "v1-server-bundle.pem", "truststore.pem", &[("ssl.clientAuth", "want")]);
         c.ssl.insert("ssl.keyStore.password".into(), String::new());
     })
     .await;
@@ -285,9 +285,9 @@ async fn x509_version_1_certificates_work_as_in_java() {
     // A key that is not the certificate's is refused when the configuration is built.
     let dir = tempfile::tempdir().unwrap();
     let mismatched = dir.path().join("mismatched.pem");
-    std::fs::write(&mismatched, read("client-v1-key.pem") + &read("server-v1.pem")).unwrap();
+    std::fs::write(&mismatched, read("v1-client-key.pem") + &read("v1-server.pem")).unwrap();
     let mut cfg = Config::default();
-    ssl(&mut cfg, "server-v1-bundle.pem", "truststore.pem", &[]);
+    ssl(&mut cfg, "v1-server-bundle.pem", "truststore.pem", &[]);
     cfg.ssl.insert("ssl.keyStore.location".into(), mismatched.display().to_string());
     let err = cfg.client_tls().unwrap().unwrap().server_config().unwrap_err();
     assert!(err.to_string().contains("does not belong"), "{err}");
@@ -427,5 +427,38 @@ async fn the_java_client_connects_over_tls_with_pem_pkcs12_and_jks_stores() {
     .await
     .unwrap();
     assert!(anon.contains("java-pem"), "java without a client certificate: {anon}");
+    srv.stop().await;
+}
+
+/// `openssl s_client` to `addr` trusting the CA, presenting certificate `name`, sending `ruok`;
+/// its output. (rustls clients cannot present or accept a v1 certificate.)
+fn s_client(addr: SocketAddr, name: &str) -> String {
+    let mut child = std::process::Command::new("openssl")
+        .args(["s_client", "-ign_eof", "-connect", &addr.to_string(), "-CAfile", &cert("ca.pem")])
+        .args(["-cert", &cert(&format!("{name}.pem")), "-key", &cert(&format!("{name}-key.pem"))])
+        .arg("-verify_return_error")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("openssl s_client");
+    child.stdin.take().unwrap().write_all(b"ruok").unwrap();
+    let out = child.wait_with_output().unwrap();
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// X.509 version 1 certificates (kazoo's harness makes them; Java accepts them, webpki does not):
+/// the server serves its own, and a v1 client certificate from a trusted CA is accepted over TLS
+/// 1.3, while one from another CA is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_1_certificates_work_as_in_java() {
+    let srv = TestServer::start_with(|c| ssl(c, "v1-server-bundle.pem", "truststore.pem", &[])).await;
+    let addr = srv.secure_addr.unwrap();
+    let out = tokio::task::spawn_blocking(move || s_client(addr, "v1-client")).await.unwrap();
+    assert!(out.contains("Verify return code: 0 (ok)") && out.contains("imok"), "openssl s_client:\n{out}");
+    let out = tokio::task::spawn_blocking(move || s_client(addr, "v1-other")).await.unwrap();
+    assert!(!out.contains("imok"), "a v1 certificate from another CA was accepted:\n{out}");
+    let out = tokio::task::spawn_blocking(move || s_client(addr, "client")).await.unwrap();
+    assert!(out.contains("imok"), "a v3 client certificate next to them:\n{out}");
     srv.stop().await;
 }

@@ -196,24 +196,40 @@ impl TlsSettings {
                 })
             }
             (auth, Some(trust)) => {
-                let certs = load_trust_store(trust)?;
+                let anchors = load_trust_store(trust)?;
                 let mut roots = RootCertStore::empty();
-                for cert in certs.iter().cloned() {
-                    roots.add(cert).map_err(|e| TlsError::Load { path: trust.path.clone(), reason: e.to_string() })?;
+                for cert in &anchors {
+                    roots
+                        .add(cert.clone())
+                        .map_err(|e| TlsError::Load { path: trust.path.clone(), reason: e.to_string() })?;
                 }
                 let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
                 let v = if auth == ClientAuth::Want { v.allow_unauthenticated() } else { v };
-                let inner = v.build().map_err(|e| TlsError::Verifier(e.to_string()))?;
-                let algs = provider.signature_verification_algorithms;
-                builder.with_client_cert_verifier(Arc::new(v1::AcceptV1 { inner, roots: certs, algs }))
+                let webpki = v.build().map_err(|e| TlsError::Verifier(e.to_string()))?;
+                builder.with_client_cert_verifier(Arc::new(v1::Verifier {
+                    webpki,
+                    anchors,
+                    provider: provider.clone(),
+                }))
             }
         };
-        // Not `with_single_cert`: it has webpki parse the certificate, which refuses X.509 v1.
+        // Not `with_single_cert`: it refuses an X.509 v1 certificate, which Java (and so
+        // ZooKeeper) serves; kazoo's test harness makes v1 certificates.
         let signing = provider.key_provider.load_private_key(key)?;
-        v1::check_key_matches(chain.first().map(|c| c.as_ref()).unwrap_or_default(), signing.as_ref())
-            .map_err(|e| TlsError::Load { path: self.key_store.path.clone(), reason: e })?;
         let certified = rustls::sign::CertifiedKey::new(chain, signing);
-        Ok(builder.with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(certified))))
+        if let Err(e) = certified.keys_match() {
+            if !v1::is_v1(&certified.cert[0]) {
+                return Err(e.into());
+            }
+            // rustls cannot parse a v1 certificate to compare keys; compare them here.
+            let leaf = x509_parser::parse_x509_certificate(certified.cert[0].as_ref())
+                .map_err(|e| load_err(&self.key_store.path, e))?
+                .1;
+            if certified.key.public_key().is_some_and(|spki| spki.as_ref() != leaf.public_key().raw) {
+                return Err(load_err(&self.key_store.path, "the private key does not belong to the certificate"));
+            }
+        }
+        Ok(builder.with_cert_resolver(Arc::new(v1::OneCert(Arc::new(certified)))))
     }
 
     /// aws-lc-rs with the configured cipher suites (Java names), in the configured order.

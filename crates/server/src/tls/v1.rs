@@ -1,128 +1,82 @@
-//! X.509 version 1 certificates. Java (so ZooKeeper) accepts a v1 end-entity certificate; webpki,
-//! under rustls, refuses any certificate that is not v3. kazoo's test harness makes its server and
-//! client certificates as v1, as do quick `openssl x509 -req` recipes. Here: the server's own
-//! certificate is used without webpki parsing it, and a client's v1 certificate is checked by hand
-//! the way a chain of one is checked: issued (name and signature) by a trust-store certificate, and
-//! within its validity period. Anything else (v3 certificates, longer chains) goes to webpki.
+//! X.509 version 1 certificates, which Java accepts and webpki (so rustls) refuses: a v1 server
+//! certificate is served as it is, and a v1 client certificate issued directly by a trusted CA is
+//! verified here (validity period, issuer among the trust anchors, the issuer's signature, and,
+//! in TLS 1.3, the handshake signature with its public key). Every other certificate goes through
+//! webpki unchanged. kazoo's test harness (and older ZooKeeper deployments) use v1 certificates.
 
 use std::sync::Arc;
 
 use rustls::client::danger::HandshakeSignatureValid;
-use rustls::crypto::WebPkiSupportedAlgorithms;
-use rustls::pki_types::{CertificateDer, UnixTime};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, SubjectPublicKeyInfoDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
 use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, Error, SignatureScheme};
-use x509_parser::certificate::X509Certificate;
-use x509_parser::prelude::{ASN1Time, X509Version};
+use x509_parser::prelude::{FromDer, X509Certificate};
 
-use super::der_element;
-
-fn parse(der: &[u8]) -> Result<X509Certificate<'_>, Error> {
-    x509_parser::parse_x509_certificate(der)
-        .map(|(_, c)| c)
-        .map_err(|_| Error::InvalidCertificate(CertificateError::BadEncoding))
-}
-
-fn is_v1(der: &[u8]) -> bool {
-    parse(der).is_ok_and(|c| c.version() == X509Version::V1)
-}
-
-/// A SubjectPublicKeyInfo's algorithm (contents of its AlgorithmIdentifier) and key bits.
-fn spki_parts(spki: &[u8]) -> Option<(&[u8], &[u8])> {
-    let (0x30, contents, _) = der_element(spki)? else { return None };
-    let (0x30, alg, rest) = der_element(contents)? else { return None };
-    let (0x03, bits, _) = der_element(rest)? else { return None };
-    let (&0, key) = bits.split_first()? else { return None };
-    Some((alg, key))
-}
-
-/// A certificate's signed part, signature algorithm (contents) and signature.
-fn signed_parts(der: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
-    let (0x30, body, _) = der_element(der)? else { return None };
-    let (0x30, _, rest) = der_element(body)? else { return None };
-    let tbs = &body[..body.len() - rest.len()];
-    let (0x30, alg, rest) = der_element(rest)? else { return None };
-    let (0x03, bits, _) = der_element(rest)? else { return None };
-    let (&0, sig) = bits.split_first()? else { return None };
-    Some((tbs, alg, sig))
-}
-
-fn verify_v1(
-    end_entity: &[u8],
-    roots: &[CertificateDer<'static>],
-    algs: &WebPkiSupportedAlgorithms,
-    now: UnixTime,
-) -> Result<(), Error> {
-    let invalid = Error::InvalidCertificate;
-    let cert = parse(end_entity)?;
-    let t = ASN1Time::from_timestamp(now.as_secs() as i64).map_err(|_| invalid(CertificateError::BadEncoding))?;
-    if t < cert.validity().not_before {
-        return Err(invalid(CertificateError::NotValidYet));
-    }
-    if t > cert.validity().not_after {
-        return Err(invalid(CertificateError::Expired));
-    }
-    let (tbs, sig_alg, sig) = signed_parts(end_entity).ok_or(invalid(CertificateError::BadEncoding))?;
-    for root in roots {
-        let Ok(issuer) = parse(root) else { continue };
-        if issuer.subject().as_raw() != cert.issuer().as_raw() {
-            continue;
-        }
-        let Some((key_alg, key)) = spki_parts(issuer.public_key().raw) else { continue };
-        let verified = algs.all.iter().any(|a| {
-            a.signature_alg_id().as_ref() == sig_alg
-                && a.public_key_alg_id().as_ref() == key_alg
-                && a.verify_signature(key, tbs, sig).is_ok()
-        });
-        if verified {
-            return Ok(());
-        }
-    }
-    Err(invalid(CertificateError::UnknownIssuer))
-}
-
-/// A handshake signature by a v1 certificate's key.
-fn verify_signature(
-    message: &[u8],
-    cert: &[u8],
-    dss: &DigitallySignedStruct,
-    algs: &WebPkiSupportedAlgorithms,
-) -> Result<HandshakeSignatureValid, Error> {
-    let bad = Error::InvalidCertificate(CertificateError::BadSignature);
-    let parsed = parse(cert)?;
-    let (key_alg, key) =
-        spki_parts(parsed.public_key().raw).ok_or(Error::InvalidCertificate(CertificateError::BadEncoding))?;
-    let candidates = algs.mapping.iter().find(|(s, _)| *s == dss.scheme).map(|(_, a)| *a).unwrap_or(&[]);
-    for a in candidates {
-        if a.public_key_alg_id().as_ref() == key_alg {
-            return a
-                .verify_signature(key, message, dss.signature())
-                .map(|_| HandshakeSignatureValid::assertion())
-                .map_err(|_| bad);
-        }
-    }
-    Err(bad)
-}
-
-/// webpki's client verifier, with v1 client certificates checked by [`verify_v1`].
+/// The server's one certificate and key, whatever the client asks for.
 #[derive(Debug)]
-pub(super) struct AcceptV1 {
-    pub(super) inner: Arc<dyn ClientCertVerifier>,
-    pub(super) roots: Vec<CertificateDer<'static>>,
-    pub(super) algs: WebPkiSupportedAlgorithms,
+pub struct OneCert(pub Arc<CertifiedKey>);
+
+impl ResolvesServerCert for OneCert {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.clone())
+    }
 }
 
-impl ClientCertVerifier for AcceptV1 {
+pub fn is_v1(cert: &CertificateDer<'_>) -> bool {
+    X509Certificate::from_der(cert.as_ref()).is_ok_and(|(_, c)| c.version().0 == 0)
+}
+
+fn bad(e: CertificateError) -> Error {
+    Error::InvalidCertificate(e)
+}
+
+/// webpki's client verification, with the v1 case above beside it.
+#[derive(Debug)]
+pub struct Verifier {
+    pub webpki: Arc<dyn ClientCertVerifier>,
+    pub anchors: Vec<CertificateDer<'static>>,
+    pub provider: Arc<CryptoProvider>,
+}
+
+impl Verifier {
+    fn verify_v1(&self, leaf: &X509Certificate<'_>, now: UnixTime) -> Result<(), Error> {
+        let at = x509_parser::time::ASN1Time::from_timestamp(now.as_secs() as i64)
+            .map_err(|_| bad(CertificateError::BadEncoding))?;
+        if !leaf.validity().is_valid_at(at) {
+            return Err(bad(if leaf.validity().not_after < at {
+                CertificateError::Expired
+            } else {
+                CertificateError::NotValidYet
+            }));
+        }
+        for der in &self.anchors {
+            let Ok((_, ca)) = X509Certificate::from_der(der.as_ref()) else { continue };
+            if ca.subject().as_raw() != leaf.issuer().as_raw() {
+                continue;
+            }
+            let is_ca = ca.version().0 == 0 || ca.basic_constraints().ok().flatten().is_some_and(|b| b.value.ca);
+            if is_ca && ca.validity().is_valid_at(at) && leaf.verify_signature(Some(ca.public_key())).is_ok() {
+                return Ok(());
+            }
+        }
+        Err(bad(CertificateError::UnknownIssuer))
+    }
+}
+
+impl ClientCertVerifier for Verifier {
     fn offer_client_auth(&self) -> bool {
-        self.inner.offer_client_auth()
+        self.webpki.offer_client_auth()
     }
 
     fn client_auth_mandatory(&self) -> bool {
-        self.inner.client_auth_mandatory()
+        self.webpki.client_auth_mandatory()
     }
 
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.inner.root_hint_subjects()
+        self.webpki.root_hint_subjects()
     }
 
     fn verify_client_cert(
@@ -131,10 +85,13 @@ impl ClientCertVerifier for AcceptV1 {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, Error> {
-        if !is_v1(end_entity) {
-            return self.inner.verify_client_cert(end_entity, intermediates, now);
+        match X509Certificate::from_der(end_entity.as_ref()) {
+            Ok((_, leaf)) if leaf.version().0 == 0 => {
+                self.verify_v1(&leaf, now)?;
+                Ok(ClientCertVerified::assertion())
+            }
+            _ => self.webpki.verify_client_cert(end_entity, intermediates, now),
         }
-        verify_v1(end_entity, &self.roots, &self.algs, now).map(|_| ClientCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
@@ -143,10 +100,25 @@ impl ClientCertVerifier for AcceptV1 {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        if !is_v1(cert) {
-            return self.inner.verify_tls12_signature(message, cert, dss);
+        match X509Certificate::from_der(cert.as_ref()) {
+            // rustls checks raw-key signatures for TLS 1.3 only; ZooKeeper 3.8's Java client
+            // speaks TLS 1.2 by default. In TLS 1.2 a scheme does not name an ECDSA curve: the
+            // key's algorithm (curve included) picks the verifier among the scheme's.
+            Ok((_, leaf)) if leaf.version().0 == 0 => {
+                let (key_alg, key) =
+                    spki_parts(leaf.public_key().raw).ok_or_else(|| bad(CertificateError::BadEncoding))?;
+                let algs = self.provider.signature_verification_algorithms.mapping;
+                let candidates = algs.iter().find(|(s, _)| *s == dss.scheme).map(|(_, a)| *a).unwrap_or(&[]);
+                let alg = candidates
+                    .iter()
+                    .find(|a| a.public_key_alg_id().as_ref() == key_alg)
+                    .ok_or_else(|| bad(CertificateError::BadSignature))?;
+                alg.verify_signature(key, message, dss.signature())
+                    .map(|_| HandshakeSignatureValid::assertion())
+                    .map_err(|_| bad(CertificateError::BadSignature))
+            }
+            _ => self.webpki.verify_tls12_signature(message, cert, dss),
         }
-        verify_signature(message, cert, dss, &self.algs)
     }
 
     fn verify_tls13_signature(
@@ -155,40 +127,30 @@ impl ClientCertVerifier for AcceptV1 {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        if !is_v1(cert) {
-            return self.inner.verify_tls13_signature(message, cert, dss);
+        match X509Certificate::from_der(cert.as_ref()) {
+            Ok((_, leaf)) if leaf.version().0 == 0 => {
+                let spki = SubjectPublicKeyInfoDer::from(leaf.public_key().raw);
+                rustls::crypto::verify_tls13_signature_with_raw_key(
+                    message,
+                    &spki,
+                    dss,
+                    &self.provider.signature_verification_algorithms,
+                )
+            }
+            _ => self.webpki.verify_tls13_signature(message, cert, dss),
         }
-        use SignatureScheme as S;
-        let tls13 = matches!(
-            dss.scheme,
-            S::ECDSA_NISTP256_SHA256
-                | S::ECDSA_NISTP384_SHA384
-                | S::ECDSA_NISTP521_SHA512
-                | S::RSA_PSS_SHA256
-                | S::RSA_PSS_SHA384
-                | S::RSA_PSS_SHA512
-                | S::ED25519
-                | S::ED448
-        );
-        if !tls13 {
-            return Err(Error::PeerMisbehaved(rustls::PeerMisbehaved::SignedHandshakeWithUnadvertisedSigScheme));
-        }
-        verify_signature(message, cert, dss, &self.algs)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
+        self.webpki.supported_verify_schemes()
     }
 }
 
-/// The private key must belong to the certificate (what rustls's `with_single_cert` checks, which
-/// also has webpki parse the certificate and so refuses v1).
-pub(super) fn check_key_matches(leaf: &[u8], key: &dyn rustls::sign::SigningKey) -> Result<(), String> {
-    let cert = parse(leaf).map_err(|e| e.to_string())?;
-    match key.public_key() {
-        Some(spki) if spki.as_ref() != cert.public_key().raw => {
-            Err("the private key does not belong to the certificate".into())
-        }
-        _ => Ok(()),
-    }
+/// A SubjectPublicKeyInfo's algorithm (the AlgorithmIdentifier's contents) and key bits.
+fn spki_parts(spki: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (0x30, contents, _) = super::der_element(spki)? else { return None };
+    let (0x30, alg, rest) = super::der_element(contents)? else { return None };
+    let (0x03, bits, _) = super::der_element(rest)? else { return None };
+    let (&0, key) = bits.split_first()? else { return None };
+    Some((alg, key))
 }
