@@ -407,7 +407,11 @@ impl Config {
                 k if k.starts_with("ssl.quorum.") || k.starts_with("zookeeper.ssl.quorum.") => {
                     cfg.ignored.insert(key.to_string(), val.to_string());
                 }
-                k if k.starts_with("ssl.") || k.starts_with("zookeeper.ssl.") || k.ends_with("client.certReload") => {
+                k if k.starts_with("ssl.")
+                    || k.starts_with("zookeeper.ssl.")
+                    || k.ends_with("client.certReload")
+                    || k.ends_with("netty.server.outstandingHandshake.limit") =>
+                {
                     if k.ends_with("ssl.authProvider") && val != "x509" {
                         return Err(err("Warden authenticates client certificates with the x509 provider only"));
                     }
@@ -434,6 +438,50 @@ impl Config {
             return Err(ConfigError::Invalid("secureClientPortAddress is set but secureClientPort is not".into()));
         }
         Ok(cfg)
+    }
+}
+
+impl Config {
+    /// The TLS system properties of a JVM command line (`$SERVER_JVMFLAGS $JVMFLAGS`, as zkServer.sh
+    /// passes them; the later of two wins): `-Dzookeeper.ssl.*` (not `ssl.quorum.*`),
+    /// `-Dzookeeper.client.certReload`, `-Dzookeeper.netty.server.outstandingHandshake.limit` and
+    /// `-Dzookeeper.X509AuthenticationProvider.superUser`.
+    /// ZooKeeper turns zoo.cfg keys into the same system properties when it reads the file, so a
+    /// key set in zoo.cfg wins. Values cannot contain spaces (the flags are split at whitespace).
+    /// Returns the properties taken.
+    pub fn apply_jvm_flags(&mut self, flags: &str) -> Vec<String> {
+        let mut taken = Vec::new();
+        let mut seen = std::collections::BTreeMap::new();
+        for flag in flags.split_whitespace() {
+            let Some((key, val)) = flag.strip_prefix("-Dzookeeper.").and_then(|f| f.split_once('=')) else {
+                continue;
+            };
+            let val = val.trim_matches(['"', '\'']);
+            if key == "ssl.authProvider" && val != "x509" {
+                tracing::warn!(
+                    provider = val,
+                    "-Dzookeeper.ssl.authProvider: Warden has the x509 provider only; ignored"
+                );
+            } else if (key.starts_with("ssl.") && !key.starts_with("ssl.quorum."))
+                || key == "client.certReload"
+                || key == "netty.server.outstandingHandshake.limit"
+                || key == "X509AuthenticationProvider.superUser"
+            {
+                seen.insert(key.to_string(), val.to_string());
+            }
+        }
+        for (key, val) in seen {
+            if key == "X509AuthenticationProvider.superUser" {
+                if self.x509_super_user.is_none() {
+                    self.x509_super_user = Some(val);
+                    taken.push(format!("zookeeper.{key}"));
+                }
+            } else if !self.ssl.contains_key(&key) {
+                self.ssl.insert(key.clone(), val);
+                taken.push(format!("zookeeper.{key}"));
+            }
+        }
+        taken
     }
 }
 
@@ -470,6 +518,36 @@ mod tests {
         assert!(Config::parse("dataDir=/d\nsslQuorum=true\n").is_err());
         assert!(Config::parse("dataDir=/d\nsecureClientPortAddress=127.0.0.1\n").is_err());
         assert!(Config::parse("dataDir=/d\nssl.authProvider=custom\n").is_err());
+    }
+
+    #[test]
+    fn tls_system_properties_fill_in_what_zoo_cfg_leaves_unset() {
+        let mut c = Config::parse("dataDir=/d\nsecureClientPort=2281\nssl.keyStore.location=/cfg.jks\n").unwrap();
+        let taken = c.apply_jvm_flags(
+            "-Xmx1g -Dzookeeper.ssl.keyStore.location=/flag.jks -Dzookeeper.ssl.trustStore.location=/t1.p12 \
+             -Dzookeeper.ssl.trustStore.location='/t2.p12' -Dzookeeper.ssl.quorum.keyStore.location=/q.jks \
+             -Dzookeeper.X509AuthenticationProvider.superUser=CN=admin,O=Warden -Dzookeeper.ssl.authProvider=custom \
+             -Dzookeeper.client.certReload=false -Djava.security.auth.login.config=/j",
+        );
+        assert_eq!(
+            taken,
+            [
+                "zookeeper.X509AuthenticationProvider.superUser",
+                "zookeeper.client.certReload",
+                "zookeeper.ssl.trustStore.location",
+            ]
+        );
+        // zoo.cfg wins; the later of two flags wins; quorum keys and other properties are not taken.
+        assert_eq!(c.ssl.get("ssl.keyStore.location").map(String::as_str), Some("/cfg.jks"));
+        assert_eq!(c.ssl.get("ssl.trustStore.location").map(String::as_str), Some("/t2.p12"));
+        assert!(!c.ssl.contains_key("ssl.quorum.keyStore.location") && !c.ssl.contains_key("ssl.authProvider"));
+        assert_eq!(c.x509_super_user.as_deref(), Some("CN=admin,O=Warden"));
+        let tls = c.client_tls().unwrap().unwrap();
+        assert_eq!(tls.trust_store.unwrap().kind, crate::tls::StoreKind::Pkcs12);
+        assert!(!tls.reload);
+        let mut c = Config::parse("dataDir=/d\nX509AuthenticationProvider.superUser=CN=cfg\n").unwrap();
+        c.apply_jvm_flags("-Dzookeeper.X509AuthenticationProvider.superUser=CN=flag");
+        assert_eq!(c.x509_super_user.as_deref(), Some("CN=cfg"));
     }
 
     #[test]

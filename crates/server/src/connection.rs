@@ -153,9 +153,19 @@ async fn serve(stream: TcpStream, wire: Wire, ctx: ConnCtx, _slot: IpSlot) {
             serve_stream(rd, wr, None, ctx).await
         }
         Some(tls) => {
+            let Some(slot) = tls.handshake_slot() else {
+                tracing::warn!(
+                    peer = %ctx.peer,
+                    limit = tls.settings().handshake_limit,
+                    "too many TLS handshakes in flight (netty.server.outstandingHandshake.limit); closing"
+                );
+                return;
+            };
             let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
             let timeout = tls.settings().handshake_timeout;
-            let stream = match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
+            let handshake = tokio::time::timeout(timeout, acceptor.accept(stream)).await;
+            drop(slot);
+            let stream = match handshake {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
                     tracing::warn!(peer = %ctx.peer, error = %e, "TLS handshake failed; closing");

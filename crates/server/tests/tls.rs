@@ -77,9 +77,12 @@ async fn ids(c: &zk::Client) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pem_pkcs12_and_jks_stores_serve_tls_clients_with_their_x509_id() {
-    for (key, trust) in
-        [("server-bundle.pem", "truststore.pem"), ("server.p12", "truststore.p12"), ("server.jks", "truststore.jks")]
-    {
+    for (key, trust) in [
+        ("server-bundle.pem", "truststore.pem"),
+        ("server-bundle-enc.pem", "truststore.pem"),
+        ("server.p12", "truststore.p12"),
+        ("server.jks", "truststore.jks"),
+    ] {
         let srv = TestServer::start_with(|c| ssl(c, key, trust, &[])).await;
         let secure = srv.secure_addr.expect("a secure port");
         let c = tls_client(secure, "ca.pem", Some("client")).await.unwrap_or_else(|e| panic!("{key}: {e}"));
@@ -228,6 +231,96 @@ async fn bad_input_on_the_tls_port_is_refused_and_costs_nothing_else() {
     srv.stop().await;
 }
 
+/// Debian's ZooKeeper Java CLI over TLS with a PEM key store (or none) and `-D` extras; one command.
+fn java_pem(addr: SocketAddr, key_store: Option<&str>, extra: &[&str], cmd: &[&str]) -> String {
+    let mut java = std::process::Command::new("timeout");
+    java.args(["60", "java", "-cp", &oracle::zk_classpath()])
+        .arg("-Dzookeeper.client.secure=true")
+        .arg("-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty")
+        .arg(format!("-Dzookeeper.ssl.trustStore.location={}", cert("truststore.pem")))
+        .args(extra);
+    if let Some(k) = key_store {
+        java.arg(format!("-Dzookeeper.ssl.keyStore.location={}", cert(k)));
+    }
+    java.arg("org.apache.zookeeper.ZooKeeperMain").args(["-server", &addr.to_string()]).args(cmd);
+    let out = java.output().unwrap_or_else(|e| panic!("{}: spawning java: {e}", oracle::MISSING));
+    format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// Java accepts X.509 v1 certificates (kazoo's harness makes its certificates so); webpki alone
+/// would not. Java clients, since rustls clients refuse v1 certificates of their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_1_certificates_with_the_java_client() {
+    // A v1 client certificate from the trusted CA: verified, and its subject is the x509 id.
+    let srv = TestServer::start_with(|c| ssl(c, "server.p12", "truststore.pem", &[])).await;
+    let addr = srv.secure_addr.unwrap();
+    let java = |key: &'static str, cmd: &'static [&'static str]| {
+        tokio::task::spawn_blocking(move || java_pem(addr, Some(key), &[], cmd))
+    };
+    let out = java("v1-client-bundle.pem", &["create", "/v1", "ok", "auth::cdrwa"]).await.unwrap();
+    assert!(out.contains("Created /v1"), "a v1 client certificate: {out}");
+    let out = java("v1-client-bundle.pem", &["get", "/v1"]).await.unwrap();
+    assert!(out.lines().any(|l| l.trim() == "ok"), "the v1 certificate's x509 id reads its node: {out}");
+    assert_eq!(srv.client().await.get_data("/v1").await.unwrap_err(), Error::NoAuth);
+    // The same name from a CA the server does not trust: refused.
+    let out = java("v1-other-bundle.pem", &["create", "/other", "x"]).await.unwrap();
+    assert!(!out.contains("Created /other"), "a v1 certificate from another CA: {out}");
+    assert!(srv.client().await.check_stat("/other").await.unwrap().is_none());
+    srv.stop().await;
+
+    // A v1 server certificate: the Java client connects (no subjectAltName for 127.0.0.1 in v1).
+    let srv = TestServer::start_with(|c| {
+        ssl(c, "v1-server-bundle.pem", "truststore.pem", &[("ssl.clientAuth", "want")]);
+        c.ssl.insert("ssl.keyStore.password".into(), String::new());
+    })
+    .await;
+    let addr = srv.secure_addr.unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        java_pem(addr, None, &["-Dzookeeper.ssl.hostnameVerification=false"], &["create", "/v1", "ok"])
+    })
+    .await
+    .unwrap();
+    assert!(out.contains("Created /v1"), "java against a v1 server certificate: {out}");
+    srv.stop().await;
+    // A key that is not the certificate's is refused when the configuration is built.
+    let dir = tempfile::tempdir().unwrap();
+    let mismatched = dir.path().join("mismatched.pem");
+    std::fs::write(&mismatched, read("v1-client-key.pem") + &read("v1-server.pem")).unwrap();
+    let mut cfg = Config::default();
+    ssl(&mut cfg, "v1-server-bundle.pem", "truststore.pem", &[]);
+    cfg.ssl.insert("ssl.keyStore.location".into(), mismatched.display().to_string());
+    let err = cfg.client_tls().unwrap().unwrap().server_config().unwrap_err();
+    assert!(err.to_string().contains("does not belong"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handshakes_over_the_outstanding_limit_are_refused() {
+    let srv = TestServer::start_with(|c| {
+        ssl(c, "server.pem", "truststore.pem", &[("ssl.keyStore.location", &cert("server-bundle.pem"))]);
+        c.ssl.insert("netty.server.outstandingHandshake.limit".into(), "1".into());
+        c.ssl.insert("ssl.handshakeDetectionTimeoutMillis".into(), "30000".into());
+    })
+    .await;
+    let addr = srv.secure_addr.unwrap();
+    let good = tls_client(addr, "ca.pem", Some("client")).await.unwrap();
+    // One connection sits in its handshake (a record header, then nothing): the one slot is taken.
+    let mut staller = std::net::TcpStream::connect(addr).unwrap();
+    staller.write_all(&[0x16, 0x03, 0x01]).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let refused_at = std::time::Instant::now();
+    assert!(tls_client(addr, "ca.pem", Some("client")).await.is_err(), "a second handshake while one is in flight");
+    assert!(refused_at.elapsed() < Duration::from_secs(5), "refused at once, not after a timeout");
+    // Connections past their handshake, and the plain port, are not affected.
+    assert!(good.get_data("/").await.is_ok());
+    assert!(srv.client().await.get_data("/").await.is_ok());
+    // The stalled client goes away: its slot is free again.
+    drop(staller);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let again = tls_client(addr, "ca.pem", Some("client")).await.expect("a handshake once the slot is free");
+    assert!(ids(&again).await.contains(&format!("x509:{CLIENT_DN}")));
+    srv.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replaced_store_files_are_used_without_a_restart() {
     let dir = tempfile::tempdir().unwrap();
@@ -269,8 +362,11 @@ fn java_cli(addr: SocketAddr, key_store: &str, trust_store: &str, kind: &str, cm
         .arg("-Dzookeeper.client.secure=true")
         .arg("-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty")
         .arg(format!("-Dzookeeper.ssl.keyStore.location={}", cert(key_store)))
-        // ZooKeeper reads a PEM key as encrypted when a password is given; this one is not.
-        .arg(format!("-Dzookeeper.ssl.keyStore.password={}", if kind == "PEM" { "" } else { "testpass" }))
+        // ZooKeeper reads a PEM key as encrypted when a password is given: none for the plain one.
+        .arg(format!(
+            "-Dzookeeper.ssl.keyStore.password={}",
+            if key_store.ends_with("-bundle.pem") { "" } else { "testpass" }
+        ))
         .arg(format!("-Dzookeeper.ssl.keyStore.type={kind}"))
         .arg(format!("-Dzookeeper.ssl.trustStore.location={}", cert(trust_store)))
         .arg("-Dzookeeper.ssl.trustStore.password=testpass")
@@ -288,11 +384,12 @@ async fn the_java_client_connects_over_tls_with_pem_pkcs12_and_jks_stores() {
     let addr = srv.secure_addr.unwrap();
     let stores = [
         ("client-bundle.pem", "truststore.pem", "PEM"),
+        ("client-bundle-enc.pem", "truststore.pem", "PEM"),
         ("client.p12", "truststore.p12", "PKCS12"),
         ("client.jks", "truststore.jks", "JKS"),
     ];
     for (key, trust, kind) in stores {
-        let path = format!("/java-{}", kind.to_lowercase());
+        let path = format!("/java-{}{}", kind.to_lowercase(), if key.contains("-enc") { "-enc" } else { "" });
         let create = tokio::task::spawn_blocking({
             let path = path.clone();
             move || java_cli(addr, key, trust, kind, &["create", &path, "from-java", "auth::cdrwa"])

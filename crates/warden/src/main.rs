@@ -163,6 +163,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(p) = args.port {
         cfg.client_port = p;
     }
+    {
+        let flags = ["SERVER_JVMFLAGS", "JVMFLAGS"].map(|v| std::env::var(v).unwrap_or_default()).join(" ");
+        let taken = cfg.apply_jvm_flags(&flags);
+        if !taken.is_empty() {
+            tracing::info!(properties = ?taken, "TLS settings from -D flags in SERVER_JVMFLAGS/JVMFLAGS");
+        }
+    }
     if let Some(j) = args.jaas {
         cfg.sasl.jaas_file = Some(j);
     } else if cfg.sasl.jaas_file.is_none() {

@@ -16,6 +16,7 @@ mod v1;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -81,6 +82,9 @@ pub struct TlsSettings {
     pub handshake_timeout: Duration,
     /// Rebuild the configuration when a store file changes (`client.certReload`, default on).
     pub reload: bool,
+    /// At most this many handshakes in flight; a connection over it is closed before its handshake
+    /// (`netty.server.outstandingHandshake.limit`; absent or <= 0: no limit, as in ZooKeeper).
+    pub handshake_limit: Option<usize>,
 }
 
 impl TlsSettings {
@@ -147,6 +151,16 @@ impl TlsSettings {
             None => Duration::from_secs(5),
         };
         let reload = keys.get("client.certReload").is_none_or(|v| !v.trim().eq_ignore_ascii_case("false"));
+        let handshake_limit = match keys.get("netty.server.outstandingHandshake.limit").map(|v| v.trim()) {
+            None | Some("") => None,
+            Some(v) => {
+                let n = v.parse::<i64>().map_err(|_| TlsError::Setting {
+                    key: "netty.server.outstandingHandshake.limit".into(),
+                    reason: format!("{v:?} is not a number"),
+                })?;
+                (n > 0).then_some(n as usize)
+            }
+        };
         Ok(Some(TlsSettings {
             key_store,
             trust_store,
@@ -155,6 +169,7 @@ impl TlsSettings {
             cipher_suites,
             handshake_timeout,
             reload,
+            handshake_limit,
         }))
     }
 
@@ -205,6 +220,13 @@ impl TlsSettings {
         if let Err(e) = certified.keys_match() {
             if !v1::is_v1(&certified.cert[0]) {
                 return Err(e.into());
+            }
+            // rustls cannot parse a v1 certificate to compare keys; compare them here.
+            let leaf = x509_parser::parse_x509_certificate(certified.cert[0].as_ref())
+                .map_err(|e| load_err(&self.key_store.path, e))?
+                .1;
+            if certified.key.public_key().is_some_and(|spki| spki.as_ref() != leaf.public_key().raw) {
+                return Err(load_err(&self.key_store.path, "the private key does not belong to the certificate"));
             }
         }
         Ok(builder.with_cert_resolver(Arc::new(v1::OneCert(Arc::new(certified)))))
@@ -278,18 +300,25 @@ pub fn load_key_store(spec: &StoreSpec) -> Result<(Vec<CertificateDer<'static>>,
     let p = &spec.path;
     match spec.kind {
         StoreKind::Pem => {
+            if String::from_utf8_lossy(&data).contains("Proc-Type: 4,ENCRYPTED") {
+                // ZooKeeper's PemReader reads PKCS#8 only; OpenSSL's legacy encryption is not that.
+                return Err(load_err(
+                    p,
+                    "legacy OpenSSL-encrypted PEM key (Proc-Type: 4,ENCRYPTED); convert it with \
+                     `openssl pkcs8 -topk8 -v1 PBE-SHA1-3DES`",
+                ));
+            }
             let chain =
                 CertificateDer::pem_slice_iter(&data).collect::<Result<Vec<_>, _>>().map_err(|e| load_err(p, e))?;
             if chain.is_empty() {
                 return Err(load_err(p, "no CERTIFICATE in the PEM key store"));
             }
-            if has_encrypted_key(&data) {
-                return Err(load_err(
-                    p,
-                    "encrypted PEM private keys are not supported; use PKCS12 or an unencrypted key",
-                ));
-            }
-            let key = PrivateKeyDer::from_pem_slice(&data).map_err(|e| load_err(p, format!("private key: {e}")))?;
+            let key = match pem_block(&data, "ENCRYPTED PRIVATE KEY").map_err(|e| load_err(p, e))? {
+                Some(encrypted) => PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
+                    decrypt_pkcs8(&encrypted, &spec.password).map_err(|e| load_err(p, e))?,
+                )),
+                None => PrivateKeyDer::from_pem_slice(&data).map_err(|e| load_err(p, format!("private key: {e}")))?,
+            };
             Ok((chain, key))
         }
         StoreKind::Pkcs12 => {
@@ -355,9 +384,125 @@ pub fn load_trust_store(spec: &StoreSpec) -> Result<Vec<CertificateDer<'static>>
     Ok(certs)
 }
 
-fn has_encrypted_key(pem: &[u8]) -> bool {
+/// The decoded contents of the first `-----BEGIN <label>-----` block, if there is one.
+fn pem_block(pem: &[u8], label: &str) -> Result<Option<Vec<u8>>, String> {
+    use base64::Engine as _;
     let text = String::from_utf8_lossy(pem);
-    text.contains("BEGIN ENCRYPTED PRIVATE KEY") || text.contains("Proc-Type: 4,ENCRYPTED")
+    let begin = format!("-----BEGIN {label}-----");
+    let end = format!("-----END {label}-----");
+    let Some(start) = text.find(&begin) else { return Ok(None) };
+    let body = &text[start + begin.len()..];
+    let stop = body.find(&end).ok_or_else(|| format!("{begin} without {end}"))?;
+    let b64: String = body[..stop].chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    base64::engine::general_purpose::STANDARD.decode(b64).map(Some).map_err(|e| format!("{label}: bad base64: {e}"))
+}
+
+/// `pbeWithSHAAnd3-KeyTripleDES-CBC` (1.2.840.113549.1.12.1.3), DER contents of the OID.
+const PBE_SHA1_3DES: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x0c, 0x01, 0x03];
+
+/// Decrypts a PKCS#8 `EncryptedPrivateKeyInfo` with the key store password, as ZooKeeper's
+/// `PemReader` does with `ssl.keyStore.password`. Schemes: `pbeWithSHAAnd3-KeyTripleDES-CBC`
+/// (`openssl pkcs8 -topk8 -v1 PBE-SHA1-3DES`; Java, hence ZooKeeper, reads this one) and PBES2
+/// with PBKDF2 or scrypt and AES (OpenSSL's default; Java's `PemReader` cannot read it).
+fn decrypt_pkcs8(info: &[u8], password: &str) -> Result<Vec<u8>, String> {
+    let bad = || "ENCRYPTED PRIVATE KEY is not a PKCS#8 EncryptedPrivateKeyInfo".to_string();
+    let (tag, seq, _) = der_element(info).ok_or_else(bad)?;
+    if tag != 0x30 {
+        return Err(bad());
+    }
+    let (tag, alg_contents, rest) = der_element(seq).ok_or_else(bad)?;
+    let algorithm = &seq[..seq.len() - rest.len()];
+    let (octets, data, _) = der_element(rest).ok_or_else(bad)?;
+    if tag != 0x30 || octets != 0x04 {
+        return Err(bad());
+    }
+    if password.is_empty() {
+        return Err("the PEM private key is encrypted but the key store has no password".into());
+    }
+    let wrong = || "cannot decrypt the private key (wrong key store password?)".to_string();
+    let (oid_tag, oid, params) = der_element(alg_contents).ok_or_else(bad)?;
+    let key = if oid_tag == 0x06 && oid == PBE_SHA1_3DES {
+        use cbc::cipher::{block_padding::Pkcs7, BlockModeDecrypt, KeyIvInit};
+        let (salt, iterations) = pbe_params(params).ok_or_else(bad)?;
+        let k = pkcs12_kdf(password, salt, 1, iterations, 24);
+        let iv = pkcs12_kdf(password, salt, 2, iterations, 8);
+        let cipher = cbc::Decryptor::<des::TdesEde3>::new_from_slices(&k, &iv).map_err(|_| bad())?;
+        cipher.decrypt_padded_vec::<Pkcs7>(data).map_err(|_| wrong())?
+    } else {
+        let scheme = pkcs5::EncryptionScheme::try_from(algorithm).map_err(|e| {
+            format!("unsupported private key encryption (PBE-SHA1-3DES and PBES2 with AES are supported): {e}")
+        })?;
+        scheme.decrypt(password, data).map_err(|_| wrong())?
+    };
+    // A wrong password can still unpad correctly by chance; the result must then be a SEQUENCE.
+    match der_element(&key) {
+        Some((0x30, _, [])) => Ok(key),
+        _ => Err("cannot decrypt the private key (wrong key store password?)".into()),
+    }
+}
+
+/// `pkcs-12PbeParams`: SEQUENCE { salt OCTET STRING, iterations INTEGER }.
+fn pbe_params(params: &[u8]) -> Option<(&[u8], u32)> {
+    let (0x30, seq, _) = der_element(params)? else { return None };
+    let (0x04, salt, rest) = der_element(seq)? else { return None };
+    let (0x02, n, _) = der_element(rest)? else { return None };
+    if n.is_empty() || n.len() > 4 || n[0] & 0x80 != 0 {
+        return None;
+    }
+    let iterations = n.iter().fold(0u32, |a, &b| (a << 8) | b as u32);
+    // More than this is not a key file anyone made; refuse rather than spin.
+    (1..=10_000_000).contains(&iterations).then_some((salt, iterations))
+}
+
+/// The PKCS#12 key derivation with SHA-1 (RFC 7292 appendix B.2): `id` 1 for the key, 2 for the
+/// IV; the password as a NUL-terminated big-endian UTF-16 string.
+fn pkcs12_kdf(password: &str, salt: &[u8], id: u8, iterations: u32, n: usize) -> Vec<u8> {
+    use sha1::{Digest, Sha1};
+    const U: usize = 20;
+    const V: usize = 64;
+    let mut pw: Vec<u8> = password.encode_utf16().flat_map(u16::to_be_bytes).collect();
+    if !pw.is_empty() {
+        pw.extend([0, 0]);
+    }
+    let fill = |x: &[u8]| -> Vec<u8> { (0..V * x.len().div_ceil(V)).map(|k| x[k % x.len()]).collect() };
+    let mut i = fill(salt);
+    i.extend(fill(&pw));
+    let mut out = Vec::with_capacity(n);
+    loop {
+        let mut a = Sha1::new().chain_update([id; V]).chain_update(&i).finalize();
+        for _ in 1..iterations {
+            a = Sha1::digest(a);
+        }
+        out.extend_from_slice(&a[..U.min(n - out.len())]);
+        if out.len() == n {
+            return out;
+        }
+        // I_j = (I_j + B + 1) mod 2^(8v) for each v-byte block, B being A repeated to v bytes.
+        for block in i.chunks_mut(V) {
+            let mut carry = 1u16;
+            for k in (0..V).rev() {
+                let sum = block[k] as u16 + a[k % U] as u16 + carry;
+                block[k] = sum as u8;
+                carry = sum >> 8;
+            }
+        }
+    }
+}
+
+/// One DER element: (tag, contents, what follows).
+fn der_element(data: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = data.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first < 0x80 {
+        (first as usize, rest)
+    } else {
+        let n = (first & 0x7f) as usize;
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        (rest[..n].iter().fold(0usize, |a, &b| (a << 8) | b as usize), &rest[n..])
+    };
+    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
 }
 
 /// Modification time and length of each file, to notice a replaced store.
@@ -371,6 +516,16 @@ fn stamps(files: &[&Path]) -> Stamps {
 pub struct TlsAcceptor {
     settings: TlsSettings,
     state: Mutex<Loaded>,
+    handshakes: AtomicUsize,
+}
+
+/// A handshake in flight, counted against `netty.server.outstandingHandshake.limit` until dropped.
+pub struct HandshakeSlot<'a>(&'a AtomicUsize);
+
+impl Drop for HandshakeSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 struct Loaded {
@@ -386,7 +541,21 @@ impl TlsAcceptor {
     pub fn new(settings: TlsSettings) -> Result<TlsAcceptor, TlsError> {
         let stamps = stamps(&settings.files());
         let config = Arc::new(settings.server_config()?);
-        Ok(TlsAcceptor { settings, state: Mutex::new(Loaded { config, stamps, checked: Instant::now() }) })
+        Ok(TlsAcceptor {
+            settings,
+            state: Mutex::new(Loaded { config, stamps, checked: Instant::now() }),
+            handshakes: AtomicUsize::new(0),
+        })
+    }
+
+    /// A slot for one more handshake, or `None` when `handshake_limit` are already in flight.
+    pub fn handshake_slot(&self) -> Option<HandshakeSlot<'_>> {
+        let n = self.handshakes.fetch_add(1, Ordering::AcqRel);
+        let slot = HandshakeSlot(&self.handshakes);
+        match self.settings.handshake_limit {
+            Some(limit) if n >= limit => None, // `slot` drops: the count is restored
+            _ => Some(slot),
+        }
     }
 
     pub fn settings(&self) -> &TlsSettings {
@@ -536,6 +705,50 @@ mod tests {
     }
 
     #[test]
+    fn the_outstanding_handshake_limit_counts_slots_until_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        run(
+            d,
+            "openssl",
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                "/CN=localhost",
+                "-keyout",
+                "k.pem",
+                "-out",
+                "c.pem",
+            ],
+        );
+        run(d, "sh", &["-c", "cat k.pem c.pem > b.pem"]);
+        let mut text = format!("ssl.keyStore.location={}\nssl.clientAuth=none\n", d.join("b.pem").display());
+        assert_eq!(TlsSettings::from_keys(&keys(&text), "ssl.").unwrap().unwrap().handshake_limit, None);
+        for none in ["-1", "0"] {
+            let k = keys(&format!("{text}netty.server.outstandingHandshake.limit={none}"));
+            assert_eq!(TlsSettings::from_keys(&k, "ssl.").unwrap().unwrap().handshake_limit, None);
+        }
+        assert!(
+            TlsSettings::from_keys(&keys(&format!("{text}netty.server.outstandingHandshake.limit=x")), "ssl.").is_err()
+        );
+        text.push_str("netty.server.outstandingHandshake.limit=2");
+        let acceptor = TlsAcceptor::new(TlsSettings::from_keys(&keys(&text), "ssl.").unwrap().unwrap()).unwrap();
+        let a = acceptor.handshake_slot().expect("first");
+        let b = acceptor.handshake_slot().expect("second");
+        assert!(acceptor.handshake_slot().is_none(), "a third over the limit of 2");
+        assert!(acceptor.handshake_slot().is_none(), "refusals do not leak slots either way");
+        drop(a);
+        let c = acceptor.handshake_slot().expect("a slot again once one finished");
+        assert!(acceptor.handshake_slot().is_none());
+        drop((b, c));
+        assert_eq!(acceptor.handshakes.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
     fn bad_settings_name_their_key() {
         for (text, key) in [
             ("ssl.keyStore.location=/k.crt", "ssl.keyStore.location"),
@@ -574,5 +787,118 @@ mod tests {
         assert_eq!(escape("a,b+c\"d\\e<f>g;h"), "a\\,b\\+c\\\"d\\\\e\\<f\\>g\\;h");
         assert_eq!(escape("#lead and trail "), "\\#lead and trail\\ ");
         assert_eq!(escape(" x"), "\\ x");
+    }
+
+    fn run(dir: &Path, cmd: &str, args: &[&str]) {
+        let out = std::process::Command::new(cmd).args(args).current_dir(dir).output().expect(cmd);
+        assert!(out.status.success(), "{cmd} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    fn spec(dir: &Path, file: &str, password: &str, kind: StoreKind) -> StoreSpec {
+        StoreSpec { path: dir.join(file), password: password.into(), kind }
+    }
+
+    fn settings_with(key_store: StoreSpec, trust_store: Option<StoreSpec>) -> TlsSettings {
+        let mut s = TlsSettings::from_keys(&keys("ssl.keyStore.location=/k.pem"), "ssl.").unwrap().unwrap();
+        s.key_store = key_store;
+        s.client_auth = if trust_store.is_some() { ClientAuth::Need } else { ClientAuth::None };
+        s.trust_store = trust_store;
+        s
+    }
+
+    /// A PEM key store whose key is PKCS#8-encrypted with the store password, as `openssl pkcs8
+    /// -topk8` writes it: PBES2 with AES (OpenSSL's default) and PBE-SHA1-3DES (what Java reads).
+    #[test]
+    fn encrypted_pem_keys_open_with_the_store_password() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        run(d, "openssl", &["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "k.pem"]);
+        run(d, "openssl", &["req", "-x509", "-key", "k.pem", "-subj", "/CN=localhost", "-days", "2", "-out", "c.pem"]);
+        for (v, v2, out) in [
+            ("-v2", "aes-256-cbc", "enc256.pem"),
+            ("-v2", "aes-128-cbc", "enc128.pem"),
+            ("-v1", "PBE-SHA1-3DES", "3des.pem"),
+        ] {
+            run(d, "openssl", &["pkcs8", "-topk8", v, v2, "-in", "k.pem", "-passout", "pass:testpass", "-out", out]);
+            let store =
+                std::fs::read_to_string(d.join("c.pem")).unwrap() + &std::fs::read_to_string(d.join(out)).unwrap();
+            std::fs::write(d.join(format!("store-{out}")), store).unwrap();
+            let good = spec(d, &format!("store-{out}"), "testpass", StoreKind::Pem);
+            let (chain, key) = load_key_store(&good).unwrap();
+            assert_eq!(chain.len(), 1);
+            let plain = PrivateKeyDer::from_pem_file(d.join("k.pem")).unwrap();
+            assert_eq!(key.secret_der(), plain.secret_der(), "{v2}: decrypted key differs from the original");
+            settings_with(good, None).server_config().unwrap();
+
+            for (password, wanted) in [("wrongpass", "wrong key store password"), ("", "has no password")] {
+                let e = load_key_store(&spec(d, &format!("store-{out}"), password, StoreKind::Pem)).unwrap_err();
+                assert!(e.to_string().contains(wanted), "{v2} with {password:?}: {e}");
+            }
+        }
+        // OpenSSL's legacy encrypted PEM, which ZooKeeper does not read either: refused by name.
+        run(d, "openssl", &["ec", "-in", "k.pem", "-aes256", "-passout", "pass:testpass", "-out", "legacy.pem"]);
+        let store =
+            std::fs::read_to_string(d.join("c.pem")).unwrap() + &std::fs::read_to_string(d.join("legacy.pem")).unwrap();
+        std::fs::write(d.join("store-legacy.pem"), store).unwrap();
+        let e = load_key_store(&spec(d, "store-legacy.pem", "testpass", StoreKind::Pem)).unwrap_err();
+        assert!(e.to_string().contains("Proc-Type"), "{e}");
+    }
+
+    /// JKS files as the JDK's keytool writes them: a key entry with its chain, a trusted-cert
+    /// entry, the integrity check over the file.
+    #[test]
+    fn jks_stores_made_by_keytool_load_and_check_their_password() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let pw = ["-storepass", "testpass", "-keypass", "testpass", "-noprompt"];
+        let gen = |alias: &str, file: &str, alg: &str| {
+            let mut a = vec!["-genkeypair", "-alias", alias, "-keyalg", alg, "-dname", "CN=localhost,O=Warden"];
+            a.extend(["-validity", "2", "-storetype", "JKS", "-keystore", file]);
+            a.extend(pw);
+            run(d, "keytool", &a);
+        };
+        gen("server", "server.jks", "RSA");
+        gen("ec", "ec.jks", "EC");
+        let mut a = vec!["-exportcert", "-alias", "server", "-keystore", "server.jks", "-file", "server.der"];
+        a.extend(["-storepass", "testpass"]);
+        run(d, "keytool", &a);
+        let mut a =
+            vec!["-importcert", "-alias", "ca", "-file", "server.der", "-storetype", "JKS", "-keystore", "trust.jks"];
+        a.extend(pw);
+        run(d, "keytool", &a);
+
+        for file in ["server.jks", "ec.jks"] {
+            let store = jks::parse(&std::fs::read(d.join(file)).unwrap(), "testpass").unwrap();
+            assert_eq!((store.keys.len(), store.trusted.len()), (1, 0), "{file}");
+            assert_eq!(store.keys[0].1.len(), 1, "{file}: chain");
+        }
+        let trust = jks::parse(&std::fs::read(d.join("trust.jks")).unwrap(), "testpass").unwrap();
+        assert_eq!((trust.keys.len(), trust.trusted.len()), (0, 1));
+        assert_eq!(trust.trusted[0], std::fs::read(d.join("server.der")).unwrap());
+        // The key is the certificate's (rustls checks), and the trust store verifies clients.
+        for file in ["server.jks", "ec.jks"] {
+            let s = settings_with(
+                spec(d, file, "testpass", StoreKind::Jks),
+                Some(spec(d, "trust.jks", "testpass", StoreKind::Jks)),
+            );
+            s.server_config().unwrap();
+        }
+
+        let data = std::fs::read(d.join("server.jks")).unwrap();
+        let e = jks::parse(&data, "wrongpass").unwrap_err();
+        assert!(e.to_string().contains("integrity"), "{e}");
+        let mut flipped = data.clone();
+        flipped[data.len() / 2] ^= 1;
+        assert!(jks::parse(&flipped, "testpass").unwrap_err().to_string().contains("integrity"));
+        for n in [0, 4, 31, data.len() - 1] {
+            assert!(jks::parse(&data[..n], "testpass").is_err(), "truncated to {n}");
+        }
+        // A PKCS12 file named as JKS.
+        let mut a = vec!["-importkeystore", "-srckeystore", "server.jks", "-destkeystore", "server.p12"];
+        a.extend(["-deststoretype", "PKCS12", "-srcstorepass", "testpass", "-deststorepass", "testpass", "-noprompt"]);
+        run(d, "keytool", &a);
+        let p12 = std::fs::read(d.join("server.p12")).unwrap();
+        assert!(jks::parse(&p12, "testpass").unwrap_err().to_string().contains("magic"));
+        load_key_store(&spec(d, "server.p12", "testpass", StoreKind::Pkcs12)).unwrap();
     }
 }

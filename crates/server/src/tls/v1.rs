@@ -100,11 +100,25 @@ impl ClientCertVerifier for Verifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        if is_v1(cert) {
-            // rustls checks raw-key signatures for TLS 1.3 only.
-            return Err(Error::General("an X.509 v1 client certificate needs TLS 1.3".into()));
+        match X509Certificate::from_der(cert.as_ref()) {
+            // rustls checks raw-key signatures for TLS 1.3 only; ZooKeeper 3.8's Java client
+            // speaks TLS 1.2 by default. In TLS 1.2 a scheme does not name an ECDSA curve: the
+            // key's algorithm (curve included) picks the verifier among the scheme's.
+            Ok((_, leaf)) if leaf.version().0 == 0 => {
+                let (key_alg, key) =
+                    spki_parts(leaf.public_key().raw).ok_or_else(|| bad(CertificateError::BadEncoding))?;
+                let algs = self.provider.signature_verification_algorithms.mapping;
+                let candidates = algs.iter().find(|(s, _)| *s == dss.scheme).map(|(_, a)| *a).unwrap_or(&[]);
+                let alg = candidates
+                    .iter()
+                    .find(|a| a.public_key_alg_id().as_ref() == key_alg)
+                    .ok_or_else(|| bad(CertificateError::BadSignature))?;
+                alg.verify_signature(key, message, dss.signature())
+                    .map(|_| HandshakeSignatureValid::assertion())
+                    .map_err(|_| bad(CertificateError::BadSignature))
+            }
+            _ => self.webpki.verify_tls12_signature(message, cert, dss),
         }
-        self.webpki.verify_tls12_signature(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -130,4 +144,13 @@ impl ClientCertVerifier for Verifier {
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.webpki.supported_verify_schemes()
     }
+}
+
+/// A SubjectPublicKeyInfo's algorithm (the AlgorithmIdentifier's contents) and key bits.
+fn spki_parts(spki: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (0x30, contents, _) = super::der_element(spki)? else { return None };
+    let (0x30, alg, rest) = super::der_element(contents)? else { return None };
+    let (0x03, bits, _) = super::der_element(rest)? else { return None };
+    let (&0, key) = bits.split_first()? else { return None };
+    Some((alg, key))
 }
