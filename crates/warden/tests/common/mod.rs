@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 
+pub mod mixed;
 pub mod netns;
 
 #[path = "../../../server/tests/oracle/mod.rs"]

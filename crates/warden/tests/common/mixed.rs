@@ -1,0 +1,297 @@
+//! A 3-server ensemble of `warden serve` processes and Apache ZooKeeper 3.8.0 servers (Debian
+//! package, `scripts/zk-classpath`) in any mix, each with its own zoo.cfg that a test may change
+//! between restarts, and the client helpers the mixed-ensemble tests share. Every process started
+//! is killed by its PID when its guard drops (also on failure).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use zk::{Acls, CreateMode};
+use zookeeper_client as zk;
+
+use super::oracle::MISSING as MISSING_ZK;
+use super::{free_port, oracle, spawn_warden, stop, WorkDir};
+
+pub const ELECT: Duration = Duration::from_secs(60);
+pub const OP: Duration = Duration::from_secs(20);
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    Warden,
+    ZooKeeper,
+}
+
+pub struct Member {
+    pub id: u64,
+    pub kind: Kind,
+    pub client: SocketAddr,
+    pub cfg: PathBuf,
+    /// The config every member shares (ports, servers); `extra` lines follow it.
+    base: String,
+    pub out: PathBuf,
+    pub child: Option<Child>,
+}
+
+pub struct Mixed {
+    /// Holds the servers' data and logs for as long as they run.
+    pub dir: WorkDir,
+    classpath: String,
+    members: Vec<Member>,
+}
+
+impl Drop for Mixed {
+    fn drop(&mut self) {
+        for m in &mut self.members {
+            stop(m.child.take());
+        }
+    }
+}
+
+/// Debian's ZooKeeper server classpath (fails, never skips, without ZooKeeper or java), with
+/// slf4j-simple instead of slf4j-nop: ZooKeeper's INFO log lands in the server's output file.
+pub fn zk_classpath() -> String {
+    oracle::zk_classpath().replace("slf4j-nop.jar", "slf4j-simple.jar")
+}
+
+impl Mixed {
+    /// `kinds[i]` is server.(i+1). Nothing is started.
+    pub fn new(kinds: &[Kind]) -> Mixed {
+        let dir = WorkDir::new("warden-mixed-");
+        let ports: Vec<(u16, u16, u16)> = kinds.iter().map(|_| (free_port(), free_port(), free_port())).collect();
+        let mut servers = String::new();
+        for (i, (_, q, e)) in ports.iter().enumerate() {
+            servers.push_str(&format!("server.{}=127.0.0.1:{q}:{e}\n", i + 1));
+        }
+        let mut members = Vec::new();
+        for (i, (&kind, (c, _, _))) in kinds.iter().zip(&ports).enumerate() {
+            let id = i as u64 + 1;
+            let data = dir.member_data_dir(id);
+            let cfg = dir.path().join(format!("zoo{id}.cfg"));
+            let base = format!(
+                "tickTime=500\ninitLimit=20\nsyncLimit=10\nclientPort={c}\nclientPortAddress=127.0.0.1\n\
+                 dataDir={}\n4lw.commands.whitelist=*\nadmin.enableServer=false\npreAllocSize=1024\n\
+                 maxSessionTimeout=20000\n{servers}",
+                data.display()
+            );
+            std::fs::write(&cfg, &base).unwrap();
+            let out = dir.path().join(format!("server{id}.out"));
+            let client = format!("127.0.0.1:{c}").parse().unwrap();
+            members.push(Member { id, kind, client, cfg, base, out, child: None });
+        }
+        Mixed { dir, classpath: zk_classpath(), members }
+    }
+
+    /// Rewrites server.`id`'s zoo.cfg as the shared lines plus `extra`; read at its next start.
+    pub fn set_extra(&mut self, id: u64, extra: &str) {
+        let m = self.members.iter().find(|m| m.id == id).unwrap();
+        std::fs::write(&m.cfg, format!("{}{extra}", m.base)).unwrap();
+    }
+
+    /// The election port of server.`id` (from the shared `server.N` lines).
+    pub fn election_port(&self, id: u64) -> u16 {
+        self.port(id, 2)
+    }
+
+    /// The quorum port of server.`id`.
+    pub fn quorum_port(&self, id: u64) -> u16 {
+        self.port(id, 1)
+    }
+
+    fn port(&self, id: u64, i: usize) -> u16 {
+        let line = self.members[0].base.lines().find(|l| l.starts_with(&format!("server.{id}="))).unwrap();
+        line.rsplit('=').next().unwrap().split(':').nth(i).unwrap().parse().unwrap()
+    }
+
+    pub fn member(&self, id: u64) -> &Member {
+        self.members.iter().find(|m| m.id == id).unwrap()
+    }
+
+    pub fn start(&mut self, id: u64) {
+        let classpath = self.classpath.clone();
+        let m = self.members.iter_mut().find(|m| m.id == id).unwrap();
+        assert!(m.child.is_none(), "server.{id} already running");
+        let out = std::fs::OpenOptions::new().create(true).append(true).open(&m.out).unwrap();
+        m.child = Some(match m.kind {
+            Kind::Warden => spawn_warden(&m.cfg, out),
+            Kind::ZooKeeper => Command::new("java")
+                .arg("-Xmx256m")
+                .arg("-Dzookeeper.admin.enableServer=false")
+                // No DIFF from the on-disk log: a learner behind the in-memory history gets SNAP.
+                .arg("-Dzookeeper.snapshotSizeFactor=-1")
+                .arg("-Dzookeeper.commitLogCount=500")
+                .arg("-cp")
+                .arg(&classpath)
+                .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
+                .arg(&m.cfg)
+                .stdin(Stdio::null())
+                .stdout(out.try_clone().unwrap())
+                .stderr(out)
+                .spawn()
+                .unwrap_or_else(|e| panic!("{MISSING_ZK}: spawning java: {e}")),
+        });
+    }
+
+    /// SIGKILL by PID.
+    pub fn kill(&mut self, id: u64) {
+        let m = self.members.iter_mut().find(|m| m.id == id).unwrap();
+        let mut c = m.child.take().expect("running");
+        let status = Command::new("kill").arg("-9").arg(c.id().to_string()).status().expect("kill -9");
+        assert!(status.success());
+        let _ = c.wait();
+    }
+
+    pub fn log(&self, id: u64) -> String {
+        std::fs::read_to_string(&self.member(id).out).unwrap_or_default()
+    }
+
+    pub fn live(&self) -> Vec<(u64, SocketAddr)> {
+        self.members.iter().filter(|m| m.child.is_some()).map(|m| (m.id, m.client)).collect()
+    }
+
+    /// Waits until every live server reports leader or follower, with one leader; returns it.
+    pub async fn wait_quorum(&mut self) -> u64 {
+        let deadline = Instant::now() + ELECT;
+        loop {
+            self.check_alive();
+            let modes = self.live_modes().await;
+            let leaders: Vec<u64> =
+                modes.iter().filter(|(_, m)| m.as_deref() == Some("leader")).map(|(id, _)| *id).collect();
+            let all = modes.iter().all(|(_, m)| matches!(m.as_deref(), Some("leader" | "follower")));
+            if all && leaders.len() == 1 {
+                return leaders[0];
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no leader with every live server following within {ELECT:?}: {modes:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Each live server's `srvr` mode.
+    async fn live_modes(&self) -> Vec<(u64, Option<String>)> {
+        let live = self.live();
+        tokio::task::spawn_blocking(move || live.into_iter().map(|(id, a)| (id, mode(a))).collect()).await.unwrap()
+    }
+
+    /// Panics with the end of its output if a started server has exited.
+    pub fn check_alive(&mut self) {
+        for m in &mut self.members {
+            if let Some(c) = m.child.as_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    m.child = None;
+                    let log = std::fs::read_to_string(&m.out).unwrap_or_default();
+                    let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                    panic!(
+                        "server.{} ({:?}) exited: {status}; the end of its output:\n{}",
+                        m.id,
+                        m.kind,
+                        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                    );
+                }
+            }
+        }
+    }
+
+    /// Waits until every live server reports leader or follower with `leader` the one leader.
+    pub async fn wait_roles(&mut self, leader: u64) {
+        let deadline = Instant::now() + ELECT;
+        loop {
+            self.check_alive();
+            let modes = self.live_modes().await;
+            let ok = modes.iter().all(|(id, m)| {
+                let want = if *id == leader { "leader" } else { "follower" };
+                m.as_deref() == Some(want)
+            });
+            if ok {
+                return;
+            }
+            assert!(Instant::now() < deadline, "no leader {leader} with followers within {ELECT:?}: {modes:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+pub fn four_letters(addr: SocketAddr, cmd: &str) -> Option<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(cmd.as_bytes()).ok()?;
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    Some(out)
+}
+
+pub fn mode(addr: SocketAddr) -> Option<String> {
+    four_letters(addr, "srvr")?.lines().find_map(|l| l.strip_prefix("Mode: ").map(|m| m.trim().to_owned()))
+}
+
+/// A ZooKeeper 3.8 leader's `mntr` counter of DIFF or SNAP syncs it served (`zk_diff_count`,
+/// `zk_snap_count`).
+pub fn sync_count(addr: SocketAddr, name: &str) -> u64 {
+    let mntr = four_letters(addr, "mntr").expect("mntr");
+    let key = format!("zk_{name}\t");
+    mntr.lines()
+        .find_map(|l| l.strip_prefix(key.as_str()).map(|v| v.trim().parse().expect("a count")))
+        .unwrap_or_else(|| panic!("no {key:?} in mntr:\n{mntr}"))
+}
+
+pub async fn client(addr: SocketAddr) -> zk::Client {
+    tokio::time::timeout(
+        OP,
+        zk::Client::connector().with_session_timeout(Duration::from_secs(10)).connect(&addr.to_string()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("connect to {addr} in time"))
+    .unwrap_or_else(|e| panic!("connect to {addr}: {e}"))
+}
+
+pub fn persistent() -> zk::CreateOptions<'static> {
+    CreateMode::Persistent.with_acls(Acls::anyone_all())
+}
+
+/// Creates `/<prefix><i>` for i in 0..n through `addr`, a few at a time; returns the paths.
+pub async fn write_many(addr: SocketAddr, prefix: &str, n: usize) -> Vec<String> {
+    let c = client(addr).await;
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut paths = Vec::new();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(50) {
+        for &i in chunk {
+            let c = c.clone();
+            let path = format!("/{prefix}{i}");
+            paths.push(path.clone());
+            tasks.spawn(async move {
+                tokio::time::timeout(OP, c.create(&path, path.as_bytes(), &persistent()))
+                    .await
+                    .unwrap_or_else(|_| panic!("create {path} in time"))
+                    .unwrap_or_else(|e| panic!("create {path}: {e}"));
+            });
+        }
+        while let Some(r) = tasks.join_next().await {
+            r.expect("writer task");
+        }
+    }
+    paths
+}
+
+/// Every path reads back with its own name as data on the server at `addr` (after a sync).
+pub async fn check(addr: SocketAddr, what: &str, paths: &[String]) {
+    let c = client(addr).await;
+    tokio::time::timeout(OP, c.sync("/")).await.expect("sync in time").expect("sync");
+    for path in paths {
+        let got = tokio::time::timeout(OP, c.get_data(path)).await.expect("read in time");
+        let got = got.unwrap_or_else(|e| panic!("{what}: reading {path}: {e}"));
+        assert_eq!(got.0, path.as_bytes(), "{what}: {path}");
+    }
+    let children = tokio::time::timeout(OP, c.list_children("/")).await.expect("list in time").expect("list /");
+    for path in paths {
+        assert!(children.iter().any(|c| *c == path[1..]), "{what}: / lists no {path}");
+    }
+}
+
+/// `f`, which must finish within `OP`.
+pub async fn op<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(OP, f).await.expect("in time")
+}
