@@ -113,7 +113,7 @@ fn environment(cfg: &Config) -> String {
 fn configuration(cfg: &Config) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "clientPort={}", cfg.client_port);
-    let _ = writeln!(o, "secureClientPort=-1");
+    let _ = writeln!(o, "secureClientPort={}", cfg.secure_client_port.map_or(-1, i32::from));
     let _ = writeln!(o, "dataDir={}", cfg.data_dir.join("version-2").display());
     let _ = writeln!(o, "dataDirSize={}", dir_size(&cfg.data_dir));
     let _ = writeln!(o, "dataLogDir={}", cfg.data_log_dir.join("version-2").display());
