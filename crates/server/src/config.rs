@@ -144,9 +144,15 @@ pub struct Config {
     pub secure_client_port_address: Option<IpAddr>,
     /// `client.portUnification`: the plain client port also accepts TLS.
     pub client_port_unification: bool,
-    /// Every `ssl.*` key (a leading `zookeeper.` removed), and `client.certReload`: read by
-    /// [`crate::tls::TlsSettings::from_keys`].
+    /// Every `ssl.*` key, `ssl.quorum.*` included (a leading `zookeeper.` removed), and
+    /// `client.certReload`: read by [`crate::tls::TlsSettings::from_keys`].
     pub ssl: BTreeMap<String, String>,
+    /// `sslQuorum`: servers dial each other with TLS (`ssl.quorum.*`).
+    pub ssl_quorum: bool,
+    /// `portUnification`: the quorum and election ports accept TLS and plaintext.
+    pub port_unification: bool,
+    /// `sslQuorumReloadCertFiles`: reload changed `ssl.quorum.*` stores.
+    pub ssl_quorum_reload_cert_files: bool,
     /// `zookeeper.X509AuthenticationProvider.superUser`.
     pub x509_super_user: Option<String>,
     /// `key=value` pairs Warden does not act on (yet); kept for `conf` and warnings.
@@ -195,6 +201,9 @@ impl Default for Config {
             secure_client_port_address: None,
             client_port_unification: false,
             ssl: BTreeMap::new(),
+            ssl_quorum: false,
+            port_unification: false,
+            ssl_quorum_reload_cert_files: false,
             x509_super_user: None,
             ignored: BTreeMap::new(),
         }
@@ -215,6 +224,17 @@ impl Config {
     /// The client-port TLS settings (`ssl.*`), when a key store is configured.
     pub fn client_tls(&self) -> Result<Option<crate::tls::TlsSettings>, crate::tls::TlsError> {
         crate::tls::TlsSettings::from_keys(&self.ssl, "ssl.")
+    }
+
+    /// TLS between servers, from `sslQuorum`, `portUnification`, `sslQuorumReloadCertFiles` and
+    /// the `ssl.quorum.*` keys.
+    pub fn quorum_tls(&self) -> Result<crate::tls::peer::PeerTls, crate::tls::TlsError> {
+        let mut settings = crate::tls::TlsSettings::from_keys(&self.ssl, "ssl.quorum.")?;
+        if let Some(s) = &mut settings {
+            s.reload = self.ssl_quorum_reload_cert_files;
+            s.handshake_limit = None;
+        }
+        crate::tls::peer::PeerTls::new(settings, self.ssl_quorum, self.port_unification)
     }
 
     /// Is the four-letter word `cmd` allowed by the whitelist?
@@ -401,12 +421,9 @@ impl Config {
                 "X509AuthenticationProvider.superUser" | "zookeeper.X509AuthenticationProvider.superUser" => {
                     cfg.x509_super_user = Some(val.to_string())
                 }
-                "sslQuorum" if parse_bool(val) => {
-                    return Err(err("TLS between servers is not supported by Warden yet; remove sslQuorum=true"))
-                }
-                k if k.starts_with("ssl.quorum.") || k.starts_with("zookeeper.ssl.quorum.") => {
-                    cfg.ignored.insert(key.to_string(), val.to_string());
-                }
+                "sslQuorum" => cfg.ssl_quorum = parse_bool(val),
+                "portUnification" => cfg.port_unification = parse_bool(val),
+                "sslQuorumReloadCertFiles" => cfg.ssl_quorum_reload_cert_files = parse_bool(val),
                 k if k.starts_with("ssl.")
                     || k.starts_with("zookeeper.ssl.")
                     || k.ends_with("client.certReload")
@@ -443,7 +460,7 @@ impl Config {
 
 impl Config {
     /// The TLS system properties of a JVM command line (`$SERVER_JVMFLAGS $JVMFLAGS`, as zkServer.sh
-    /// passes them; the later of two wins): `-Dzookeeper.ssl.*` (not `ssl.quorum.*`),
+    /// passes them; the later of two wins): `-Dzookeeper.ssl.*` (`ssl.quorum.*` included),
     /// `-Dzookeeper.client.certReload`, `-Dzookeeper.netty.server.outstandingHandshake.limit` and
     /// `-Dzookeeper.X509AuthenticationProvider.superUser`.
     /// ZooKeeper turns zoo.cfg keys into the same system properties when it reads the file, so a
@@ -462,7 +479,7 @@ impl Config {
                     provider = val,
                     "-Dzookeeper.ssl.authProvider: Warden has the x509 provider only; ignored"
                 );
-            } else if (key.starts_with("ssl.") && !key.starts_with("ssl.quorum."))
+            } else if key.starts_with("ssl.")
                 || key == "client.certReload"
                 || key == "netty.server.outstandingHandshake.limit"
                 || key == "X509AuthenticationProvider.superUser"
@@ -501,7 +518,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tls_keys_are_read_and_sslquorum_is_refused() {
+    fn tls_keys_are_read_client_and_quorum() {
         let text = "dataDir=/d\nclientPort=2181\nsecureClientPort=2281\nclient.portUnification=true\n\
                     serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
                     ssl.keyStore.location=/k.jks\nzookeeper.ssl.trustStore.location=/t.jks\n\
@@ -512,10 +529,18 @@ mod tests {
         assert_eq!(c.ssl.get("ssl.trustStore.location").map(String::as_str), Some("/t.jks"));
         assert_eq!(c.x509_super_user.as_deref(), Some("CN=admin"));
         assert!(!c.ignored.contains_key("serverCnxnFactory"));
-        assert!(c.ignored.contains_key("ssl.quorum.keyStore.location"));
+        assert!(!c.ssl_quorum && !c.port_unification);
+        assert!(!c.quorum_tls().unwrap().dials_tls(), "sslQuorum is off by default");
         let tls = c.client_tls().unwrap().unwrap();
         assert_eq!(tls.key_store.path, PathBuf::from("/k.jks"));
-        assert!(Config::parse("dataDir=/d\nsslQuorum=true\n").is_err());
+        // sslQuorum without quorum stores cannot start.
+        let c =
+            Config::parse("dataDir=/d\nsslQuorum=true\nportUnification=true\nsslQuorumReloadCertFiles=true\n").unwrap();
+        assert!(c.ssl_quorum && c.port_unification && c.ssl_quorum_reload_cert_files);
+        assert!(c.quorum_tls().unwrap_err().to_string().contains("ssl.quorum.keyStore.location"));
+        let q = crate::tls::TlsSettings::from_keys(&Config::parse(text).unwrap().ssl, "ssl.quorum.").unwrap().unwrap();
+        assert_eq!(q.key_store.path, PathBuf::from("/q.jks"));
+        assert!(q.hostname_verification && q.client_auth == crate::tls::ClientAuth::Need);
         assert!(Config::parse("dataDir=/d\nsecureClientPortAddress=127.0.0.1\n").is_err());
         assert!(Config::parse("dataDir=/d\nssl.authProvider=custom\n").is_err());
     }
@@ -534,13 +559,15 @@ mod tests {
             [
                 "zookeeper.X509AuthenticationProvider.superUser",
                 "zookeeper.client.certReload",
+                "zookeeper.ssl.quorum.keyStore.location",
                 "zookeeper.ssl.trustStore.location",
             ]
         );
-        // zoo.cfg wins; the later of two flags wins; quorum keys and other properties are not taken.
+        // zoo.cfg wins; the later of two flags wins; other properties are not taken.
         assert_eq!(c.ssl.get("ssl.keyStore.location").map(String::as_str), Some("/cfg.jks"));
         assert_eq!(c.ssl.get("ssl.trustStore.location").map(String::as_str), Some("/t2.p12"));
-        assert!(!c.ssl.contains_key("ssl.quorum.keyStore.location") && !c.ssl.contains_key("ssl.authProvider"));
+        assert_eq!(c.ssl.get("ssl.quorum.keyStore.location").map(String::as_str), Some("/q.jks"));
+        assert!(!c.ssl.contains_key("ssl.authProvider"));
         assert_eq!(c.x509_super_user.as_deref(), Some("CN=admin,O=Warden"));
         let tls = c.client_tls().unwrap().unwrap();
         assert_eq!(tls.trust_store.unwrap().kind, crate::tls::StoreKind::Pkcs12);

@@ -22,7 +22,7 @@ use warden_proto::{ErrorCode, Reader, Record};
 use crate::config::Config;
 use crate::owner::{ConnMsg, ConnTx, Event, Frames, CONN_QUEUE};
 use crate::sasl::{ConnSasl, SaslServer};
-use crate::tls::{self, TlsAcceptor};
+use crate::tls::{self, TlsContext};
 
 /// A connection that has not sent its ConnectRequest within this time is dropped
 /// (`zookeeper.nio.sessionlessCnxnTimeout`).
@@ -38,10 +38,10 @@ type PerIp = Arc<Mutex<HashMap<IpAddr, u32>>>;
 pub(crate) enum Wire {
     Plain,
     /// TLS only (`secureClientPort`).
-    Tls(Arc<TlsAcceptor>),
+    Tls(Arc<TlsContext>),
     /// Plaintext and TLS on one port (`client.portUnification`): a first byte of 0x16 (a TLS
     /// handshake record) means TLS.
-    Unified(Arc<TlsAcceptor>),
+    Unified(Arc<TlsContext>),
 }
 
 /// Accepts clients on the client port and, when configured, the secure client port, until
@@ -49,7 +49,7 @@ pub(crate) enum Wire {
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     wire: Wire,
-    secure: Option<(TcpListener, Arc<TlsAcceptor>)>,
+    secure: Option<(TcpListener, Arc<TlsContext>)>,
     cfg: Arc<Config>,
     sasl: Arc<SaslServer>,
     events: mpsc::Sender<Event>,
@@ -141,7 +141,7 @@ async fn serve(stream: TcpStream, wire: Wire, ctx: ConnCtx, _slot: IpSlot) {
             // No byte within the detection timeout: a plaintext client waiting for nothing; the
             // sessionless timeout applies to it as to any.
             match tokio::time::timeout(timeout, stream.peek(&mut first)).await {
-                Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_RECORD => Some(tls),
+                Ok(Ok(1)) if first[0] == tls::peer::TLS_HANDSHAKE_RECORD => Some(tls),
                 Ok(Ok(0)) | Ok(Err(_)) => return,
                 _ => None,
             }
@@ -185,9 +185,6 @@ async fn serve(stream: TcpStream, wire: Wire, ctx: ConnCtx, _slot: IpSlot) {
         }
     }
 }
-
-/// The first byte of a TLS record carrying a handshake message (a ClientHello).
-const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 
 /// Serves one connection over its (plain or decrypted) stream halves. `x509` is the subject of the
 /// client's verified certificate.

@@ -66,11 +66,14 @@ impl Ensemble {
     pub(crate) async fn start(cfg: &Config, last_zxid: i64, current_epoch: i64) -> anyhow::Result<Ensemble> {
         let my_id = cfg.my_id.context("zoo.cfg lists several servers but the dataDir has no myid file")?;
         let my_sid = Sid::try_from(my_id).context("myid does not fit a Java long")?;
-        let election = ElectionNet::start(my_id, &cfg.servers, last_zxid, current_epoch).await?;
+        let tls = cfg.quorum_tls().context("TLS between servers (sslQuorum, ssl.quorum.*)")?;
+        tracing::info!(?tls, "quorum and election ports");
+        let election = ElectionNet::start_with(my_id, &cfg.servers, last_zxid, current_epoch, tls.clone()).await?;
         let status = election.subscribe();
         let tick = u64::from(cfg.tick_time_ms);
         let mut net_cfg = QuorumNetConfig::from_ticks(tick, cfg.init_limit, cfg.sync_limit);
         net_cfg.max_buffer = cfg.jute_max_buffer.max(net_cfg.max_buffer);
+        net_cfg.tls = tls;
         Ok(Ensemble { my_sid, servers: cfg.servers.clone(), election, status, awaiting: true, net: Net::None, net_cfg })
     }
 

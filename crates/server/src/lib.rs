@@ -59,7 +59,7 @@ impl Server {
             TcpListener::bind(cfg.client_addr()).await.with_context(|| format!("binding {}", cfg.client_addr()))?;
         let local_addr = listener.local_addr()?;
         let tls = match cfg.client_tls().context("client TLS (ssl.*)")? {
-            Some(settings) => Some(Arc::new(tls::TlsAcceptor::new(settings).context("client TLS (ssl.*)")?)),
+            Some(settings) => Some(Arc::new(tls::TlsContext::new(settings).context("client TLS (ssl.*)")?)),
             None => None,
         };
         let wire = match (&tls, cfg.client_port_unification) {

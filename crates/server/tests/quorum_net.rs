@@ -12,6 +12,8 @@
 //!
 //! Every wait polls with a deadline.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream as StdTcpStream};
@@ -697,4 +699,133 @@ async fn learner_net_wire_bytes_and_malformed_leader() {
     assert_eq!(learner.recv().await, None);
     learner.stop().await;
     leader.join().unwrap();
+}
+
+// ----- TLS between servers (sslQuorum, portUnification) -----
+
+/// The quorum port's TLS from zoo.cfg keys: `key_store` (a PKCS12 file of scripts/make-test-certs)
+/// and the test CA as trust store.
+fn peer_tls(key_store: &str, ssl_quorum: bool, port_unification: bool) -> warden_server::tls::peer::PeerTls {
+    let mut c = quorum_tls_config(&common::test_certs().join(key_store));
+    c.ssl_quorum = ssl_quorum;
+    c.port_unification = port_unification;
+    c.quorum_tls().unwrap()
+}
+
+/// A config whose `ssl.quorum.*` keys name `key_store` and the test CA's PKCS12 trust store.
+fn quorum_tls_config(key_store: &std::path::Path) -> warden_server::Config {
+    let mut c = warden_server::Config::default();
+    for (k, v) in [
+        ("keyStore.location", key_store.display().to_string()),
+        ("keyStore.password", "testpass".into()),
+        ("trustStore.location", common::test_certs().join("truststore.p12").display().to_string()),
+        ("trustStore.password", "testpass".into()),
+        ("handshakeDetectionTimeoutMillis", "1000".into()),
+    ] {
+        c.ssl.insert(format!("ssl.quorum.{k}"), v);
+    }
+    c
+}
+
+/// Connects learner `sid` with `tls` to `leader`; `Some` once the connection is up.
+async fn dial_learner(leader: SocketAddr, sid: Sid, tls: warden_server::tls::peer::PeerTls) -> Option<LearnerNet> {
+    let cfg = QuorumNetConfig { tls, max_connect_tries: 1, ..net_cfg() };
+    LearnerNet::connect(leader, sid, info_packet(pt::FOLLOWERINFO, sid), None, &cfg).await.ok()
+}
+
+/// Whether the leader registers learner `sid` (its FOLLOWERINFO arrives) within two seconds.
+async fn registers(net: &mut LeaderNet, sid: Sid) -> bool {
+    match tokio::time::timeout(Duration::from_secs(2), net.recv()).await {
+        Ok(Some(LeaderEvent::Packet { from, packet })) => from == sid && packet == info_packet(pt::FOLLOWERINFO, sid),
+        _ => false,
+    }
+}
+
+/// A TLS-only quorum port exchanges packets with a TLS learner and refuses a plaintext learner
+/// and one whose certificate another CA signed; a unified port (portUnification) takes TLS and
+/// plaintext learners both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_port_over_tls_and_unified() {
+    let cfg = QuorumNetConfig { tls: peer_tls("server.p12", true, false), ..net_cfg() };
+    let mut leader = LeaderNet::start(localhost(), cfg).await.unwrap();
+    let addr = leader.local_addr();
+    let mut learner = dial_learner(addr, 2, peer_tls("server.p12", true, false)).await.expect("TLS learner connects");
+    assert!(registers(&mut leader, 2).await, "the TLS learner registers");
+    for z in 1..=50 {
+        leader.send(2, QuorumPacket::new(pt::COMMIT, z)).unwrap();
+        learner.send(QuorumPacket::new(pt::ACK, z)).unwrap();
+    }
+    for z in 1..=50 {
+        let got = tokio::time::timeout(WAIT, learner.recv()).await.unwrap();
+        assert_eq!(got, Some(LearnerEvent::Packet(QuorumPacket::new(pt::COMMIT, z))));
+        assert_eq!(
+            next_event(&mut leader).await,
+            LeaderEvent::Packet { from: 2, packet: QuorumPacket::new(pt::ACK, z) }
+        );
+    }
+    // Plaintext: its FOLLOWERINFO is not a TLS record; the connection is closed unregistered.
+    let mut plain = dial_learner(addr, 3, warden_server::tls::peer::PeerTls::default()).await.expect("TCP connects");
+    assert!(!registers(&mut leader, 3).await, "a plaintext learner registered on a TLS-only port");
+    assert_eq!(tokio::time::timeout(WAIT, plain.recv()).await.unwrap(), Some(LearnerEvent::Disconnected));
+    // A certificate from another CA fails the leader's side of the handshake (in TLS 1.3 the
+    // learner's side may finish first and then sees the connection closed).
+    if let Some(mut foreign) = dial_learner(addr, 4, peer_tls("other-server.p12", true, false)).await {
+        assert_eq!(tokio::time::timeout(WAIT, foreign.recv()).await.unwrap(), Some(LearnerEvent::Disconnected));
+        foreign.stop().await;
+    }
+    assert!(!registers(&mut leader, 4).await, "a foreign certificate registered");
+    // The TLS learner is still served.
+    leader.send(2, QuorumPacket::new(pt::PING, 7)).unwrap();
+    let got = tokio::time::timeout(WAIT, learner.recv()).await.unwrap();
+    assert_eq!(got, Some(LearnerEvent::Packet(QuorumPacket::new(pt::PING, 7))));
+    learner.stop().await;
+    plain.stop().await;
+    leader.stop().await;
+
+    // portUnification: both kinds register on one port.
+    let cfg = QuorumNetConfig { tls: peer_tls("server.p12", false, true), ..net_cfg() };
+    let mut leader = LeaderNet::start(localhost(), cfg).await.unwrap();
+    let addr = leader.local_addr();
+    let tls = dial_learner(addr, 2, peer_tls("server.p12", true, true)).await.expect("TLS learner connects");
+    assert!(registers(&mut leader, 2).await, "a TLS learner registers on a unified port");
+    let plain = dial_learner(addr, 3, peer_tls("server.p12", false, true)).await.expect("plaintext learner connects");
+    assert!(registers(&mut leader, 3).await, "a plaintext learner registers on a unified port");
+    tls.stop().await;
+    plain.stop().await;
+    leader.stop().await;
+}
+
+/// `sslQuorumReloadCertFiles=true`: a replaced quorum key store is used for new connections
+/// without a restart (here the leader's certificate is swapped for one another CA signed, which
+/// its learners then refuse, and back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_key_store_is_reloaded_when_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let key_store = dir.path().join("quorum.p12");
+    let certs = common::test_certs();
+    std::fs::copy(certs.join("server.p12"), &key_store).unwrap();
+    let mut c = quorum_tls_config(&key_store);
+    c.ssl_quorum = true;
+    c.ssl_quorum_reload_cert_files = true;
+    let cfg = QuorumNetConfig { tls: c.quorum_tls().unwrap(), ..net_cfg() };
+    let mut leader = LeaderNet::start(localhost(), cfg).await.unwrap();
+    let addr = leader.local_addr();
+    let learner = dial_learner(addr, 2, peer_tls("server.p12", true, false)).await.expect("first certificate");
+    assert!(registers(&mut leader, 2).await);
+    learner.stop().await;
+    let _ = tokio::time::timeout(WAIT, leader.recv()).await; // its Disconnected
+
+    std::fs::copy(certs.join("other-server.p12"), &key_store).unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(
+        dial_learner(addr, 3, peer_tls("server.p12", true, false)).await.is_none(),
+        "the learner refuses the reloaded foreign certificate"
+    );
+    std::fs::copy(certs.join("server.p12"), &key_store).unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let learner =
+        dial_learner(addr, 4, peer_tls("server.p12", true, false)).await.expect("the right certificate again");
+    assert!(registers(&mut leader, 4).await);
+    learner.stop().await;
+    leader.stop().await;
 }

@@ -9,8 +9,6 @@ mod oracle;
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::*;
@@ -20,25 +18,12 @@ use zookeeper_client as zk;
 
 const CLIENT_DN: &str = "CN=client,OU=tests,O=Warden";
 
-/// The test certificates, made once per test binary under the target's temporary directory.
-fn certs() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tls-certs-{}", std::process::id()));
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/make-test-certs");
-        let out = std::process::Command::new(script).arg(&dir).output().expect("run scripts/make-test-certs");
-        assert!(out.status.success(), "make-test-certs: {}", String::from_utf8_lossy(&out.stderr));
-        dir
-    })
-}
-
 fn cert(name: &str) -> String {
-    certs().join(name).display().to_string()
+    test_certs().join(name).display().to_string()
 }
 
 fn read(name: &str) -> String {
-    std::fs::read_to_string(certs().join(name)).unwrap()
+    std::fs::read_to_string(test_certs().join(name)).unwrap()
 }
 
 /// The `ssl.*` keys for a key store and trust store (file names in the certificate directory).
@@ -325,7 +310,7 @@ async fn handshakes_over_the_outstanding_limit_are_refused() {
 async fn replaced_store_files_are_used_without_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let key_store = dir.path().join("server.pem");
-    std::fs::copy(certs().join("server-bundle.pem"), &key_store).unwrap();
+    std::fs::copy(test_certs().join("server-bundle.pem"), &key_store).unwrap();
     let trust = dir.path().join("trust.pem");
     std::fs::write(&trust, read("ca.pem") + &read("other-ca.pem")).unwrap();
     let srv = TestServer::start_with(|c| {
@@ -340,7 +325,7 @@ async fn replaced_store_files_are_used_without_a_restart() {
 
     // Swap in a certificate from the other CA (written aside, then renamed, as tools do).
     let next = dir.path().join("next.pem");
-    std::fs::copy(certs().join("other-server-bundle.pem"), &next).unwrap();
+    std::fs::copy(test_certs().join("other-server-bundle.pem"), &next).unwrap();
     std::fs::rename(&next, &key_store).unwrap();
     eventually("the new server certificate is served", || async {
         tls_client(addr, "other-ca.pem", Some("client")).await.ok().map(|_| ())

@@ -5,13 +5,12 @@
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use warden_proto::election::{split_message, Notification};
 use warden_quorum::Sid;
 
 use super::queue::SharedQueue;
+use crate::tls::peer::{PeerRead, PeerStream, PeerWrite};
 
 /// A stalled peer must not hold a connection forever (ZooKeeper has no write timeout; its
 /// election messages are tiny, so a write that takes this long means the peer is gone).
@@ -33,7 +32,7 @@ pub(crate) enum Received {
 /// handshake.
 pub(crate) async fn run(
     sid: Sid,
-    stream: TcpStream,
+    stream: PeerStream,
     leftover: Vec<u8>,
     queue: SharedQueue,
     received: mpsc::Sender<Received>,
@@ -45,7 +44,7 @@ pub(crate) async fn run(
     }
 }
 
-async fn read_loop(sid: Sid, mut rd: OwnedReadHalf, leftover: Vec<u8>, received: mpsc::Sender<Received>) -> ConnEnd {
+async fn read_loop(sid: Sid, mut rd: PeerRead, leftover: Vec<u8>, received: mpsc::Sender<Received>) -> ConnEnd {
     let mut buf = leftover;
     loop {
         while let Some((notification, used)) = match next_notification(&buf) {
@@ -77,7 +76,7 @@ fn next_notification(buf: &[u8]) -> Result<Option<(Notification, usize)>, String
     Ok(Some((notification, used)))
 }
 
-async fn write_loop(mut wr: OwnedWriteHalf, queue: SharedQueue) -> ConnEnd {
+async fn write_loop(mut wr: PeerWrite, queue: SharedQueue) -> ConnEnd {
     if let Some(frame) = queue.resend_on_connect() {
         if let Err(end) = write(&mut wr, &frame).await {
             return end;
@@ -91,8 +90,13 @@ async fn write_loop(mut wr: OwnedWriteHalf, queue: SharedQueue) -> ConnEnd {
     }
 }
 
-async fn write(wr: &mut OwnedWriteHalf, frame: &[u8]) -> Result<(), ConnEnd> {
-    match tokio::time::timeout(WRITE_TIMEOUT, wr.write_all(frame)).await {
+async fn write(wr: &mut PeerWrite, frame: &[u8]) -> Result<(), ConnEnd> {
+    // Flushed: a TLS writer holds what it encrypted until then.
+    let write = async {
+        wr.write_all(frame).await?;
+        wr.flush().await
+    };
+    match tokio::time::timeout(WRITE_TIMEOUT, write).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(ConnEnd::Io(e)),
         Err(_) => Err(ConnEnd::WriteTimeout(WRITE_TIMEOUT)),

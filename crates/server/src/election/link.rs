@@ -15,7 +15,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpSocket;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -24,6 +24,7 @@ use warden_quorum::Sid;
 
 use super::conn::{self, ConnEnd, Received};
 use super::queue::SharedQueue;
+use crate::tls::peer::{PeerStream, PeerTls};
 
 /// `QuorumCnxManager.cnxTO`: how long a dial may take.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_millis(5000);
@@ -42,7 +43,7 @@ pub(crate) const DIAL_BACK_GRACE: Duration = Duration::from_millis(20);
 pub(crate) enum LinkEvent {
     /// The peer (larger sid) connected and introduced itself; `leftover` is what followed its
     /// initial message.
-    Inbound { stream: TcpStream, leftover: Vec<u8> },
+    Inbound { stream: PeerStream, leftover: Vec<u8> },
     /// The peer (smaller sid) connected: drop any connection to it and dial it.
     DialBack,
     /// A message was queued.
@@ -70,13 +71,15 @@ pub(crate) struct LinkSpec {
     /// Our own `server.N` host: dials leave from it (port 0), so that every server's peer traffic
     /// carries its own source address.
     pub local_host: String,
+    /// TLS on the dial (`sslQuorum`).
+    pub tls: PeerTls,
 }
 
 impl LinkSpec {
-    pub(crate) fn new(my_id: Sid, sid: Sid, peer_addr: String, my_host: &str, my_addr: String) -> Self {
+    pub(crate) fn new(my_id: Sid, sid: Sid, peer_addr: String, my_host: &str, my_addr: String, tls: PeerTls) -> Self {
         let hello =
             InitialMessage::Versioned { protocol_version: PROTOCOL_VERSION_V1, sid: my_id, addr: my_addr }.encode();
-        Self { my_id, sid, peer_addr, hello, local_host: super::host_port(my_host, 0) }
+        Self { my_id, sid, peer_addr, hello, local_host: super::host_port(my_host, 0), tls }
     }
 }
 
@@ -203,9 +206,8 @@ impl Link {
         }
     }
 
-    async fn adopt(&mut self, stream: TcpStream, leftover: Vec<u8>) {
+    async fn adopt(&mut self, stream: PeerStream, leftover: Vec<u8>) {
         self.report(true).await;
-        let _ = stream.set_nodelay(true);
         let task = conn::run(self.spec.sid, stream, leftover, self.queue.clone(), self.received.clone());
         self.conn = Some(ConnTask(tokio::spawn(task)));
         self.redial_at = None;
@@ -255,7 +257,7 @@ impl Link {
         }
     }
 
-    async fn connect_and_introduce(&self) -> std::io::Result<TcpStream> {
+    async fn connect_and_introduce(&self) -> std::io::Result<PeerStream> {
         use tokio::io::AsyncWriteExt;
         let addr: SocketAddr = tokio::net::lookup_host(&self.spec.peer_addr)
             .await?
@@ -272,8 +274,9 @@ impl Link {
                 tracing::debug!(host = self.spec.local_host, "our own address does not resolve for this peer's family")
             }
         }
-        let mut stream = crate::peer_conn::refuse_self_connection(socket.connect(addr).await?)?;
+        let stream = crate::peer_conn::refuse_self_connection(socket.connect(addr).await?)?;
         stream.set_nodelay(true)?;
+        let mut stream = self.spec.tls.dial(stream, addr).await?;
         stream.write_all(&self.spec.hello).await?;
         stream.flush().await?;
         Ok(stream)

@@ -6,9 +6,10 @@
 //! - our own sid, an unknown sid, or a malformed introduction: closed and logged.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -16,6 +17,7 @@ use warden_proto::election::{InitialMessage, INITIAL_ADDR_MAX};
 use warden_quorum::Sid;
 
 use super::link::LinkEvent;
+use crate::tls::peer::PeerTls;
 
 /// How long an initiator may take to introduce itself (ZooKeeper uses the socket timeout,
 /// `initLimit * tickTime`).
@@ -30,6 +32,7 @@ pub(crate) struct Listener {
     pub listener: TcpListener,
     pub links: BTreeMap<Sid, mpsc::Sender<LinkEvent>>,
     pub shutdown: watch::Receiver<bool>,
+    pub tls: PeerTls,
 }
 
 impl Listener {
@@ -43,7 +46,7 @@ impl Listener {
                 accepted = self.listener.accept() => match accepted {
                     Ok((stream, peer)) if handshakes.len() < MAX_PENDING_HANDSHAKES => {
                         tracing::debug!(%peer, "election connection request");
-                        handshakes.spawn(handshake(self.my_id, stream, self.links.clone()));
+                        handshakes.spawn(handshake(self.my_id, stream, peer, self.tls.clone(), self.links.clone()));
                     }
                     Ok((_, peer)) => tracing::warn!(%peer, "too many election handshakes in progress; closing"),
                     Err(e) => {
@@ -60,8 +63,19 @@ impl Listener {
 }
 
 /// Reads the introduction and routes the socket.
-async fn handshake(my_id: Sid, mut stream: TcpStream, links: BTreeMap<Sid, mpsc::Sender<LinkEvent>>) {
-    let peer = stream.peer_addr().ok();
+async fn handshake(
+    my_id: Sid,
+    stream: TcpStream,
+    peer: SocketAddr,
+    tls: PeerTls,
+    links: BTreeMap<Sid, mpsc::Sender<LinkEvent>>,
+) {
+    let _ = stream.set_nodelay(true);
+    let mut stream = match tls.accept(stream, peer).await {
+        Ok(s) => s,
+        Err(why) => return tracing::warn!(%peer, %why, "election connection refused"),
+    };
+    let peer = Some(peer);
     let (msg, leftover) = match tokio::time::timeout(HANDSHAKE_TIMEOUT, read_initial(&mut stream)).await {
         Ok(Ok(ok)) => ok,
         Ok(Err(why)) => return tracing::warn!(?peer, %why, "bad election introduction; closing"),
@@ -89,7 +103,7 @@ async fn handshake(my_id: Sid, mut stream: TcpStream, links: BTreeMap<Sid, mpsc:
 }
 
 /// Reads until a whole [`InitialMessage`] arrived; returns it with any bytes after it.
-async fn read_initial(stream: &mut TcpStream) -> Result<(InitialMessage, Vec<u8>), String> {
+async fn read_initial(stream: &mut (impl AsyncRead + Unpin)) -> Result<(InitialMessage, Vec<u8>), String> {
     let mut buf = Vec::with_capacity(64);
     loop {
         match InitialMessage::decode(&buf) {

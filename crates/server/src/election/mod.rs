@@ -24,7 +24,11 @@
 //! would make every server's traffic look alike). If the bind fails the dial goes out unbound,
 //! with a warning.
 //!
-//! Absent: SASL/TLS on the election port, multiple addresses per server (protocol V2 is
+//! TLS (`sslQuorum`, `portUnification`): accepted connections and dials go through
+//! [`PeerTls`] (`tls/peer.rs`) before the introduction, which then travels inside TLS as in
+//! ZooKeeper.
+//!
+//! Absent: SASL on the election port, multiple addresses per server (protocol V2 is
 //! accepted, V1 is sent, as ZooKeeper does without `multiAddress.enabled`), reconfiguration
 //! (configs in notifications are carried, not applied), observers without ids (`OBSERVER_ID`),
 //! and `quorumListenOnAllIPs`.
@@ -47,6 +51,7 @@ use tokio::task::JoinSet;
 use warden_quorum::{Elected, FastLeaderElection, QuorumConfig, Sid};
 
 use crate::config::{PeerRole, PeerSpec};
+use crate::tls::peer::PeerTls;
 use driver::{Command, Driver, PeerHandle};
 use link::{Link, LinkSpec, LINK_EVENT_QUEUE};
 use listener::Listener;
@@ -94,6 +99,18 @@ impl ElectionNet {
         last_zxid: i64,
         current_epoch: i64,
     ) -> anyhow::Result<ElectionNet> {
+        Self::start_with(my_id, servers, last_zxid, current_epoch, PeerTls::default()).await
+    }
+
+    /// [`start`](Self::start) with TLS on the election port and on the dials (`sslQuorum`,
+    /// `portUnification`).
+    pub async fn start_with(
+        my_id: u64,
+        servers: &BTreeMap<u64, PeerSpec>,
+        last_zxid: i64,
+        current_epoch: i64,
+        tls: PeerTls,
+    ) -> anyhow::Result<ElectionNet> {
         let me = servers.get(&my_id).with_context(|| format!("myid {my_id} has no server.{my_id} line"))?;
         let sid = |id: u64| Sid::try_from(id).with_context(|| format!("server id {id} does not fit a Java long"));
         let my_sid = sid(my_id)?;
@@ -122,15 +139,21 @@ impl ElectionNet {
             let peer_sid = sid(spec.id)?;
             let queue = Arc::new(PeerQueue::default());
             let (events_tx, events_rx) = mpsc::channel(LINK_EVENT_QUEUE);
-            let link_spec =
-                LinkSpec::new(my_sid, peer_sid, host_port(&spec.host, spec.election_port), &me.host, my_addr.clone());
+            let link_spec = LinkSpec::new(
+                my_sid,
+                peer_sid,
+                host_port(&spec.host, spec.election_port),
+                &me.host,
+                my_addr.clone(),
+                tls.clone(),
+            );
             let link = Link::new(link_spec, queue.clone(), events_rx, received_tx.clone(), shutdown_rx.clone());
             tasks.spawn(link.run());
             link_events.insert(peer_sid, events_tx.clone());
             peers.insert(peer_sid, PeerHandle { queue, link: events_tx });
         }
         drop(received_tx);
-        tasks.spawn(Listener { my_id: my_sid, listener, links: link_events, shutdown: shutdown_rx.clone() }.run());
+        tasks.spawn(Listener { my_id: my_sid, listener, links: link_events, shutdown: shutdown_rx.clone(), tls }.run());
 
         let (status_tx, status_rx) = watch::channel(ElectionStatus::Looking { round: 0 });
         let (commands_tx, commands_rx) = mpsc::channel(4);

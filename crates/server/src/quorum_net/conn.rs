@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot, watch};
 use warden_proto::jute::{DecodeError, Reader, Record};
 use warden_proto::quorum::QuorumPacket;
 use warden_storage::{SnapshotBody, SnapshotBodyDecoder, SNAP_SYNC_SIGNATURE};
 use warden_tree::DataTree;
+
+use crate::tls::peer::{PeerRead, PeerWrite};
 
 /// Bytes a packet may hold beyond its one large buffer: type, zxid, lengths and authinfo.
 const PACKET_OVERHEAD_MAX: usize = 64 * 1024;
@@ -43,7 +44,7 @@ pub(crate) use crate::peer_conn::ConnEnd;
 
 /// Buffered reading of back-to-back QuorumPackets.
 pub(crate) struct PacketReader {
-    rd: OwnedReadHalf,
+    rd: PeerRead,
     buf: BytesMut,
     max_buffer: usize,
     /// Learner side: a SNAP packet is followed by the snapshot stream.
@@ -51,7 +52,7 @@ pub(crate) struct PacketReader {
 }
 
 impl PacketReader {
-    pub(crate) fn new(rd: OwnedReadHalf, max_buffer: usize) -> Self {
+    pub(crate) fn new(rd: PeerRead, max_buffer: usize) -> Self {
         PacketReader { rd, buf: BytesMut::with_capacity(READ_CHUNK), max_buffer, snapshot_after_snap: false }
     }
 
@@ -157,7 +158,7 @@ impl PacketReader {
 /// sender is dropped, or when `out`'s senders are all dropped (after writing what was queued).
 pub(crate) async fn run<T>(
     mut reader: PacketReader,
-    wr: OwnedWriteHalf,
+    wr: PeerWrite,
     out: mpsc::Receiver<Outgoing>,
     kill: oneshot::Receiver<()>,
     deliver: mpsc::Sender<T>,
@@ -199,7 +200,7 @@ async fn encode(item: Outgoing, batch: &mut Vec<u8>) -> Option<()> {
     Some(())
 }
 
-async fn write_loop(mut wr: OwnedWriteHalf, mut out: mpsc::Receiver<Outgoing>, timeout: Duration) -> ConnEnd {
+async fn write_loop(mut wr: PeerWrite, mut out: mpsc::Receiver<Outgoing>, timeout: Duration) -> ConnEnd {
     let mut batch = Vec::with_capacity(WRITE_BATCH);
     loop {
         let Some(item) = out.recv().await else {
@@ -224,6 +225,12 @@ async fn write_loop(mut wr: OwnedWriteHalf, mut out: mpsc::Receiver<Outgoing>, t
                 Ok(Err(e)) => return ConnEnd::Io(e),
                 Err(_) => return ConnEnd::WriteTimeout(timeout),
             }
+        }
+        // A TLS writer holds what it encrypted until flushed; a socket's flush does nothing.
+        match tokio::time::timeout(timeout, wr.flush()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return ConnEnd::Io(e),
+            Err(_) => return ConnEnd::WriteTimeout(timeout),
         }
         if batch.capacity() > 4 * WRITE_BATCH {
             batch = Vec::with_capacity(WRITE_BATCH);

@@ -242,6 +242,10 @@ async fn serve_inner(
     events: mpsc::Sender<Raw>,
 ) {
     let _ = stream.set_nodelay(true);
+    let stream = match cfg.tls.accept(stream, peer).await {
+        Ok(s) => s,
+        Err(why) => return tracing::warn!(%peer, %why, "quorum connection refused"),
+    };
     let (rd, wr) = stream.into_split();
     let mut reader = PacketReader::new(rd, cfg.max_buffer);
     let first = match tokio::time::timeout(cfg.handshake_timeout, reader.next()).await {

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpSocket;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use warden_proto::quorum::{packet_type as pt, LearnerInfo, QuorumPacket};
@@ -15,6 +15,7 @@ use warden_storage::SnapshotBody;
 
 use super::conn::{self, Incoming, Outgoing, PacketReader};
 use super::{QuorumNetConfig, SendError};
+use crate::tls::peer::{PeerStream, PeerTls};
 
 /// The longest pause between connection attempts.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(1);
@@ -82,14 +83,13 @@ impl LearnerNet {
     ) -> Result<LearnerNet, ConnectError> {
         check_first(my_sid, &first).map_err(|why| ConnectError::BadFirstPacket { my_sid, why })?;
         let stream = dial_with_retries(leader, bind, cfg).await?;
-        let _ = stream.set_nodelay(true);
         let local_addr = stream.local_addr().map_err(|e| ConnectError::Unreachable {
             leader,
             attempts: 1,
             timeout: cfg.connect_timeout,
             last: e.to_string(),
         })?;
-        tracing::info!(my_sid, %leader, local = %local_addr, "connected to leader");
+        tracing::info!(my_sid, %leader, local = %local_addr, tls = stream.is_tls(), "connected to leader");
 
         let (out_tx, out_rx) = mpsc::channel(cfg.send_queue.max(1));
         // A fresh channel with capacity >= 1 has room.
@@ -225,7 +225,7 @@ async fn dial_with_retries(
     leader: SocketAddr,
     bind: Option<SocketAddr>,
     cfg: &QuorumNetConfig,
-) -> Result<TcpStream, ConnectError> {
+) -> Result<PeerStream, ConnectError> {
     let deadline = tokio::time::Instant::now() + cfg.connect_timeout;
     let mut delay = cfg.retry_delay;
     let mut attempts = 0;
@@ -238,7 +238,7 @@ async fn dial_with_retries(
             return Err(unreachable(attempts, last));
         }
         attempts += 1;
-        match tokio::time::timeout(remaining, dial(leader, bind)).await {
+        match tokio::time::timeout(remaining, dial(leader, bind, &cfg.tls)).await {
             Ok(Ok(stream)) => return Ok(stream),
             Ok(Err(DialError::Bind(source))) => {
                 return Err(ConnectError::Bind { bind: bind.unwrap_or(leader), source });
@@ -258,12 +258,14 @@ enum DialError {
     Connect(std::io::Error),
 }
 
-async fn dial(leader: SocketAddr, bind: Option<SocketAddr>) -> Result<TcpStream, DialError> {
+async fn dial(leader: SocketAddr, bind: Option<SocketAddr>, tls: &PeerTls) -> Result<PeerStream, DialError> {
     let socket = if leader.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() };
     let socket = socket.map_err(DialError::Connect)?;
     if let Some(bind) = bind {
         socket.bind(bind).map_err(DialError::Bind)?;
     }
     let stream = socket.connect(leader).await.map_err(DialError::Connect)?;
-    crate::peer_conn::refuse_self_connection(stream).map_err(DialError::Connect)
+    let stream = crate::peer_conn::refuse_self_connection(stream).map_err(DialError::Connect)?;
+    let _ = stream.set_nodelay(true);
+    tls.dial(stream, leader).await.map_err(DialError::Connect)
 }

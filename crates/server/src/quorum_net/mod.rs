@@ -33,7 +33,10 @@
 //! `max_buffer`, 16 GiB in all) and checks the signature, as `Learner.syncWithLeader` does, before
 //! reporting `LearnerEvent::Snapshot`; anything else closes that connection.
 //!
-//! Absent: SSL on the quorum port; multiple leader addresses; the observer-master port.
+//! TLS (`sslQuorum`, `portUnification`): the leader's accepted connections and the learner's dial go
+//! through [`PeerTls`] (`tls/peer.rs`); the packet layer sees a byte stream either way.
+//!
+//! Absent: multiple leader addresses; the observer-master port.
 //! Deviations: a FOLLOWERINFO/OBSERVERINFO without LearnerInfo data (pre-3.4 learners, to which
 //! ZooKeeper assigns a negative counter sid) is refused; the learner retries with backoff (10 ms
 //! doubling to 1 s, at most 10 tries) where ZooKeeper sleeps a fixed 100 ms between at most 5 tries,
@@ -48,6 +51,8 @@ mod learner;
 use std::time::Duration;
 
 use warden_proto::quorum::QuorumPacket;
+
+use crate::tls::peer::PeerTls;
 
 pub use leader::{LeaderEvent, LeaderNet};
 pub use learner::{ConnectError, LearnerEvent, LearnerNet};
@@ -75,6 +80,8 @@ pub struct QuorumNetConfig {
     pub write_timeout: Duration,
     /// Leader: learner connections open at once (registered or in handshake).
     pub max_connections: usize,
+    /// TLS on the port and on the dial (`sslQuorum`, `portUnification`).
+    pub tls: PeerTls,
 }
 
 impl QuorumNetConfig {
@@ -99,6 +106,7 @@ impl Default for QuorumNetConfig {
             retry_delay: Duration::from_millis(10),
             write_timeout: Duration::from_secs(10),
             max_connections: 256,
+            tls: PeerTls::default(),
         }
     }
 }

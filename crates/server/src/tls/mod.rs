@@ -1,10 +1,11 @@
-//! TLS for client connections, configured as ZooKeeper configures it (`X509Util`,
-//! `ClientX509Util`, `KeyStoreFileType`): `ssl.*` keys (or `zookeeper.ssl.*`) naming key and trust
-//! stores in PEM, PKCS12 or JKS, `ssl.clientAuth`, protocols and cipher suites. Built on rustls
+//! TLS for client connections and between servers, configured as ZooKeeper configures it
+//! (`X509Util`, `ClientX509Util`, `QuorumX509Util`, `KeyStoreFileType`): `ssl.*` keys (or
+//! `zookeeper.ssl.*`; `ssl.quorum.*` between servers, see [`peer`]) naming key and trust stores in
+//! PEM, PKCS12 or JKS, `ssl.clientAuth`, protocols and cipher suites. Built on rustls
 //! with the aws-lc-rs provider (the one `zookeeper-client`'s TLS also uses, so a build holds one).
 //!
-//! [`TlsAcceptor`] holds the current rustls `ServerConfig` and rebuilds it when a store file
-//! changes (checked at most once a second, on accept); a file that no longer loads keeps the old
+//! [`TlsContext`] holds the current rustls `ServerConfig` (and, between servers, the `ClientConfig`
+//! peers are dialled with) and rebuilds them when a store file changes (checked at most once a second, on accept); a file that no longer loads keeps the old
 //! configuration and logs an error. [`peer_dn`] gives a verified client certificate's subject as
 //! Java's `X500Principal.getName()` prints it: the `x509` ACL id.
 //!
@@ -12,6 +13,7 @@
 //! client's DN, handed in with the connection's `Input::Connect`.
 
 pub mod jks;
+pub mod peer;
 mod v1;
 
 use std::collections::BTreeMap;
@@ -20,11 +22,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
+use rustls::{ClientConfig, RootCertStore, ServerConfig, SupportedProtocolVersion};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -70,6 +73,8 @@ pub struct StoreSpec {
 /// What the `ssl.` (or `ssl.quorum.`) keys of a zoo.cfg say.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsSettings {
+    /// `ssl.` or `ssl.quorum.`: named in errors.
+    pub prefix: String,
     pub key_store: StoreSpec,
     pub trust_store: Option<StoreSpec>,
     pub client_auth: ClientAuth,
@@ -85,6 +90,9 @@ pub struct TlsSettings {
     /// At most this many handshakes in flight; a connection over it is closed before its handshake
     /// (`netty.server.outstandingHandshake.limit`; absent or <= 0: no limit, as in ZooKeeper).
     pub handshake_limit: Option<usize>,
+    /// `hostnameVerification` (default true). Between servers: a peer's certificate must name the
+    /// address it connects from or to (see `peer.rs`). Not applied on the client port.
+    pub hostname_verification: bool,
 }
 
 impl TlsSettings {
@@ -161,7 +169,9 @@ impl TlsSettings {
                 (n > 0).then_some(n as usize)
             }
         };
+        let hostname_verification = get("hostnameVerification").is_none_or(|v| !v.eq_ignore_ascii_case("false"));
         Ok(Some(TlsSettings {
+            prefix: prefix.to_string(),
             key_store,
             trust_store,
             client_auth,
@@ -170,6 +180,7 @@ impl TlsSettings {
             handshake_timeout,
             reload,
             handshake_limit,
+            hostname_verification,
         }))
     }
 
@@ -181,17 +192,12 @@ impl TlsSettings {
     pub fn server_config(&self) -> Result<ServerConfig, TlsError> {
         let (chain, key) = load_key_store(&self.key_store)?;
         let provider = Arc::new(self.provider()?);
-        let versions: Vec<&'static SupportedProtocolVersion> = self
-            .protocols
-            .iter()
-            .map(|p| if *p == "TLSv1.3" { &rustls::version::TLS13 } else { &rustls::version::TLS12 })
-            .collect();
-        let builder = ServerConfig::builder_with_provider(provider.clone()).with_protocol_versions(&versions)?;
+        let builder = ServerConfig::builder_with_provider(provider.clone()).with_protocol_versions(&self.versions())?;
         let builder = match (self.client_auth, &self.trust_store) {
             (ClientAuth::None, _) => builder.with_no_client_auth(),
             (_, None) => {
                 return Err(TlsError::Setting {
-                    key: "ssl.trustStore.location".into(),
+                    key: format!("{}trustStore.location", self.prefix),
                     reason: "needed to verify client certificates (ssl.clientAuth is need or want)".into(),
                 })
             }
@@ -232,6 +238,38 @@ impl TlsSettings {
         Ok(builder.with_cert_resolver(Arc::new(v1::OneCert(Arc::new(certified)))))
     }
 
+    fn versions(&self) -> Vec<&'static SupportedProtocolVersion> {
+        self.protocols
+            .iter()
+            .map(|p| if *p == "TLSv1.3" { &rustls::version::TLS13 } else { &rustls::version::TLS12 })
+            .collect()
+    }
+
+    /// Builds the rustls client configuration a server dials its peers with (`sslQuorum`): it
+    /// presents the key store's certificate and verifies the peer's against the trust store, and
+    /// (with `hostnameVerification`) that it names the address dialled.
+    pub fn client_config(&self) -> Result<ClientConfig, TlsError> {
+        let (chain, key) = load_key_store(&self.key_store)?;
+        let provider = Arc::new(self.provider()?);
+        let trust = self.trust_store.as_ref().ok_or_else(|| TlsError::Setting {
+            key: format!("{}trustStore.location", self.prefix),
+            reason: "needed to verify the other servers' certificates".into(),
+        })?;
+        let mut roots = RootCertStore::empty();
+        for cert in load_trust_store(trust)? {
+            roots.add(cert).map_err(|e| TlsError::Load { path: trust.path.clone(), reason: e.to_string() })?;
+        }
+        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+            .build()
+            .map_err(|e| TlsError::Verifier(e.to_string()))?;
+        let verifier = peer::ServerVerifier { webpki, check_name: self.hostname_verification };
+        Ok(ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&self.versions())?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_client_auth_cert(chain, key)?)
+    }
+
     /// aws-lc-rs with the configured cipher suites (Java names), in the configured order.
     fn provider(&self) -> Result<CryptoProvider, TlsError> {
         let mut provider = rustls::crypto::aws_lc_rs::default_provider();
@@ -245,7 +283,7 @@ impl TlsSettings {
             }
             if suites.is_empty() {
                 return Err(TlsError::Setting {
-                    key: "ssl.ciphersuites".into(),
+                    key: format!("{}ciphersuites", self.prefix),
                     reason: format!("none of {names:?} is supported (Warden has the AES-GCM and ChaCha20 suites)"),
                 });
             }
@@ -512,9 +550,12 @@ fn stamps(files: &[&Path]) -> Stamps {
     files.iter().map(|f| std::fs::metadata(f).ok().and_then(|m| Some((m.modified().ok()?, m.len())))).collect()
 }
 
-/// The client port's TLS: the current server configuration, rebuilt when a store file changes.
-pub struct TlsAcceptor {
+/// The TLS of one port family: the current server configuration and (between servers) the client
+/// configuration peers are dialled with, rebuilt when a store file changes.
+pub struct TlsContext {
     settings: TlsSettings,
+    /// Also builds a client configuration (quorum and election ports).
+    dials: bool,
     state: Mutex<Loaded>,
     handshakes: AtomicUsize,
 }
@@ -529,7 +570,8 @@ impl Drop for HandshakeSlot<'_> {
 }
 
 struct Loaded {
-    config: Arc<ServerConfig>,
+    server: Arc<ServerConfig>,
+    client: Option<Arc<ClientConfig>>,
     stamps: Stamps,
     checked: Instant,
 }
@@ -537,15 +579,36 @@ struct Loaded {
 /// How often the store files are looked at for changes.
 const RELOAD_CHECK: Duration = Duration::from_secs(1);
 
-impl TlsAcceptor {
-    pub fn new(settings: TlsSettings) -> Result<TlsAcceptor, TlsError> {
+impl TlsContext {
+    /// The client port's TLS: accepts only.
+    pub fn new(settings: TlsSettings) -> Result<TlsContext, TlsError> {
+        Self::build(settings, false)
+    }
+
+    /// TLS between servers: accepts, and dials with the same key and trust stores.
+    pub fn for_peers(settings: TlsSettings) -> Result<TlsContext, TlsError> {
+        Self::build(settings, true)
+    }
+
+    fn build(settings: TlsSettings, dials: bool) -> Result<TlsContext, TlsError> {
         let stamps = stamps(&settings.files());
-        let config = Arc::new(settings.server_config()?);
-        Ok(TlsAcceptor {
+        let (server, client) = Self::load(&settings, dials)?;
+        Ok(TlsContext {
             settings,
-            state: Mutex::new(Loaded { config, stamps, checked: Instant::now() }),
+            dials,
+            state: Mutex::new(Loaded { server, client, stamps, checked: Instant::now() }),
             handshakes: AtomicUsize::new(0),
         })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn load(settings: &TlsSettings, dials: bool) -> Result<(Arc<ServerConfig>, Option<Arc<ClientConfig>>), TlsError> {
+        let server = Arc::new(settings.server_config()?);
+        let client = match dials {
+            true => Some(Arc::new(settings.client_config()?)),
+            false => None,
+        };
+        Ok((server, client))
     }
 
     /// A slot for one more handshake, or `None` when `handshake_limit` are already in flight.
@@ -562,18 +625,29 @@ impl TlsAcceptor {
         &self.settings
     }
 
-    /// The configuration for a new connection, reloaded first if a store file changed.
+    /// The server configuration for a new connection, reloaded first if a store file changed.
     pub fn config(&self) -> Arc<ServerConfig> {
+        self.current().server.clone()
+    }
+
+    /// The client configuration for dialling a peer (`None` for the client port's context),
+    /// reloaded first if a store file changed.
+    pub fn client_config(&self) -> Option<Arc<ClientConfig>> {
+        self.current().client.clone()
+    }
+
+    fn current(&self) -> std::sync::MutexGuard<'_, Loaded> {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if self.settings.reload && s.checked.elapsed() >= RELOAD_CHECK {
             s.checked = Instant::now();
             let now = stamps(&self.settings.files());
             if now != s.stamps {
                 s.stamps = now;
-                match self.settings.server_config() {
-                    Ok(c) => {
+                match Self::load(&self.settings, self.dials) {
+                    Ok((server, client)) => {
                         tracing::info!(key_store = %self.settings.key_store.path.display(), "TLS stores changed; reloaded");
-                        s.config = Arc::new(c);
+                        s.server = server;
+                        s.client = client;
                     }
                     Err(e) => {
                         tracing::error!(error = %e, "TLS stores changed but do not load; keeping the previous ones")
@@ -581,7 +655,7 @@ impl TlsAcceptor {
                 }
             }
         }
-        s.config.clone()
+        s
     }
 }
 
@@ -736,7 +810,7 @@ mod tests {
             TlsSettings::from_keys(&keys(&format!("{text}netty.server.outstandingHandshake.limit=x")), "ssl.").is_err()
         );
         text.push_str("netty.server.outstandingHandshake.limit=2");
-        let acceptor = TlsAcceptor::new(TlsSettings::from_keys(&keys(&text), "ssl.").unwrap().unwrap()).unwrap();
+        let acceptor = TlsContext::new(TlsSettings::from_keys(&keys(&text), "ssl.").unwrap().unwrap()).unwrap();
         let a = acceptor.handshake_slot().expect("first");
         let b = acceptor.handshake_slot().expect("second");
         assert!(acceptor.handshake_slot().is_none(), "a third over the limit of 2");

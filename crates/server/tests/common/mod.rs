@@ -454,3 +454,17 @@ impl Drop for Proxy {
         self.cut();
     }
 }
+
+/// The certificates and stores of scripts/make-test-certs, made once per test binary under the
+/// target's temporary directory (aws-lc-rs installed as rustls's process-wide provider first).
+pub fn test_certs() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tls-certs-{}", std::process::id()));
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/make-test-certs");
+        let out = std::process::Command::new(script).arg(&dir).output().expect("run scripts/make-test-certs");
+        assert!(out.status.success(), "make-test-certs: {}", String::from_utf8_lossy(&out.stderr));
+        dir
+    })
+}
