@@ -135,17 +135,13 @@ async fn serve(stream: TcpStream, wire: Wire, ctx: ConnCtx, _slot: IpSlot) {
     let tls = match wire {
         Wire::Plain => None,
         Wire::Tls(tls) => Some(tls),
-        Wire::Unified(tls) => {
-            let timeout = tls.settings().handshake_timeout;
-            let mut first = [0u8; 1];
-            // No byte within the detection timeout: a plaintext client waiting for nothing; the
-            // sessionless timeout applies to it as to any.
-            match tokio::time::timeout(timeout, stream.peek(&mut first)).await {
-                Ok(Ok(1)) if first[0] == tls::peer::TLS_HANDSHAKE_RECORD => Some(tls),
-                Ok(Ok(0)) | Ok(Err(_)) => return,
-                _ => None,
-            }
-        }
+        // No byte within the detection timeout: a plaintext client waiting for nothing; the
+        // sessionless timeout applies to it as to any.
+        Wire::Unified(tls) => match tls::peer::opens_with_tls(&stream, tls.settings().handshake_timeout).await {
+            Ok(true) => Some(tls),
+            Ok(false) => None,
+            Err(_) => return,
+        },
     };
     match tls {
         None => {

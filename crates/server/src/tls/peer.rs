@@ -36,6 +36,19 @@ use super::{TlsContext, TlsError, TlsSettings};
 /// The first byte of a TLS record carrying a handshake message (a ClientHello).
 pub const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 
+/// Whether a connection on a port that takes TLS and plaintext (`portUnification`,
+/// `client.portUnification`) opens with a TLS handshake record. No byte within `timeout`, or
+/// another first byte, means plaintext; an error when it closed or failed before its first byte.
+pub async fn opens_with_tls(stream: &TcpStream, timeout: std::time::Duration) -> Result<bool, String> {
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(timeout, stream.peek(&mut first)).await {
+        Ok(Ok(1)) => Ok(first[0] == TLS_HANDSHAKE_RECORD),
+        Ok(Ok(_)) => Err("closed before sending anything".into()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Ok(false),
+    }
+}
+
 /// A connection to or from another server, plaintext or TLS.
 pub enum PeerStream {
     Plain(TcpStream),
@@ -183,18 +196,12 @@ impl PeerTls {
         let ctx = match &self.accept {
             Accept::Plain => return Ok(PeerStream::Plain(stream)),
             Accept::Tls(ctx) => ctx,
-            Accept::Unified(ctx) => {
-                let mut first = [0u8; 1];
-                // Peers write first on both ports; one that says nothing within the detection
-                // timeout is taken for plaintext, as ZooKeeper's UnifiedServerSocket does.
-                let timeout = ctx.settings().handshake_timeout;
-                match tokio::time::timeout(timeout, stream.peek(&mut first)).await {
-                    Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_RECORD => ctx,
-                    Ok(Ok(0)) => return Err("closed before sending anything".into()),
-                    Ok(Err(e)) => return Err(e.to_string()),
-                    _ => return Ok(PeerStream::Plain(stream)),
-                }
-            }
+            // Peers write first on both ports, so one that says nothing is taken for plaintext,
+            // as ZooKeeper's UnifiedServerSocket does.
+            Accept::Unified(ctx) => match opens_with_tls(&stream, ctx.settings().handshake_timeout).await? {
+                true => ctx,
+                false => return Ok(PeerStream::Plain(stream)),
+            },
         };
         let timeout = ctx.settings().handshake_timeout;
         let acceptor = tokio_rustls::TlsAcceptor::from(ctx.config());
