@@ -176,9 +176,71 @@ impl Record for LearnerInfo {
     }
 }
 
+/// `QuorumAuth.QUORUM_AUTH_MAGIC_NUMBER`: the first field of every quorum SASL packet. Java
+/// writes it as `-0xa0dbcafecafe1234L`, the negation of a negative long, so it is positive on the
+/// wire (`5f 24 35 01 35 01 ed cc`); no QuorumPacket type or election length starts that way.
+pub const QUORUM_AUTH_MAGIC: i64 = (0xa0db_cafe_cafe_1234_u64 as i64).wrapping_neg();
+
+/// `QuorumAuth.Status`: where a quorum SASL exchange stands.
+pub mod auth_status {
+    pub const IN_PROGRESS: i32 = 0;
+    pub const SUCCESS: i32 = 1;
+    pub const ERROR: i32 = -1;
+}
+
+/// `QuorumAuthPacket` (zookeeper.jute): one step of the SASL exchange that opens a quorum or
+/// election connection when `quorum.auth.enableSasl` is on, before any other byte of that
+/// connection's protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumAuthPacket {
+    pub magic: i64,
+    pub status: i32,
+    pub token: Option<Vec<u8>>,
+}
+
+impl QuorumAuthPacket {
+    pub fn new(status: i32, token: Option<Vec<u8>>) -> Self {
+        Self { magic: QUORUM_AUTH_MAGIC, status, token }
+    }
+
+    /// Whether `buf` starts with the auth magic (`QuorumAuth.nextPacketIsAuth`); `None` until 8
+    /// bytes are there.
+    pub fn starts(buf: &[u8]) -> Option<bool> {
+        let first: [u8; 8] = buf.get(..8)?.try_into().ok()?;
+        Some(i64::from_be_bytes(first) == QUORUM_AUTH_MAGIC)
+    }
+}
+
+impl Record for QuorumAuthPacket {
+    fn encode(&self, w: &mut Writer) {
+        w.write_i64(self.magic);
+        w.write_i32(self.status);
+        w.write_buffer(self.token.as_deref());
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Self { magic: r.read_i64()?, status: r.read_i32()?, token: r.read_buffer()? })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quorum_auth_packets_carry_zookeepers_magic() {
+        // Java: -0xa0dbcafecafe1234L.
+        assert_eq!(QUORUM_AUTH_MAGIC.to_be_bytes(), [0x5f, 0x24, 0x35, 0x01, 0x35, 0x01, 0xed, 0xcc]);
+        let p = QuorumAuthPacket::new(auth_status::IN_PROGRESS, Some(b"tok".to_vec()));
+        let bytes = p.to_bytes();
+        assert_eq!(&bytes[8..], &[0, 0, 0, 0, 0, 0, 0, 3, b't', b'o', b'k']);
+        assert_eq!(QuorumAuthPacket::starts(&bytes), Some(true));
+        assert_eq!(QuorumAuthPacket::starts(&bytes[..7]), None);
+        assert_eq!(QuorumAuthPacket::starts(&QuorumPacket::new(packet_type::FOLLOWERINFO, 0).to_bytes()), Some(false));
+        assert_eq!(QuorumAuthPacket::decode(&mut Reader::new(&bytes)).unwrap(), p);
+        let null = QuorumAuthPacket::new(auth_status::SUCCESS, None).to_bytes();
+        assert_eq!(&null[12..], &[0xff, 0xff, 0xff, 0xff]);
+    }
 
     fn ping() -> QuorumPacket {
         QuorumPacket::new(packet_type::PING, 0x1_0000_0002)

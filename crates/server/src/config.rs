@@ -153,6 +153,8 @@ pub struct Config {
     pub port_unification: bool,
     /// `sslQuorumReloadCertFiles`: reload changed `ssl.quorum.*` stores.
     pub ssl_quorum_reload_cert_files: bool,
+    /// `quorum.auth.*`: SASL between servers.
+    pub quorum_sasl: crate::sasl::quorum::QuorumSaslSettings,
     /// `zookeeper.X509AuthenticationProvider.superUser`.
     pub x509_super_user: Option<String>,
     /// `key=value` pairs Warden does not act on (yet); kept for `conf` and warnings.
@@ -204,6 +206,7 @@ impl Default for Config {
             ssl_quorum: false,
             port_unification: false,
             ssl_quorum_reload_cert_files: false,
+            quorum_sasl: Default::default(),
             x509_super_user: None,
             ignored: BTreeMap::new(),
         }
@@ -235,6 +238,21 @@ impl Config {
             s.handshake_limit = None;
         }
         crate::tls::peer::PeerTls::new(settings, self.ssl_quorum, self.port_unification)
+    }
+
+    /// SASL between servers, from the `quorum.auth.*` keys and the JAAS file.
+    pub fn quorum_sasl(&self) -> anyhow::Result<crate::sasl::quorum::QuorumSasl> {
+        use anyhow::Context as _;
+        if !self.quorum_sasl.enable {
+            return crate::sasl::quorum::QuorumSasl::new(&self.quorum_sasl, None).map_err(anyhow::Error::msg);
+        }
+        let text = match &self.sasl.jaas_file {
+            Some(path) => {
+                Some(std::fs::read_to_string(path).with_context(|| format!("reading JAAS file {}", path.display()))?)
+            }
+            None => None,
+        };
+        crate::sasl::quorum::QuorumSasl::new(&self.quorum_sasl, text.as_deref()).map_err(anyhow::Error::msg)
     }
 
     /// Is the four-letter word `cmd` allowed by the whitelist?
@@ -424,6 +442,11 @@ impl Config {
                 "sslQuorum" => cfg.ssl_quorum = parse_bool(val),
                 "portUnification" => cfg.port_unification = parse_bool(val),
                 "sslQuorumReloadCertFiles" => cfg.ssl_quorum_reload_cert_files = parse_bool(val),
+                "quorum.auth.enableSasl" => cfg.quorum_sasl.enable = parse_bool(val),
+                "quorum.auth.learnerRequireSasl" => cfg.quorum_sasl.learner_require = parse_bool(val),
+                "quorum.auth.serverRequireSasl" => cfg.quorum_sasl.server_require = parse_bool(val),
+                "quorum.auth.learner.saslLoginContext" => cfg.quorum_sasl.learner_context = val.to_string(),
+                "quorum.auth.server.saslLoginContext" => cfg.quorum_sasl.server_context = val.to_string(),
                 k if k.starts_with("ssl.")
                     || k.starts_with("zookeeper.ssl.")
                     || k.ends_with("client.certReload")

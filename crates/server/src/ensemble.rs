@@ -68,12 +68,18 @@ impl Ensemble {
         let my_sid = Sid::try_from(my_id).context("myid does not fit a Java long")?;
         let tls = cfg.quorum_tls().context("TLS between servers (sslQuorum, ssl.quorum.*)")?;
         tracing::info!(?tls, "quorum and election ports");
-        let election = ElectionNet::start_with(my_id, &cfg.servers, last_zxid, current_epoch, tls.clone()).await?;
+        let sasl = cfg.quorum_sasl().context("SASL between servers (quorum.auth.*)")?;
+        if sasl.is_enabled() {
+            tracing::info!(settings = ?cfg.quorum_sasl, "quorum SASL (DIGEST-MD5)");
+        }
+        let election =
+            ElectionNet::start_with(my_id, &cfg.servers, last_zxid, current_epoch, tls.clone(), sasl.clone()).await?;
         let status = election.subscribe();
         let tick = u64::from(cfg.tick_time_ms);
         let mut net_cfg = QuorumNetConfig::from_ticks(tick, cfg.init_limit, cfg.sync_limit);
         net_cfg.max_buffer = cfg.jute_max_buffer.max(net_cfg.max_buffer);
         net_cfg.tls = tls;
+        net_cfg.sasl = sasl;
         Ok(Ensemble { my_sid, servers: cfg.servers.clone(), election, status, awaiting: true, net: Net::None, net_cfg })
     }
 

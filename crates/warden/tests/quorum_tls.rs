@@ -13,24 +13,11 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use zookeeper_client as zk;
-
 mod common;
-use common::mixed::{check, client, mode, persistent, write_many, Kind, Mixed, OP};
-
-/// Makes the test certificates in `dir/certs`.
-fn make_certs(dir: &Path) -> PathBuf {
-    let certs = dir.join("certs");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/make-test-certs");
-    let out = std::process::Command::new(script).arg(&certs).output().expect("run scripts/make-test-certs");
-    assert!(out.status.success(), "make-test-certs: {}", String::from_utf8_lossy(&out.stderr));
-    certs
-}
+use common::mixed::{check, check_rolled, make_certs, mode, write_many, Kind, Mixed, Writer};
 
 /// A key store and the trust store of the same format.
 #[derive(Clone, Copy)]
@@ -195,31 +182,6 @@ async fn warden_and_zookeeper_form_one_tls_ensemble() {
     check(e.member(1).client, "writes forwarded by Warden over TLS", &acked).await;
 }
 
-/// Writes `/roll/<i>` through any of `servers` until `stop`, retrying an unanswered create;
-/// returns the paths whose create was acknowledged (or found done on a retry).
-async fn write_until(servers: String, stop: Arc<AtomicBool>) -> Vec<String> {
-    let c = zk::Client::connector()
-        .with_session_timeout(Duration::from_secs(30))
-        .connect(&servers)
-        .await
-        .expect("connect the writer");
-    c.create("/roll", b"", &persistent()).await.expect("create /roll");
-    let mut acked = Vec::new();
-    let mut i = 0;
-    while !stop.load(Ordering::Relaxed) {
-        let path = format!("/roll/{i}");
-        match tokio::time::timeout(OP, c.create(&path, b"x", &persistent())).await {
-            Ok(Ok(_)) | Ok(Err(zk::Error::NodeExists)) => {
-                acked.push(path);
-                i += 1;
-            }
-            Ok(Err(zk::Error::SessionExpired | zk::Error::ClientClosed)) => panic!("the writer's session ended"),
-            Ok(Err(_)) | Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    }
-    acked
-}
-
 /// The documented rolling move to TLS between servers: portUnification on everywhere, then
 /// sslQuorum on everywhere, then portUnification off, one server restarted at a time while a
 /// client writes. No acknowledged write is lost, and at the end the ports take TLS only.
@@ -235,9 +197,7 @@ async fn a_rolling_restart_moves_the_quorum_to_tls_without_losing_acked_writes()
         e.start(id);
     }
     e.wait_quorum().await;
-    let servers: Vec<String> = (1..=3).map(|id| e.member(id).client.to_string()).collect();
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = tokio::spawn(write_until(servers.join(","), stop.clone()));
+    let writer = Writer::start(&e);
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     for (ssl_quorum, unify) in [(false, true), (true, true), (true, false)] {
@@ -250,16 +210,9 @@ async fn a_rolling_restart_moves_the_quorum_to_tls_without_losing_acked_writes()
         }
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    stop.store(true, Ordering::Relaxed);
-    let acked = writer.await.expect("the writer");
-    assert!(acked.len() >= 50, "the writer made progress through the restarts: {} writes", acked.len());
+    let acked = writer.finish(50).await;
     for id in 1..=3 {
-        let c = client(e.member(id).client).await;
-        tokio::time::timeout(OP, c.sync("/")).await.expect("sync in time").expect("sync");
-        let children = tokio::time::timeout(OP, c.list_children("/roll")).await.expect("in time").expect("/roll");
-        for path in &acked {
-            assert!(children.iter().any(|c| *c == path[6..]), "server.{id} lost the acknowledged {path}");
-        }
+        check_rolled(e.member(id).client, &format!("server.{id}"), &acked).await;
     }
     // Every server now dials over TLS, and the ports take nothing else.
     let leader = e.wait_quorum().await;

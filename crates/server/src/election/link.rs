@@ -24,6 +24,7 @@ use warden_quorum::Sid;
 
 use super::conn::{self, ConnEnd, Received};
 use super::queue::SharedQueue;
+use crate::sasl::quorum::QuorumSasl;
 use crate::tls::peer::{PeerStream, PeerTls};
 
 /// `QuorumCnxManager.cnxTO`: how long a dial may take.
@@ -73,13 +74,22 @@ pub(crate) struct LinkSpec {
     pub local_host: String,
     /// TLS on the dial (`sslQuorum`).
     pub tls: PeerTls,
+    /// SASL after the introduction (`quorum.auth.learnerRequireSasl`).
+    pub sasl: QuorumSasl,
 }
 
 impl LinkSpec {
-    pub(crate) fn new(my_id: Sid, sid: Sid, peer_addr: String, my_host: &str, my_addr: String, tls: PeerTls) -> Self {
+    pub(crate) fn new(
+        my_id: Sid,
+        sid: Sid,
+        peer_addr: String,
+        my_host: &str,
+        my_addr: String,
+        (tls, sasl): (PeerTls, QuorumSasl),
+    ) -> Self {
         let hello =
             InitialMessage::Versioned { protocol_version: PROTOCOL_VERSION_V1, sid: my_id, addr: my_addr }.encode();
-        Self { my_id, sid, peer_addr, hello, local_host: super::host_port(my_host, 0), tls }
+        Self { my_id, sid, peer_addr, hello, local_host: super::host_port(my_host, 0), tls, sasl }
     }
 }
 
@@ -230,11 +240,11 @@ impl Link {
             r = tokio::time::timeout(CONNECT_TIMEOUT, self.connect_and_introduce()) => r,
         };
         match result {
-            Ok(Ok(stream)) if self.spec.my_id > self.spec.sid => {
+            Ok(Ok((stream, leftover))) if self.spec.my_id > self.spec.sid => {
                 tracing::info!(my_id = self.spec.my_id, sid = self.spec.sid, "election connection established");
-                self.adopt(stream, Vec::new()).await;
+                self.adopt(stream, leftover).await;
             }
-            Ok(Ok(stream)) => {
+            Ok(Ok((stream, _))) => {
                 tracing::debug!(
                     my_id = self.spec.my_id,
                     sid = self.spec.sid,
@@ -257,7 +267,8 @@ impl Link {
         }
     }
 
-    async fn connect_and_introduce(&self) -> std::io::Result<PeerStream> {
+    /// Returns the stream and any bytes read past the SASL exchange.
+    async fn connect_and_introduce(&self) -> std::io::Result<(PeerStream, Vec<u8>)> {
         use tokio::io::AsyncWriteExt;
         let addr: SocketAddr = tokio::net::lookup_host(&self.spec.peer_addr)
             .await?
@@ -279,7 +290,13 @@ impl Link {
         let mut stream = self.spec.tls.dial(stream, addr).await?;
         stream.write_all(&self.spec.hello).await?;
         stream.flush().await?;
-        Ok(stream)
+        let mut leftover = Vec::new();
+        self.spec
+            .sasl
+            .dial(&mut stream, &mut leftover)
+            .await
+            .map_err(|why| std::io::Error::new(std::io::ErrorKind::PermissionDenied, format!("quorum SASL: {why}")))?;
+        Ok((stream, leftover))
     }
 
     /// Our `server.N` host, port 0, in the address family of `peer`.

@@ -17,6 +17,7 @@ use warden_proto::election::{InitialMessage, INITIAL_ADDR_MAX};
 use warden_quorum::Sid;
 
 use super::link::LinkEvent;
+use crate::sasl::quorum::QuorumSasl;
 use crate::tls::peer::PeerTls;
 
 /// How long an initiator may take to introduce itself (ZooKeeper uses the socket timeout,
@@ -33,6 +34,7 @@ pub(crate) struct Listener {
     pub links: BTreeMap<Sid, mpsc::Sender<LinkEvent>>,
     pub shutdown: watch::Receiver<bool>,
     pub tls: PeerTls,
+    pub sasl: QuorumSasl,
 }
 
 impl Listener {
@@ -46,7 +48,13 @@ impl Listener {
                 accepted = self.listener.accept() => match accepted {
                     Ok((stream, peer)) if handshakes.len() < MAX_PENDING_HANDSHAKES => {
                         tracing::debug!(%peer, "election connection request");
-                        handshakes.spawn(handshake(self.my_id, stream, peer, self.tls.clone(), self.links.clone()));
+                        handshakes.spawn(handshake(
+                            self.my_id,
+                            stream,
+                            peer,
+                            (self.tls.clone(), self.sasl.clone()),
+                            self.links.clone(),
+                        ));
                     }
                     Ok((_, peer)) => tracing::warn!(%peer, "too many election handshakes in progress; closing"),
                     Err(e) => {
@@ -67,7 +75,7 @@ async fn handshake(
     my_id: Sid,
     stream: TcpStream,
     peer: SocketAddr,
-    tls: PeerTls,
+    (tls, sasl): (PeerTls, QuorumSasl),
     links: BTreeMap<Sid, mpsc::Sender<LinkEvent>>,
 ) {
     let _ = stream.set_nodelay(true);
@@ -76,11 +84,18 @@ async fn handshake(
         Err(why) => return tracing::warn!(%peer, %why, "election connection refused"),
     };
     let peer = Some(peer);
-    let (msg, leftover) = match tokio::time::timeout(HANDSHAKE_TIMEOUT, read_initial(&mut stream)).await {
+    let (msg, mut leftover) = match tokio::time::timeout(HANDSHAKE_TIMEOUT, read_initial(&mut stream)).await {
         Ok(Ok(ok)) => ok,
         Ok(Err(why)) => return tracing::warn!(?peer, %why, "bad election introduction; closing"),
         Err(_) => return tracing::warn!(?peer, "no election introduction in time; closing"),
     };
+    // quorum.auth.*: after the introduction, before anything else (`QuorumCnxManager.handleConnection`).
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, sasl.accept(&mut stream, &mut leftover)).await {
+        Ok(Ok(Some(user))) => tracing::debug!(?peer, %user, "election peer authenticated (quorum SASL)"),
+        Ok(Ok(None)) => {}
+        Ok(Err(why)) => return tracing::warn!(?peer, sid = msg.sid(), %why, "election connection refused"),
+        Err(_) => return tracing::warn!(?peer, "quorum SASL not finished in time; election connection refused"),
+    }
     if msg.addresses().is_none() {
         return tracing::warn!(?peer, ?msg, "badly formed election address; closing");
     }

@@ -28,7 +28,10 @@
 //! [`PeerTls`] (`tls/peer.rs`) before the introduction, which then travels inside TLS as in
 //! ZooKeeper.
 //!
-//! Absent: SASL on the election port, multiple addresses per server (protocol V2 is
+//! SASL (`quorum.auth.*`, `sasl/quorum.rs`): after the introduction, both ways, as
+//! `QuorumCnxManager` runs its `QuorumAuthServer` / `QuorumAuthLearner`.
+//!
+//! Absent: multiple addresses per server (protocol V2 is
 //! accepted, V1 is sent, as ZooKeeper does without `multiAddress.enabled`), reconfiguration
 //! (configs in notifications are carried, not applied), observers without ids (`OBSERVER_ID`),
 //! and `quorumListenOnAllIPs`.
@@ -51,6 +54,7 @@ use tokio::task::JoinSet;
 use warden_quorum::{Elected, FastLeaderElection, QuorumConfig, Sid};
 
 use crate::config::{PeerRole, PeerSpec};
+use crate::sasl::quorum::QuorumSasl;
 use crate::tls::peer::PeerTls;
 use driver::{Command, Driver, PeerHandle};
 use link::{Link, LinkSpec, LINK_EVENT_QUEUE};
@@ -99,17 +103,18 @@ impl ElectionNet {
         last_zxid: i64,
         current_epoch: i64,
     ) -> anyhow::Result<ElectionNet> {
-        Self::start_with(my_id, servers, last_zxid, current_epoch, PeerTls::default()).await
+        Self::start_with(my_id, servers, last_zxid, current_epoch, PeerTls::default(), QuorumSasl::default()).await
     }
 
     /// [`start`](Self::start) with TLS on the election port and on the dials (`sslQuorum`,
-    /// `portUnification`).
+    /// `portUnification`) and SASL after each introduction (`quorum.auth.*`).
     pub async fn start_with(
         my_id: u64,
         servers: &BTreeMap<u64, PeerSpec>,
         last_zxid: i64,
         current_epoch: i64,
         tls: PeerTls,
+        sasl: QuorumSasl,
     ) -> anyhow::Result<ElectionNet> {
         let me = servers.get(&my_id).with_context(|| format!("myid {my_id} has no server.{my_id} line"))?;
         let sid = |id: u64| Sid::try_from(id).with_context(|| format!("server id {id} does not fit a Java long"));
@@ -145,7 +150,7 @@ impl ElectionNet {
                 host_port(&spec.host, spec.election_port),
                 &me.host,
                 my_addr.clone(),
-                tls.clone(),
+                (tls.clone(), sasl.clone()),
             );
             let link = Link::new(link_spec, queue.clone(), events_rx, received_tx.clone(), shutdown_rx.clone());
             tasks.spawn(link.run());
@@ -153,7 +158,9 @@ impl ElectionNet {
             peers.insert(peer_sid, PeerHandle { queue, link: events_tx });
         }
         drop(received_tx);
-        tasks.spawn(Listener { my_id: my_sid, listener, links: link_events, shutdown: shutdown_rx.clone(), tls }.run());
+        tasks.spawn(
+            Listener { my_id: my_sid, listener, links: link_events, shutdown: shutdown_rx.clone(), tls, sasl }.run(),
+        );
 
         let (status_tx, status_rx) = watch::channel(ElectionStatus::Looking { round: 0 });
         let (commands_tx, commands_rx) = mpsc::channel(4);

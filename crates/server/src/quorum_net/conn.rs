@@ -56,6 +56,12 @@ impl PacketReader {
         PacketReader { rd, buf: BytesMut::with_capacity(READ_CHUNK), max_buffer, snapshot_after_snap: false }
     }
 
+    /// Starts with `bytes` already read from the stream (past a SASL exchange).
+    pub(crate) fn with_buffered(mut self, bytes: Vec<u8>) -> Self {
+        self.buf.extend_from_slice(&bytes);
+        self
+    }
+
     /// A reader for the learner's side: after SNAP comes the snapshot stream.
     pub(crate) fn with_snapshots(mut self) -> Self {
         self.snapshot_after_snap = true;

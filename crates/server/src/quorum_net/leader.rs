@@ -242,12 +242,19 @@ async fn serve_inner(
     events: mpsc::Sender<Raw>,
 ) {
     let _ = stream.set_nodelay(true);
-    let stream = match cfg.tls.accept(stream, peer).await {
+    let mut stream = match cfg.tls.accept(stream, peer).await {
         Ok(s) => s,
         Err(why) => return tracing::warn!(%peer, %why, "quorum connection refused"),
     };
+    let mut leftover = Vec::new();
+    match tokio::time::timeout(cfg.handshake_timeout, cfg.sasl.accept(&mut stream, &mut leftover)).await {
+        Ok(Ok(Some(user))) => tracing::info!(%peer, %user, "learner authenticated (quorum SASL)"),
+        Ok(Ok(None)) => {}
+        Ok(Err(why)) => return tracing::warn!(%peer, %why, "quorum connection refused"),
+        Err(_) => return tracing::warn!(%peer, "quorum SASL not finished in time; quorum connection refused"),
+    }
     let (rd, wr) = stream.into_split();
-    let mut reader = PacketReader::new(rd, cfg.max_buffer);
+    let mut reader = PacketReader::new(rd, cfg.max_buffer).with_buffered(leftover);
     let first = match tokio::time::timeout(cfg.handshake_timeout, reader.next()).await {
         Ok(Ok(p)) => p,
         Ok(Err(end)) => {

@@ -15,7 +15,7 @@ use warden_storage::SnapshotBody;
 
 use super::conn::{self, Incoming, Outgoing, PacketReader};
 use super::{QuorumNetConfig, SendError};
-use crate::tls::peer::{PeerStream, PeerTls};
+use crate::tls::peer::PeerStream;
 
 /// The longest pause between connection attempts.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(1);
@@ -82,7 +82,7 @@ impl LearnerNet {
         cfg: &QuorumNetConfig,
     ) -> Result<LearnerNet, ConnectError> {
         check_first(my_sid, &first).map_err(|why| ConnectError::BadFirstPacket { my_sid, why })?;
-        let stream = dial_with_retries(leader, bind, cfg).await?;
+        let (stream, leftover) = dial_with_retries(leader, bind, cfg).await?;
         let local_addr = stream.local_addr().map_err(|e| ConnectError::Unreachable {
             leader,
             attempts: 1,
@@ -98,7 +98,7 @@ impl LearnerNet {
         let (events_tx, events) = mpsc::channel(cfg.recv_queue.max(1));
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (rd, wr) = stream.into_split();
-        let reader = PacketReader::new(rd, cfg.max_buffer).with_snapshots();
+        let reader = PacketReader::new(rd, cfg.max_buffer).with_buffered(leftover).with_snapshots();
         let write_timeout = cfg.write_timeout;
         let mut tasks = JoinSet::new();
         tasks.spawn(async move {
@@ -225,7 +225,7 @@ async fn dial_with_retries(
     leader: SocketAddr,
     bind: Option<SocketAddr>,
     cfg: &QuorumNetConfig,
-) -> Result<PeerStream, ConnectError> {
+) -> Result<(PeerStream, Vec<u8>), ConnectError> {
     let deadline = tokio::time::Instant::now() + cfg.connect_timeout;
     let mut delay = cfg.retry_delay;
     let mut attempts = 0;
@@ -238,7 +238,7 @@ async fn dial_with_retries(
             return Err(unreachable(attempts, last));
         }
         attempts += 1;
-        match tokio::time::timeout(remaining, dial(leader, bind, &cfg.tls)).await {
+        match tokio::time::timeout(remaining, dial(leader, bind, cfg)).await {
             Ok(Ok(stream)) => return Ok(stream),
             Ok(Err(DialError::Bind(source))) => {
                 return Err(ConnectError::Bind { bind: bind.unwrap_or(leader), source });
@@ -258,7 +258,13 @@ enum DialError {
     Connect(std::io::Error),
 }
 
-async fn dial(leader: SocketAddr, bind: Option<SocketAddr>, tls: &PeerTls) -> Result<PeerStream, DialError> {
+/// Connects, then TLS (`sslQuorum`) and SASL (`quorum.auth.learnerRequireSasl`); returns the
+/// stream and any bytes read past the SASL exchange.
+async fn dial(
+    leader: SocketAddr,
+    bind: Option<SocketAddr>,
+    cfg: &QuorumNetConfig,
+) -> Result<(PeerStream, Vec<u8>), DialError> {
     let socket = if leader.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() };
     let socket = socket.map_err(DialError::Connect)?;
     if let Some(bind) = bind {
@@ -267,5 +273,13 @@ async fn dial(leader: SocketAddr, bind: Option<SocketAddr>, tls: &PeerTls) -> Re
     let stream = socket.connect(leader).await.map_err(DialError::Connect)?;
     let stream = crate::peer_conn::refuse_self_connection(stream).map_err(DialError::Connect)?;
     let _ = stream.set_nodelay(true);
-    tls.dial(stream, leader).await.map_err(DialError::Connect)
+    let mut stream = cfg.tls.dial(stream, leader).await.map_err(DialError::Connect)?;
+    let mut leftover = Vec::new();
+    cfg.sasl.dial(&mut stream, &mut leftover).await.map_err(|why| {
+        DialError::Connect(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("quorum SASL with {leader}: {why}"),
+        ))
+    })?;
+    Ok((stream, leftover))
 }

@@ -34,7 +34,8 @@
 //! reporting `LearnerEvent::Snapshot`; anything else closes that connection.
 //!
 //! TLS (`sslQuorum`, `portUnification`): the leader's accepted connections and the learner's dial go
-//! through [`PeerTls`] (`tls/peer.rs`); the packet layer sees a byte stream either way.
+//! through [`PeerTls`] (`tls/peer.rs`); the packet layer sees a byte stream either way. SASL
+//! (`quorum.auth.*`, `sasl/quorum.rs`) runs next, before the learner's first packet.
 //!
 //! Absent: multiple leader addresses; the observer-master port.
 //! Deviations: a FOLLOWERINFO/OBSERVERINFO without LearnerInfo data (pre-3.4 learners, to which
@@ -52,6 +53,7 @@ use std::time::Duration;
 
 use warden_proto::quorum::QuorumPacket;
 
+use crate::sasl::quorum::QuorumSasl;
 use crate::tls::peer::PeerTls;
 
 pub use leader::{LeaderEvent, LeaderNet};
@@ -82,6 +84,8 @@ pub struct QuorumNetConfig {
     pub max_connections: usize,
     /// TLS on the port and on the dial (`sslQuorum`, `portUnification`).
     pub tls: PeerTls,
+    /// SASL after TLS, before the first packet (`quorum.auth.*`).
+    pub sasl: QuorumSasl,
 }
 
 impl QuorumNetConfig {
@@ -107,6 +111,7 @@ impl Default for QuorumNetConfig {
             write_timeout: Duration::from_secs(10),
             max_connections: 256,
             tls: PeerTls::default(),
+            sasl: QuorumSasl::default(),
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod digest_md5;
 pub mod gssapi;
 pub mod jaas;
 pub mod kerberos;
+pub mod quorum;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -5,8 +5,10 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zk::{Acls, CreateMode};
@@ -31,6 +33,8 @@ pub struct Member {
     pub cfg: PathBuf,
     /// The config every member shares (ports, servers); `extra` lines follow it.
     base: String,
+    /// Extra `-D` flags for a ZooKeeper member's JVM.
+    jvm_flags: Vec<String>,
     pub out: PathBuf,
     pub child: Option<Child>,
 }
@@ -79,7 +83,7 @@ impl Mixed {
             std::fs::write(&cfg, &base).unwrap();
             let out = dir.path().join(format!("server{id}.out"));
             let client = format!("127.0.0.1:{c}").parse().unwrap();
-            members.push(Member { id, kind, client, cfg, base, out, child: None });
+            members.push(Member { id, kind, client, cfg, base, jvm_flags: Vec::new(), out, child: None });
         }
         Mixed { dir, classpath: zk_classpath(), members }
     }
@@ -88,6 +92,11 @@ impl Mixed {
     pub fn set_extra(&mut self, id: u64, extra: &str) {
         let m = self.members.iter().find(|m| m.id == id).unwrap();
         std::fs::write(&m.cfg, format!("{}{extra}", m.base)).unwrap();
+    }
+
+    /// Sets the extra JVM flags of server.`id` (a ZooKeeper member) for its next start.
+    pub fn set_jvm_flags(&mut self, id: u64, flags: &[String]) {
+        self.members.iter_mut().find(|m| m.id == id).unwrap().jvm_flags = flags.to_vec();
     }
 
     /// The election port of server.`id` (from the shared `server.N` lines).
@@ -122,6 +131,7 @@ impl Mixed {
                 // No DIFF from the on-disk log: a learner behind the in-memory history gets SNAP.
                 .arg("-Dzookeeper.snapshotSizeFactor=-1")
                 .arg("-Dzookeeper.commitLogCount=500")
+                .args(&m.jvm_flags)
                 .arg("-cp")
                 .arg(&classpath)
                 .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
@@ -294,4 +304,71 @@ pub async fn check(addr: SocketAddr, what: &str, paths: &[String]) {
 /// `f`, which must finish within `OP`.
 pub async fn op<F: std::future::Future>(f: F) -> F::Output {
     tokio::time::timeout(OP, f).await.expect("in time")
+}
+
+/// Makes the test certificates (`scripts/make-test-certs`) in `dir/certs`.
+pub fn make_certs(dir: &Path) -> PathBuf {
+    let certs = dir.join("certs");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/make-test-certs");
+    let out = Command::new(script).arg(&certs).output().expect("run scripts/make-test-certs");
+    assert!(out.status.success(), "make-test-certs: {}", String::from_utf8_lossy(&out.stderr));
+    certs
+}
+
+/// A client that creates `/roll/<i>` through any of the servers until stopped, retrying an
+/// unanswered create, while a test restarts servers under it.
+pub struct Writer {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Vec<String>>,
+}
+
+impl Writer {
+    pub fn start(e: &Mixed) -> Writer {
+        let servers: Vec<String> = e.members.iter().map(|m| m.client.to_string()).collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn(write_until(servers.join(","), stop.clone()));
+        Writer { stop, task }
+    }
+
+    /// Stops it; returns the paths whose create was acknowledged (or found done on a retry),
+    /// after checking that it made `at_least` of them.
+    pub async fn finish(self, at_least: usize) -> Vec<String> {
+        self.stop.store(true, Ordering::Relaxed);
+        let acked = self.task.await.expect("the writer");
+        assert!(acked.len() >= at_least, "the writer made progress through the restarts: {} writes", acked.len());
+        acked
+    }
+}
+
+async fn write_until(servers: String, stop: Arc<AtomicBool>) -> Vec<String> {
+    let c = zk::Client::connector()
+        .with_session_timeout(Duration::from_secs(30))
+        .connect(&servers)
+        .await
+        .expect("connect the writer");
+    c.create("/roll", b"", &persistent()).await.expect("create /roll");
+    let mut acked = Vec::new();
+    let mut i = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let path = format!("/roll/{i}");
+        match tokio::time::timeout(OP, c.create(&path, b"x", &persistent())).await {
+            Ok(Ok(_)) | Ok(Err(zk::Error::NodeExists)) => {
+                acked.push(path);
+                i += 1;
+            }
+            Ok(Err(zk::Error::SessionExpired | zk::Error::ClientClosed)) => panic!("the writer's session ended"),
+            Ok(Err(_)) | Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    acked
+}
+
+/// Every `/roll/<i>` in `acked` is listed by the server at `addr` (after a sync).
+pub async fn check_rolled(addr: SocketAddr, what: &str, acked: &[String]) {
+    let c = client(addr).await;
+    op(c.sync("/")).await.expect("sync");
+    let children = op(c.list_children("/roll")).await.expect("/roll");
+    for path in acked {
+        assert!(children.iter().any(|c| *c == path[6..]), "{what}: lost the acknowledged {path}");
+    }
 }
