@@ -244,7 +244,7 @@ impl Config {
     pub fn quorum_sasl(&self) -> anyhow::Result<crate::sasl::quorum::QuorumSasl> {
         use anyhow::Context as _;
         if !self.quorum_sasl.enable {
-            return crate::sasl::quorum::QuorumSasl::new(&self.quorum_sasl, None).map_err(anyhow::Error::msg);
+            return crate::sasl::quorum::QuorumSasl::new(&self.quorum_sasl, None, &[]).map_err(anyhow::Error::msg);
         }
         let text = match &self.sasl.jaas_file {
             Some(path) => {
@@ -252,7 +252,8 @@ impl Config {
             }
             None => None,
         };
-        crate::sasl::quorum::QuorumSasl::new(&self.quorum_sasl, text.as_deref()).map_err(anyhow::Error::msg)
+        let hosts: Vec<String> = self.servers.values().map(|s| s.host.clone()).collect();
+        crate::sasl::quorum::QuorumSasl::new(&self.quorum_sasl, text.as_deref(), &hosts).map_err(anyhow::Error::msg)
     }
 
     /// Is the four-letter word `cmd` allowed by the whitelist?
@@ -447,6 +448,7 @@ impl Config {
                 "quorum.auth.serverRequireSasl" => cfg.quorum_sasl.server_require = parse_bool(val),
                 "quorum.auth.learner.saslLoginContext" => cfg.quorum_sasl.learner_context = val.to_string(),
                 "quorum.auth.server.saslLoginContext" => cfg.quorum_sasl.server_context = val.to_string(),
+                "quorum.auth.kerberos.servicePrincipal" => cfg.quorum_sasl.kerberos_service_principal = val.to_string(),
                 k if k.starts_with("ssl.")
                     || k.starts_with("zookeeper.ssl.")
                     || k.ends_with("client.certReload")

@@ -131,7 +131,7 @@ impl Ensemble {
         let to = resolve(&spec.host, spec.quorum_port).await?;
         let me = self.spec(self.my_sid)?;
         let bind = resolve(&me.host, 0).await?;
-        let net = LearnerNet::connect(to, self.my_sid, first, Some(bind), &self.net_cfg).await?;
+        let net = LearnerNet::connect_named(to, &spec.host, self.my_sid, first, Some(bind), &self.net_cfg).await?;
         self.net = Net::Learner { leader, net };
         Ok(())
     }

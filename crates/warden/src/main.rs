@@ -180,8 +180,17 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             cfg.sasl.jaas_file = Some(PathBuf::from(path));
         }
     }
-    // Process-wide settings (krb5's keytab variable) before any thread exists.
+    // Process-wide settings (krb5's configuration and keytab variables) before any thread exists.
+    if std::env::var_os("KRB5_CONFIG").is_none() {
+        let flags = ["SERVER_JVMFLAGS", "JVMFLAGS"].map(|v| std::env::var(v).unwrap_or_default()).join(" ");
+        if let Some(conf) = warden_server::sasl::jaas::jvm_property(&flags, "java.security.krb5.conf") {
+            tracing::info!(%conf, "krb5 configuration from -Djava.security.krb5.conf in SERVER_JVMFLAGS/JVMFLAGS");
+            std::env::set_var("KRB5_CONFIG", conf);
+        }
+    }
     warden_server::sasl::SaslServer::prepare_process(&cfg.sasl)?;
+    warden_server::sasl::quorum::prepare_process(&cfg.quorum_sasl, cfg.sasl.jaas_file.as_deref())
+        .map_err(|e| anyhow::anyhow!("SASL between servers (quorum.auth.*): {e}"))?;
     let rt = runtime(worker_threads(args.worker_threads)?)?;
     rt.block_on(async move {
         let mut server = Server::start(cfg).await?;

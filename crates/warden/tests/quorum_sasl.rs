@@ -202,3 +202,132 @@ async fn a_rolling_restart_turns_on_quorum_sasl_without_losing_acked_writes() {
     assert_ne!(m.as_deref(), Some("follower"), "a server without SASL joined");
     assert!(refusals(&e) > before, "no server logged refusing the unauthenticated peer");
 }
+
+/// A throw-away MIT Kerberos realm (`scripts/krb5-test-realm`, realm KAZOOTEST.ORG, its KDC on a
+/// loopback port), stopped by its PID when dropped.
+struct Realm {
+    dir: PathBuf,
+    kdc_pid: u32,
+}
+
+impl Realm {
+    fn start(dir: PathBuf) -> Realm {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/krb5-test-realm");
+        let out = std::process::Command::new(&script).arg(&dir).arg(port.to_string()).output().unwrap();
+        assert!(out.status.success(), "krb5-test-realm: {}", String::from_utf8_lossy(&out.stderr));
+        let pid = std::fs::read_to_string(dir.join("kdc.pid")).unwrap();
+        Realm { dir, kdc_pid: pid.trim().parse().unwrap() }
+    }
+
+    /// A principal with a random key, exported to the keytab `file` in the realm's directory.
+    fn principal_in_keytab(&self, principal: &str, file: &str) -> PathBuf {
+        let keytab = self.dir.join(file);
+        for query in [format!("addprinc -randkey {principal}"), format!("ktadd -k {} {principal}", keytab.display())] {
+            let tool = ["/usr/sbin/kadmin.local", "kadmin.local"].into_iter().find(|t| Path::new(t).exists());
+            let out = std::process::Command::new(tool.unwrap_or("kadmin.local"))
+                .env("KRB5_CONFIG", self.dir.join("krb5.conf"))
+                .env("KRB5_KDC_PROFILE", self.dir.join("kdc.conf"))
+                .args(["-r", "KAZOOTEST.ORG", "-q", &query])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "kadmin.local {query}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        keytab
+    }
+}
+
+impl Drop for Realm {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill").arg(self.kdc_pid.to_string()).status();
+    }
+}
+
+/// A JAAS file whose `QuorumServer` and `QuorumLearner` sections log in from `keytab` as
+/// `principal` (ZooKeeper's documented Kerberos sections).
+fn kerberos_jaas(dir: &Path, name: &str, keytab: &Path, principal: &str) -> PathBuf {
+    let section = |name: &str| {
+        format!(
+            "{name} {{\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n  keyTab=\"{}\"\n  \
+             storeKey=true\n  useTicketCache=false\n  debug=false\n  principal=\"{principal}\";\n}};\n",
+            keytab.display()
+        )
+    };
+    let path = dir.join(name);
+    std::fs::write(&path, format!("{}{}", section("QuorumServer"), section("QuorumLearner"))).unwrap();
+    path
+}
+
+/// Kerberos (GSSAPI) between Warden and ZooKeeper 3.8 servers with a real KDC, as ZooKeeper
+/// documents it: every server logs in as `zkquorum/127.0.0.1` from a keytab and asks for tickets
+/// to `zkquorum/_HOST`; the JAAS file and the krb5 configuration come in `SERVER_JVMFLAGS` for
+/// Warden as in the JVM flags for ZooKeeper. Warden (server.3) leads a ZooKeeper follower and
+/// refuses a ZooKeeper server whose principal names a host outside the ensemble; after the
+/// intruder is given the right principal it joins; then Warden, restarted after a failover,
+/// follows a ZooKeeper leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn warden_and_zookeeper_authenticate_each_other_with_kerberos() {
+    let mut e = Mixed::new(&[Kind::ZooKeeper, Kind::ZooKeeper, Kind::Warden]);
+    let realm = Realm::start(e.dir.path().join("krb5"));
+    let keytab = realm.principal_in_keytab("zkquorum/127.0.0.1", "quorum.keytab");
+    let intruder_keytab = realm.principal_in_keytab("zkquorum/10.9.9.9", "intruder.keytab");
+    let good = kerberos_jaas(e.dir.path(), "jaas.conf", &keytab, "zkquorum/127.0.0.1@KAZOOTEST.ORG");
+    let intruder = kerberos_jaas(e.dir.path(), "intruder.conf", &intruder_keytab, "zkquorum/10.9.9.9@KAZOOTEST.ORG");
+    let krb5_conf = realm.dir.join("krb5.conf");
+    let flags = |jaas: &Path| {
+        vec![
+            format!("-Djava.security.auth.login.config={}", jaas.display()),
+            format!("-Djava.security.krb5.conf={}", krb5_conf.display()),
+        ]
+    };
+    let lines =
+        "quorum.auth.enableSasl=true\nquorum.auth.learnerRequireSasl=true\nquorum.auth.serverRequireSasl=true\n\
+                 quorum.auth.kerberos.servicePrincipal=zkquorum/_HOST\n";
+    for id in 1..=3 {
+        e.set_extra(id, lines);
+        e.set_jvm_flags(id, &flags(&good));
+    }
+    e.start(3);
+    e.start(1);
+    e.wait_roles(3).await;
+    let warden_log = e.log(3);
+    assert!(
+        warden_log.contains("learner authenticated (quorum SASL)")
+            && warden_log.contains("zkquorum/127.0.0.1@KAZOOTEST.ORG"),
+        "Warden authenticated ZooKeeper's Kerberos principal"
+    );
+    let mut acked = write_many(e.member(3).client, "k", 20).await;
+    check(e.member(1).client, "ZooKeeper follower of Warden", &acked).await;
+
+    // server.2 logs in as a principal of a host that no server.N line names: refused.
+    e.set_jvm_flags(2, &flags(&intruder));
+    e.start(2);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let addr = e.member(2).client;
+    let m2 = tokio::task::spawn_blocking(move || mode(addr)).await.unwrap();
+    assert_ne!(m2.as_deref(), Some("follower"), "a server with a foreign principal joined");
+    assert!(
+        e.log(3)
+            .lines()
+            .any(|l| l.contains("refused") && l.contains("zkquorum/10.9.9.9") && l.contains("not authorized")),
+        "Warden logged refusing the foreign principal"
+    );
+    e.kill(2);
+    e.set_jvm_flags(2, &flags(&good));
+    e.start(2);
+    e.wait_roles(3).await;
+    acked.extend(write_many(e.member(1).client, "z", 20).await);
+    check(e.member(2).client, "ZooKeeper follower after the intruder", &acked).await;
+
+    // Warden follows a ZooKeeper leader: its learner logs in to ZooKeeper's quorum service.
+    e.kill(3);
+    let leader = e.wait_quorum().await;
+    acked.extend(write_many(e.member(leader).client, "after", 20).await);
+    e.start(3);
+    e.wait_roles(leader).await;
+    check(e.member(3).client, "Warden follower of ZooKeeper", &acked).await;
+    assert!(
+        e.log(leader).contains("Successfully authenticated learner: authenticationID=zkquorum/127.0.0.1@KAZOOTEST.ORG"),
+        "ZooKeeper's leader authenticated Warden's Kerberos principal"
+    );
+}

@@ -76,6 +76,8 @@ pub(crate) struct LinkSpec {
     pub tls: PeerTls,
     /// SASL after the introduction (`quorum.auth.learnerRequireSasl`).
     pub sasl: QuorumSasl,
+    /// The peer's host as its `server.N` line names it (Kerberos's `_HOST`).
+    pub peer_host: String,
 }
 
 impl LinkSpec {
@@ -89,7 +91,9 @@ impl LinkSpec {
     ) -> Self {
         let hello =
             InitialMessage::Versioned { protocol_version: PROTOCOL_VERSION_V1, sid: my_id, addr: my_addr }.encode();
-        Self { my_id, sid, peer_addr, hello, local_host: super::host_port(my_host, 0), tls, sasl }
+        let peer_host = peer_addr.rsplit_once(':').map_or(peer_addr.as_str(), |(h, _)| h);
+        let peer_host = peer_host.trim_start_matches('[').trim_end_matches(']').to_string();
+        Self { my_id, sid, peer_addr, hello, local_host: super::host_port(my_host, 0), tls, sasl, peer_host }
     }
 }
 
@@ -293,7 +297,7 @@ impl Link {
         let mut leftover = Vec::new();
         self.spec
             .sasl
-            .dial(&mut stream, &mut leftover)
+            .dial(&mut stream, &mut leftover, &self.spec.peer_host)
             .await
             .map_err(|why| std::io::Error::new(std::io::ErrorKind::PermissionDenied, format!("quorum SASL: {why}")))?;
         Ok((stream, leftover))

@@ -81,8 +81,21 @@ impl LearnerNet {
         bind: Option<SocketAddr>,
         cfg: &QuorumNetConfig,
     ) -> Result<LearnerNet, ConnectError> {
+        Self::connect_named(leader, &leader.ip().to_string(), my_sid, first, bind, cfg).await
+    }
+
+    /// [`connect`](Self::connect) to a leader whose `server.N` line names it `host` (Kerberos
+    /// between servers asks for a ticket to that host's quorum service).
+    pub async fn connect_named(
+        leader: SocketAddr,
+        host: &str,
+        my_sid: Sid,
+        first: QuorumPacket,
+        bind: Option<SocketAddr>,
+        cfg: &QuorumNetConfig,
+    ) -> Result<LearnerNet, ConnectError> {
         check_first(my_sid, &first).map_err(|why| ConnectError::BadFirstPacket { my_sid, why })?;
-        let (stream, leftover) = dial_with_retries(leader, bind, cfg).await?;
+        let (stream, leftover) = dial_with_retries(leader, host, bind, cfg).await?;
         let local_addr = stream.local_addr().map_err(|e| ConnectError::Unreachable {
             leader,
             attempts: 1,
@@ -223,6 +236,7 @@ fn check_first(my_sid: Sid, first: &QuorumPacket) -> Result<(), String> {
 
 async fn dial_with_retries(
     leader: SocketAddr,
+    host: &str,
     bind: Option<SocketAddr>,
     cfg: &QuorumNetConfig,
 ) -> Result<(PeerStream, Vec<u8>), ConnectError> {
@@ -238,7 +252,7 @@ async fn dial_with_retries(
             return Err(unreachable(attempts, last));
         }
         attempts += 1;
-        match tokio::time::timeout(remaining, dial(leader, bind, cfg)).await {
+        match tokio::time::timeout(remaining, dial(leader, host, bind, cfg)).await {
             Ok(Ok(stream)) => return Ok(stream),
             Ok(Err(DialError::Bind(source))) => {
                 return Err(ConnectError::Bind { bind: bind.unwrap_or(leader), source });
@@ -262,6 +276,7 @@ enum DialError {
 /// stream and any bytes read past the SASL exchange.
 async fn dial(
     leader: SocketAddr,
+    host: &str,
     bind: Option<SocketAddr>,
     cfg: &QuorumNetConfig,
 ) -> Result<(PeerStream, Vec<u8>), DialError> {
@@ -275,7 +290,7 @@ async fn dial(
     let _ = stream.set_nodelay(true);
     let mut stream = cfg.tls.dial(stream, leader).await.map_err(DialError::Connect)?;
     let mut leftover = Vec::new();
-    cfg.sasl.dial(&mut stream, &mut leftover).await.map_err(|why| {
+    cfg.sasl.dial(&mut stream, &mut leftover, host).await.map_err(|why| {
         DialError::Connect(std::io::Error::new(
             std::io::ErrorKind::PermissionDenied,
             format!("quorum SASL with {leader}: {why}"),

@@ -28,10 +28,10 @@ use std::sync::Arc;
 
 use super::{Mechanism, Step};
 
-use libgssapi::context::{SecurityContext, ServerCtx};
+use libgssapi::context::{ClientCtx, CtxFlags, SecurityContext, ServerCtx};
 use libgssapi::credential::{Cred, CredUsage};
 use libgssapi::name::Name;
-use libgssapi::oid::{OidSet, GSS_MECH_KRB5, GSS_NT_KRB5_PRINCIPAL};
+use libgssapi::oid::{OidSet, GSS_MECH_KRB5, GSS_NT_HOSTBASED_SERVICE, GSS_NT_KRB5_PRINCIPAL};
 
 /// "No security layer", the only layer offered (RFC 4752 section 3.3).
 pub const LAYER_NONE: u8 = 0x01;
@@ -195,6 +195,77 @@ impl GssapiExchange {
     /// The authenticated principal, once the context is established.
     pub fn peer(&self) -> Option<&str> {
         (!self.peer.is_empty()).then_some(self.peer.as_str())
+    }
+}
+
+/// Initiator credentials for `principal` (a quorum learner's JAAS `principal=`), from the client
+/// keytab MIT krb5 finds in `KRB5_CLIENT_KTNAME` ([`configure_client_process`]); the ticket itself
+/// is fetched from the KDC on the first context step.
+pub fn initiator_credentials(principal: &str) -> Result<Cred, String> {
+    let name = Name::new(principal.as_bytes(), Some(GSS_NT_KRB5_PRINCIPAL))
+        .map_err(|e| format!("GSSAPI: bad principal {principal:?}: {e}"))?;
+    let mechs = OidSet::singleton(GSS_MECH_KRB5).map_err(|e| format!("GSSAPI: {e}"))?;
+    Cred::acquire(Some(&name), None, CredUsage::Initiate, Some(&mechs))
+        .map_err(|e| format!("GSSAPI: no initiator credentials for {principal}: {e}"))
+}
+
+/// Points MIT krb5's initiator at the keytab `keytab` (`KRB5_CLIENT_KTNAME`) and at a credential
+/// cache of this process's own (`KRB5CCNAME=MEMORY:`), as Java's `Krb5LoginModule` with
+/// `useKeyTab=true` logs in from the keytab without a ticket cache. Process environment: call it
+/// at start-up, before threads exist.
+pub fn configure_client_process(keytab: &Path) {
+    std::env::set_var("KRB5_CLIENT_KTNAME", keytab_name(keytab));
+    std::env::set_var("KRB5CCNAME", "MEMORY:warden-quorum-learner");
+}
+
+/// The client side of SASL GSSAPI (RFC 4752), as Java's `GssKrb5Client` runs it for a quorum
+/// learner: context tokens until the context is established (mutual authentication), then the
+/// answer to the server's wrapped security-layer offer: "no security layer", the offered
+/// maximum buffer, no authorization id.
+pub struct GssapiClient {
+    ctx: ClientCtx,
+    answered: bool,
+}
+
+impl GssapiClient {
+    /// An exchange with the service `service@host` (host-based, as Java names it: the realm
+    /// comes from krb5's `domain_realm`), with `cred` (the default credentials when `None`).
+    pub fn new(cred: Option<Cred>, service: &str, host: &str) -> Result<Self, String> {
+        let target = format!("{service}@{host}");
+        let name = Name::new(target.as_bytes(), Some(GSS_NT_HOSTBASED_SERVICE))
+            .map_err(|e| format!("GSSAPI: bad service name {target:?}: {e}"))?;
+        let flags = CtxFlags::GSS_C_MUTUAL_FLAG | CtxFlags::GSS_C_INTEG_FLAG;
+        Ok(Self { ctx: ClientCtx::new(cred, name, flags, Some(GSS_MECH_KRB5)), answered: false })
+    }
+
+    /// The first token (GSSAPI has an initial response).
+    pub fn initial(&mut self) -> Result<Vec<u8>, String> {
+        let token = self.ctx.step(None, None).map_err(|e| format!("GSSAPI: no context token: {e}"))?;
+        Ok(token.map(|t| t.to_vec()).unwrap_or_default())
+    }
+
+    /// The response to the server's next challenge.
+    pub fn step(&mut self, challenge: &[u8]) -> Result<Vec<u8>, String> {
+        if !self.ctx.is_complete() {
+            let out = self.ctx.step(Some(challenge), None).map_err(|e| format!("GSSAPI: context refused: {e}"))?;
+            return Ok(out.map(|t| t.to_vec()).unwrap_or_default());
+        }
+        if self.answered {
+            return Err("the server sent a challenge after the exchange ended".into());
+        }
+        let offer = self.ctx.unwrap(challenge).map_err(|e| format!("GSSAPI: cannot unwrap the offer: {e}"))?;
+        if offer.len() != 4 || offer[0] & LAYER_NONE == 0 {
+            return Err(format!("GSSAPI: the server's offer {:?} does not allow no security layer", &offer[..]));
+        }
+        let answer = [LAYER_NONE, offer[1], offer[2], offer[3]];
+        let wrapped = self.ctx.wrap(false, &answer).map_err(|e| format!("GSSAPI: cannot wrap the answer: {e}"))?;
+        self.answered = true;
+        Ok(wrapped.to_vec())
+    }
+
+    /// Whether the exchange is over on the client's side (the server still says SUCCESS).
+    pub fn is_done(&self) -> bool {
+        self.answered
     }
 }
 

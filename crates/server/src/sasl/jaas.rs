@@ -150,11 +150,16 @@ pub fn parse(text: &str) -> Result<Vec<Section>, String> {
 /// `-Djava.security.auth.login.config=PATH` in Java flags (the last one wins, as in Java). Quotes
 /// around the value are dropped.
 pub fn login_config_from_jvm_flags(flags: &str) -> Option<String> {
-    const KEY: &str = "-Djava.security.auth.login.config=";
+    jvm_property(flags, "java.security.auth.login.config")
+}
+
+/// The value of `-D<name>=` in a JVM command line; the last one wins, as in Java.
+pub fn jvm_property(flags: &str, name: &str) -> Option<String> {
+    let key = format!("-D{name}=");
     flags
         .split_whitespace()
         .rev()
-        .filter_map(|f| f.strip_prefix(KEY))
+        .filter_map(|f| f.strip_prefix(key.as_str()))
         .map(|v| v.trim_matches(['"', '\'']).trim_start_matches('=').to_string())
         .find(|v| !v.is_empty())
 }

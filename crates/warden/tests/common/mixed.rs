@@ -15,7 +15,7 @@ use zk::{Acls, CreateMode};
 use zookeeper_client as zk;
 
 use super::oracle::MISSING as MISSING_ZK;
-use super::{free_port, oracle, spawn_warden, stop, WorkDir};
+use super::{free_port, oracle, stop, warden_command, WorkDir};
 
 pub const ELECT: Duration = Duration::from_secs(60);
 pub const OP: Duration = Duration::from_secs(20);
@@ -33,7 +33,8 @@ pub struct Member {
     pub cfg: PathBuf,
     /// The config every member shares (ports, servers); `extra` lines follow it.
     base: String,
-    /// Extra `-D` flags for a ZooKeeper member's JVM.
+    /// Extra `-D` flags: a ZooKeeper member's JVM arguments, a Warden member's `SERVER_JVMFLAGS`
+    /// (which Warden reads as zkServer.sh would pass them).
     jvm_flags: Vec<String>,
     pub out: PathBuf,
     pub child: Option<Child>,
@@ -94,7 +95,8 @@ impl Mixed {
         std::fs::write(&m.cfg, format!("{}{extra}", m.base)).unwrap();
     }
 
-    /// Sets the extra JVM flags of server.`id` (a ZooKeeper member) for its next start.
+    /// Sets the extra JVM flags of server.`id` for its next start (a Warden member gets them in
+    /// `SERVER_JVMFLAGS`).
     pub fn set_jvm_flags(&mut self, id: u64, flags: &[String]) {
         self.members.iter_mut().find(|m| m.id == id).unwrap().jvm_flags = flags.to_vec();
     }
@@ -124,7 +126,9 @@ impl Mixed {
         assert!(m.child.is_none(), "server.{id} already running");
         let out = std::fs::OpenOptions::new().create(true).append(true).open(&m.out).unwrap();
         m.child = Some(match m.kind {
-            Kind::Warden => spawn_warden(&m.cfg, out),
+            Kind::Warden => {
+                warden_command(&m.cfg, out).env("SERVER_JVMFLAGS", m.jvm_flags.join(" ")).spawn().expect("spawn warden")
+            }
             Kind::ZooKeeper => Command::new("java")
                 .arg("-Xmx256m")
                 .arg("-Dzookeeper.admin.enableServer=false")

@@ -54,17 +54,21 @@ pub fn start_standalone(dir: &std::path::Path, configure: impl FnOnce(&mut std::
 
 /// Starts `warden serve <cfg>` with its stderr in `stderr` and no stdin or stdout.
 pub fn spawn_warden(cfg: &std::path::Path, stderr: std::fs::File) -> std::process::Child {
-    std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
-        .arg("serve")
+    warden_command(cfg, stderr).spawn().expect("spawn warden")
+}
+
+/// The command [`spawn_warden`] runs, for a caller that adds to its environment.
+pub fn warden_command(cfg: &std::path::Path, stderr: std::fs::File) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_warden"));
+    cmd.arg("serve")
         .arg(cfg)
         .arg("--log")
         .arg("info")
         .env("NO_COLOR", "1")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .expect("spawn warden")
+        .stderr(stderr);
+    cmd
 }
 
 /// A test's working directory (data directories, configs, server logs): removed when the test
