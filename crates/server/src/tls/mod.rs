@@ -124,6 +124,17 @@ impl TlsSettings {
             Ok(Some(StoreSpec { path, password, kind }))
         };
         let Some(key_store) = store("keyStore")? else { return Ok(None) };
+        // Revocation checking was asked for: refuse rather than run without it.
+        for key in ["crl", "ocsp"] {
+            if get(key).is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+                return Err(setting(
+                    key,
+                    "Warden does not check certificate revocation (CRL distribution points, OCSP); \
+                     remove the key, or set it to false, to run without revocation checks"
+                        .into(),
+                ));
+            }
+        }
         let trust_store = store("trustStore")?;
         let client_auth = match get("clientAuth").map(|v| v.to_ascii_lowercase()).as_deref() {
             None | Some("need") | Some("required") => ClientAuth::Need,
@@ -776,6 +787,16 @@ mod tests {
         assert_eq!(s.cipher_suites, Some(vec!["TLS_AES_128_GCM_SHA256".to_string(), "TLS_X".to_string()]));
         assert_eq!(s.handshake_timeout, Duration::from_millis(250));
         assert!(!s.reload);
+
+        // Revocation checks asked for are refused by name, not silently skipped; off is fine.
+        for key in ["ssl.crl", "ssl.ocsp", "ssl.quorum.crl"] {
+            let prefix = if key.starts_with("ssl.quorum.") { "ssl.quorum." } else { "ssl." };
+            let cfg = format!("{prefix}keyStore.location=/k.p12\n{key}=true");
+            let err = TlsSettings::from_keys(&keys(&cfg), prefix).unwrap_err().to_string();
+            assert!(err.contains(key) && err.contains("revocation"), "{err}");
+            let cfg = format!("{prefix}keyStore.location=/k.p12\n{key}=false");
+            assert!(TlsSettings::from_keys(&keys(&cfg), prefix).unwrap().is_some());
+        }
     }
 
     #[test]
