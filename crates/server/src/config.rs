@@ -138,6 +138,8 @@ pub struct Config {
     pub enforce_auth_schemes: Vec<String>,
     /// `zookeeper.allowSaslFailedClients`.
     pub allow_sasl_failed_clients: bool,
+    /// The keys the zoo.cfg file set (without a `zookeeper.` prefix): JVM flags do not override them.
+    pub file_keys: std::collections::BTreeSet<String>,
     /// `secureClientPort` / `secureClientPortAddress` (default: `clientPortAddress`): a TLS-only
     /// client listener.
     pub secure_client_port: Option<u16>,
@@ -199,6 +201,7 @@ impl Default for Config {
             enforce_auth_enabled: false,
             enforce_auth_schemes: Vec::new(),
             allow_sasl_failed_clients: false,
+            file_keys: Default::default(),
             secure_client_port: None,
             secure_client_port_address: None,
             client_port_unification: false,
@@ -341,6 +344,7 @@ impl Config {
                 continue;
             };
             let (key, val) = (k.trim(), v.trim());
+            cfg.file_keys.insert(key.strip_prefix("zookeeper.").unwrap_or(key).to_string());
             let err =
                 |reason: &str| ConfigError::Value { line: idx + 1, key: key.to_string(), reason: reason.to_string() };
             let num = |v: &str| v.parse::<i64>().map_err(|_| err("not a number"));
@@ -369,11 +373,7 @@ impl Config {
                     cfg.extended_types_enabled = parse_bool(val)
                 }
                 "jute.maxbuffer" => cfg.jute_max_buffer = num(val)?.max(1024) as usize,
-                "skipACL" | "zookeeper.skipACL" => cfg.skip_acl = val.eq_ignore_ascii_case("yes"),
                 "znode.container.checkIntervalMs" => cfg.container_check_interval_ms = num(val)?.max(1) as u64,
-                "DigestAuthenticationProvider.superDigest" | "zookeeper.DigestAuthenticationProvider.superDigest" => {
-                    cfg.super_digest = Some(val.to_string())
-                }
                 "readonlymode.enabled" => cfg.read_only = parse_bool(val),
                 "linearizableReads" | "warden.linearizableReads" => cfg.linearizable_reads = parse_bool(val),
                 "reconfigEnabled" => cfg.reconfig_enabled = parse_bool(val),
@@ -396,38 +396,7 @@ impl Config {
                     cfg.servers.insert(id, spec);
                 }
                 "jaasLoginConfig" | "warden.jaasLoginConfig" => cfg.sasl.jaas_file = Some(PathBuf::from(val)),
-                "sasl.serverconfig" | "zookeeper.sasl.serverconfig" => cfg.sasl.section = val.to_string(),
-                "SASLAuthenticationProvider.superPassword" | "zookeeper.SASLAuthenticationProvider.superPassword" => {
-                    cfg.sasl.super_password = Some(val.to_string())
-                }
-                "kerberos.removeHostFromPrincipal" | "zookeeper.kerberos.removeHostFromPrincipal" => {
-                    cfg.sasl.remove_host = val == "true"
-                }
-                "kerberos.removeRealmFromPrincipal" | "zookeeper.kerberos.removeRealmFromPrincipal" => {
-                    cfg.sasl.remove_realm = val == "true"
-                }
-                k if k.starts_with("authProvider.") || k.starts_with("zookeeper.authProvider.") => {
-                    cfg.auth_providers.push(val.to_string())
-                }
-                k if ["superUser", "zookeeper.superUser"].contains(&k)
-                    || k.starts_with("superUser.")
-                    || k.starts_with("zookeeper.superUser.") =>
-                {
-                    cfg.sasl_super_users.push(val.to_string())
-                }
-                "sessionRequireClientSASLAuth" | "zookeeper.sessionRequireClientSASLAuth" => {
-                    cfg.session_require_client_sasl_auth = val.eq_ignore_ascii_case("true")
-                }
-                "enforce.auth.enabled" | "zookeeper.enforce.auth.enabled" => {
-                    cfg.enforce_auth_enabled = val.eq_ignore_ascii_case("true")
-                }
-                "enforce.auth.schemes" | "zookeeper.enforce.auth.schemes" => {
-                    cfg.enforce_auth_schemes =
-                        val.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
-                }
-                "allowSaslFailedClients" | "zookeeper.allowSaslFailedClients" => {
-                    cfg.allow_sasl_failed_clients = val.eq_ignore_ascii_case("true")
-                }
+                k if cfg.apply_system_property(k.strip_prefix("zookeeper.").unwrap_or(k), val) => {}
                 "secureClientPort" => cfg.secure_client_port = Some(val.parse().map_err(|_| err("not a port"))?),
                 "secureClientPortAddress" => {
                     cfg.secure_client_port_address = Some(parse_host(val).ok_or_else(|| err("not an address"))?)
@@ -484,10 +453,37 @@ impl Config {
 }
 
 impl Config {
-    /// The TLS system properties of a JVM command line (`$SERVER_JVMFLAGS $JVMFLAGS`, as zkServer.sh
+    /// A key ZooKeeper reads as a Java system property (`zookeeper.<key>`; zoo.cfg keys it does
+    /// not know become such properties too): the SASL, Kerberos-name and ACL settings. Returns
+    /// whether `key` (without its `zookeeper.` prefix) is one.
+    fn apply_system_property(&mut self, key: &str, val: &str) -> bool {
+        match key {
+            "sasl.serverconfig" => self.sasl.section = val.to_string(),
+            "SASLAuthenticationProvider.superPassword" => self.sasl.super_password = Some(val.to_string()),
+            "kerberos.removeHostFromPrincipal" => self.sasl.remove_host = val == "true",
+            "kerberos.removeRealmFromPrincipal" => self.sasl.remove_realm = val == "true",
+            "security.auth_to_local" => self.sasl.auth_to_local = Some(val.to_string()),
+            k if k.starts_with("authProvider.") => self.auth_providers.push(val.to_string()),
+            k if k == "superUser" || k.starts_with("superUser.") => self.sasl_super_users.push(val.to_string()),
+            "sessionRequireClientSASLAuth" => self.session_require_client_sasl_auth = val.eq_ignore_ascii_case("true"),
+            "enforce.auth.enabled" => self.enforce_auth_enabled = val.eq_ignore_ascii_case("true"),
+            "enforce.auth.schemes" => {
+                self.enforce_auth_schemes =
+                    val.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+            }
+            "allowSaslFailedClients" => self.allow_sasl_failed_clients = val.eq_ignore_ascii_case("true"),
+            "skipACL" => self.skip_acl = val.eq_ignore_ascii_case("yes"),
+            "DigestAuthenticationProvider.superDigest" => self.super_digest = Some(val.to_string()),
+            _ => return false,
+        }
+        true
+    }
+
+    /// The system properties of a JVM command line (`$SERVER_JVMFLAGS $JVMFLAGS`, as zkServer.sh
     /// passes them; the later of two wins): `-Dzookeeper.ssl.*` (`ssl.quorum.*` included),
-    /// `-Dzookeeper.client.certReload`, `-Dzookeeper.netty.server.outstandingHandshake.limit` and
-    /// `-Dzookeeper.X509AuthenticationProvider.superUser`.
+    /// `-Dzookeeper.client.certReload`, `-Dzookeeper.netty.server.outstandingHandshake.limit`,
+    /// `-Dzookeeper.X509AuthenticationProvider.superUser`, and the SASL, Kerberos-name and ACL
+    /// properties of [`apply_system_property`](Self::apply_system_property).
     /// ZooKeeper turns zoo.cfg keys into the same system properties when it reads the file, so a
     /// key set in zoo.cfg wins. Values cannot contain spaces (the flags are split at whitespace).
     /// Returns the properties taken.
@@ -499,6 +495,9 @@ impl Config {
                 continue;
             };
             let val = val.trim_matches(['"', '\'']);
+            if self.file_keys.contains(key) {
+                continue;
+            }
             if key == "ssl.authProvider" && val != "x509" {
                 tracing::warn!(
                     provider = val,
@@ -510,6 +509,8 @@ impl Config {
                 || key == "X509AuthenticationProvider.superUser"
             {
                 seen.insert(key.to_string(), val.to_string());
+            } else if self.apply_system_property(key, val) {
+                taken.push(format!("zookeeper.{key}"));
             }
         }
         for (key, val) in seen {
@@ -600,6 +601,39 @@ mod tests {
         let mut c = Config::parse("dataDir=/d\nX509AuthenticationProvider.superUser=CN=cfg\n").unwrap();
         c.apply_jvm_flags("-Dzookeeper.X509AuthenticationProvider.superUser=CN=flag");
         assert_eq!(c.x509_super_user.as_deref(), Some("CN=cfg"));
+    }
+
+    /// What Kafka's and HBase's guides put in SERVER_JVMFLAGS: the SASL and Kerberos-name
+    /// properties, taken unless zoo.cfg sets the same key (with or without `zookeeper.`).
+    #[test]
+    fn sasl_system_properties_come_from_jvm_flags_too() {
+        let mut c = Config::parse(
+            "dataDir=/d
+zookeeper.kerberos.removeRealmFromPrincipal=false
+",
+        )
+        .unwrap();
+        let taken = c.apply_jvm_flags(
+            "-Dzookeeper.kerberos.removeHostFromPrincipal=true -Dzookeeper.kerberos.removeRealmFromPrincipal=true \
+             -Dzookeeper.authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider \
+             -Dzookeeper.security.auth_to_local=RULE:[2:$1@$0](hbase@.*)s/.*/hbase/ \
+             -Dzookeeper.superUser=admin -Dzookeeper.sessionRequireClientSASLAuth=true -Dzookeeper.tickTime=1",
+        );
+        assert!(c.sasl.remove_host, "taken from the flags");
+        assert!(!c.sasl.remove_realm, "zoo.cfg wins over the flag");
+        assert!(c.sasl_provider() && c.session_require_client_sasl_auth);
+        assert_eq!(c.sasl_super_users, ["admin"]);
+        assert_eq!(c.sasl.auth_to_local.as_deref(), Some("RULE:[2:$1@$0](hbase@.*)s/.*/hbase/"));
+        assert!(!taken.iter().any(|t| t.contains("tickTime")), "zoo.cfg-only keys are not system properties");
+        let c = Config::parse(
+            "dataDir=/d
+security.auth_to_local=DEFAULT
+skipACL=yes
+",
+        )
+        .unwrap();
+        assert_eq!(c.sasl.auth_to_local.as_deref(), Some("DEFAULT"));
+        assert!(c.skip_acl);
     }
 
     #[test]

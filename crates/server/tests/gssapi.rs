@@ -220,15 +220,18 @@ async fn ids(client: &zk::Client) -> Vec<String> {
 
 /// Warden with kazoo's GSSAPI JAAS section, and `zookeeper-client`'s GSSAPI (rsasl + libgssapi).
 async fn over_the_wire(realm: &Realm, jaas: PathBuf) {
-    let start = |remove: bool| {
+    let start_with_rules = |remove: bool, rules: Option<&str>| {
         let jaas = jaas.clone();
+        let rules = rules.map(str::to_string);
         TestServer::start_with(move |c| {
             c.sasl.jaas_file = Some(jaas);
             c.auth_providers = vec!["org.apache.zookeeper.server.auth.SASLAuthenticationProvider".into()];
             c.sasl.remove_host = remove;
             c.sasl.remove_realm = remove;
+            c.sasl.auth_to_local = rules;
         })
     };
+    let start = |remove: bool| start_with_rules(remove, None);
     let srv = start(false).await;
     realm.kinit(&[]);
     let client = gssapi_client(&srv).await.expect("a client with a ticket connects");
@@ -272,6 +275,19 @@ async fn over_the_wire(realm: &Realm, jaas: PathBuf) {
     cfg.sasl.jaas_file = Some(other);
     let err = warden_server::Server::start(cfg).await.err().expect("start-up must fail without acceptor credentials");
     assert!(format!("{err:#}").contains("zookeeper/otherhost"), "{err:#}");
+
+    // zookeeper.security.auth_to_local: the short name by the first rule that applies, then the
+    // realm (not removed here), with the default realm from the realm's krb5.conf (KRB5_CONFIG).
+    let srv = start_with_rules(false, Some("RULE:[1:$1@$0](client@KAZOOTEST.ORG)s/client@.*/mapped/ DEFAULT")).await;
+    let client = gssapi_client(&srv).await.expect("connects");
+    assert!(ids(&client).await.contains(&"sasl:mapped@KAZOOTEST.ORG".to_string()), "{:?}", ids(&client).await);
+    srv.stop().await;
+    // A rule that applies to no one: the identity is the whole principal, as in ZooKeeper, even
+    // with the realm to be removed.
+    let srv = start_with_rules(true, Some("RULE:[2:$1](nobody)")).await;
+    let client = gssapi_client(&srv).await.expect("connects");
+    assert!(ids(&client).await.contains(&"sasl:client@KAZOOTEST.ORG".to_string()), "{:?}", ids(&client).await);
+    srv.stop().await;
 
     // kerberos.removeHostFromPrincipal / removeRealmFromPrincipal: the id is the short name.
     let srv = start(true).await;

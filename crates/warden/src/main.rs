@@ -167,7 +167,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let flags = ["SERVER_JVMFLAGS", "JVMFLAGS"].map(|v| std::env::var(v).unwrap_or_default()).join(" ");
         let taken = cfg.apply_jvm_flags(&flags);
         if !taken.is_empty() {
-            tracing::info!(properties = ?taken, "TLS settings from -D flags in SERVER_JVMFLAGS/JVMFLAGS");
+            tracing::info!(properties = ?taken, "settings from -D flags in SERVER_JVMFLAGS/JVMFLAGS");
         }
     }
     if let Some(j) = args.jaas {

@@ -64,6 +64,9 @@ pub struct SaslSettings {
     /// `zookeeper.kerberos.removeHostFromPrincipal` / `removeRealmFromPrincipal`.
     pub remove_host: bool,
     pub remove_realm: bool,
+    /// `zookeeper.security.auth_to_local`: the rules that shorten a Kerberos name (default
+    /// `DEFAULT`).
+    pub auth_to_local: Option<String>,
 }
 
 /// The server-wide SASL state every connection shares.
@@ -74,6 +77,9 @@ pub struct SaslServer {
     gssapi: Option<gssapi::GssapiServer>,
     remove_host: bool,
     remove_realm: bool,
+    /// `zookeeper.security.auth_to_local`, and the default realm its `DEFAULT` rule compares with.
+    rules: kerberos::AuthToLocal,
+    default_realm: String,
 }
 
 impl SaslServer {
@@ -108,7 +114,16 @@ impl SaslServer {
             }
             _ => None,
         };
-        Ok(Self { login, gssapi, remove_host: s.remove_host, remove_realm: s.remove_realm })
+        let rules = match &s.auth_to_local {
+            Some(text) => kerberos::AuthToLocal::parse(text)
+                .map_err(|e| anyhow::anyhow!("zookeeper.security.auth_to_local: {e}"))?,
+            None => kerberos::AuthToLocal::default(),
+        };
+        let default_realm = krb5_default_realm();
+        if !matches!(login, SaslLogin::None) {
+            tracing::info!(%default_realm, auth_to_local = ?s.auth_to_local, "SASL: Kerberos names shortened by these rules");
+        }
+        Ok(Self { login, gssapi, remove_host: s.remove_host, remove_realm: s.remove_realm, rules, default_realm })
     }
 
     /// What must be set up process-wide before threads start: for a GSSAPI login with a JAAS
@@ -154,8 +169,27 @@ impl SaslServer {
 
     /// A server with this login and no principal rewriting (tests).
     pub fn with_login(login: SaslLogin) -> Self {
-        Self { login, gssapi: None, remove_host: false, remove_realm: false }
+        Self {
+            login,
+            gssapi: None,
+            remove_host: false,
+            remove_realm: false,
+            rules: kerberos::AuthToLocal::default(),
+            default_realm: String::new(),
+        }
     }
+}
+
+/// The default realm of the krb5 configuration (`KRB5_CONFIG`, else `/etc/krb5.conf`), as Java's
+/// `KerberosUtil.getDefaultRealm`; empty when there is none (ZooKeeper's fallback too), so the
+/// `DEFAULT` rule matches no realm.
+fn krb5_default_realm() -> String {
+    let paths = std::env::var("KRB5_CONFIG").unwrap_or_else(|_| "/etc/krb5.conf".into());
+    paths
+        .split(':')
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .find_map(|text| kerberos::default_realm_of(&text))
+        .unwrap_or_default()
 }
 
 /// One connection's SASL state, made on its first SASL packet.
@@ -193,8 +227,14 @@ impl ConnSasl {
         match mech.step(token) {
             Step::Continue(challenge) => SaslOutcome::Continue { challenge },
             Step::Done { authentication_id, final_token } => {
-                match kerberos::authorization_id(&authentication_id, self.server.remove_host, self.server.remove_realm)
-                {
+                let s = &self.server;
+                match kerberos::authorization_id(
+                    &authentication_id,
+                    &s.rules,
+                    &s.default_realm,
+                    s.remove_host,
+                    s.remove_realm,
+                ) {
                     Ok(authorization_id) => SaslOutcome::Done { authorization_id, token: final_token },
                     Err(why) => {
                         tracing::warn!(conn, mechanism = mech.name(), %why, "SASL authentication failed");
