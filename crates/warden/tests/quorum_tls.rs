@@ -17,7 +17,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::mixed::{check, check_rolled, make_certs, mode, write_many, Kind, Mixed, Writer};
+use common::mixed::{check, make_certs, mode, write_many, Kind, Mixed};
 
 /// A key store and the trust store of the same format.
 #[derive(Clone, Copy)]
@@ -197,23 +197,12 @@ async fn a_rolling_restart_moves_the_quorum_to_tls_without_losing_acked_writes()
         e.start(id);
     }
     e.wait_quorum().await;
-    let writer = Writer::start(&e);
-    tokio::time::sleep(Duration::from_secs(1)).await;
-
-    for (ssl_quorum, unify) in [(false, true), (true, true), (true, false)] {
-        for (id, s) in (1..=3).zip(stores) {
-            e.kill(id);
-            e.set_extra(id, &tls_lines(&certs, s, ssl_quorum, unify));
-            e.start(id);
-            e.wait_quorum().await;
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let acked = writer.finish(50).await;
-    for id in 1..=3 {
-        check_rolled(e.member(id).client, &format!("server.{id}"), &acked).await;
-    }
+    let steps = [(false, true), (true, true), (true, false)];
+    e.roll_under_writes(steps.len(), |round, id| {
+        let (ssl_quorum, unify) = steps[round];
+        tls_lines(&certs, stores[id as usize - 1], ssl_quorum, unify)
+    })
+    .await;
     // Every server now dials over TLS, and the ports take nothing else.
     let leader = e.wait_quorum().await;
     for id in (1..=3).filter(|&id| id != leader) {

@@ -210,6 +210,30 @@ impl Mixed {
         }
     }
 
+    /// Rolling restarts under a writing client: `rounds` times, each server in turn is killed,
+    /// given `extra(round, id)` as its zoo.cfg lines and restarted, and the ensemble waited for.
+    /// Returns the acknowledged writes, after checking that every server has each of them.
+    pub async fn roll_under_writes(&mut self, rounds: usize, extra: impl Fn(usize, u64) -> String) -> Vec<String> {
+        let writer = Writer::start(self);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        for round in 0..rounds {
+            let ids: Vec<u64> = self.members.iter().map(|m| m.id).collect();
+            for id in ids {
+                self.kill(id);
+                self.set_extra(id, &extra(round, id));
+                self.start(id);
+                self.wait_quorum().await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let acked = writer.finish(50).await;
+        for m in &self.members {
+            check_rolled(m.client, &format!("server.{}", m.id), &acked).await;
+        }
+        acked
+    }
+
     /// Waits until every live server reports leader or follower with `leader` the one leader.
     pub async fn wait_roles(&mut self, leader: u64) {
         let deadline = Instant::now() + ELECT;
@@ -321,13 +345,13 @@ pub fn make_certs(dir: &Path) -> PathBuf {
 
 /// A client that creates `/roll/<i>` through any of the servers until stopped, retrying an
 /// unanswered create, while a test restarts servers under it.
-pub struct Writer {
+struct Writer {
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<Vec<String>>,
 }
 
 impl Writer {
-    pub fn start(e: &Mixed) -> Writer {
+    fn start(e: &Mixed) -> Writer {
         let servers: Vec<String> = e.members.iter().map(|m| m.client.to_string()).collect();
         let stop = Arc::new(AtomicBool::new(false));
         let task = tokio::spawn(write_until(servers.join(","), stop.clone()));
@@ -336,7 +360,7 @@ impl Writer {
 
     /// Stops it; returns the paths whose create was acknowledged (or found done on a retry),
     /// after checking that it made `at_least` of them.
-    pub async fn finish(self, at_least: usize) -> Vec<String> {
+    async fn finish(self, at_least: usize) -> Vec<String> {
         self.stop.store(true, Ordering::Relaxed);
         let acked = self.task.await.expect("the writer");
         assert!(acked.len() >= at_least, "the writer made progress through the restarts: {} writes", acked.len());
@@ -368,7 +392,7 @@ async fn write_until(servers: String, stop: Arc<AtomicBool>) -> Vec<String> {
 }
 
 /// Every `/roll/<i>` in `acked` is listed by the server at `addr` (after a sync).
-pub async fn check_rolled(addr: SocketAddr, what: &str, acked: &[String]) {
+async fn check_rolled(addr: SocketAddr, what: &str, acked: &[String]) {
     let c = client(addr).await;
     op(c.sync("/")).await.expect("sync");
     let children = op(c.list_children("/roll")).await.expect("/roll");
