@@ -138,6 +138,10 @@ pub struct Config {
     pub enforce_auth_schemes: Vec<String>,
     /// `zookeeper.allowSaslFailedClients`.
     pub allow_sasl_failed_clients: bool,
+    /// `admin.*`: the AdminServer.
+    pub admin: crate::admin::AdminSettings,
+    /// The zoo.cfg text as read (the `initial_configuration` admin command).
+    pub initial_text: Option<String>,
     /// The keys the zoo.cfg file set (without a `zookeeper.` prefix): JVM flags do not override them.
     pub file_keys: std::collections::BTreeSet<String>,
     /// `secureClientPort` / `secureClientPortAddress` (default: `clientPortAddress`): a TLS-only
@@ -201,6 +205,8 @@ impl Default for Config {
             enforce_auth_enabled: false,
             enforce_auth_schemes: Vec::new(),
             allow_sasl_failed_clients: false,
+            admin: Default::default(),
+            initial_text: None,
             file_keys: Default::default(),
             secure_client_port: None,
             secure_client_port_address: None,
@@ -306,6 +312,7 @@ impl Config {
         let text =
             std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
         let mut cfg = Self::parse(&text)?;
+        cfg.initial_text = Some(text);
         // Relative dataDir values are relative to the working directory, as in ZooKeeper.
         if cfg.data_dir.as_os_str().is_empty() {
             return Err(ConfigError::Invalid("dataDir is not set".into()));
@@ -474,6 +481,22 @@ impl Config {
             "allowSaslFailedClients" => self.allow_sasl_failed_clients = val.eq_ignore_ascii_case("true"),
             "skipACL" => self.skip_acl = val.eq_ignore_ascii_case("yes"),
             "DigestAuthenticationProvider.superDigest" => self.super_digest = Some(val.to_string()),
+            "admin.enableServer" => self.admin.enable = val != "false",
+            "admin.serverAddress" => match parse_host(val) {
+                Some(a) => self.admin.address = a,
+                None => {
+                    tracing::warn!(value = val, "admin.serverAddress is not an address; keeping {}", self.admin.address)
+                }
+            },
+            "admin.serverPort" => match val.parse() {
+                Ok(p) => self.admin.port = p,
+                Err(_) => tracing::warn!(value = val, "admin.serverPort is not a port; keeping {}", self.admin.port),
+            },
+            "admin.commandURL" => self.admin.command_url = val.trim_end_matches('/').to_string(),
+            "admin.idleTimeout" => match val.parse() {
+                Ok(ms) => self.admin.idle_timeout = std::time::Duration::from_millis(ms),
+                Err(_) => tracing::warn!(value = val, "admin.idleTimeout is not a number of milliseconds"),
+            },
             _ => return false,
         }
         true
@@ -641,15 +664,17 @@ skipACL=yes
         let text = "tickTime=2000\ndataDir=/tmp/zk\nclientPort=20000\nmaxClientCnxns=0\n\
                     admin.serverPort=20003\nauthProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n\
                     4lw.commands.whitelist=*\nreconfigEnabled=true\npeerType=participant\n\
-                    server.1=localhost:20002:20001:participant\n";
+                    server.1=localhost:20002:20001:participant\nobserver.reconnectDelayMs=100\n";
         let c = Config::parse(text).unwrap();
         assert_eq!(c.tick_time_ms, 2000);
+        assert_eq!(c.ignored.get("observer.reconnectDelayMs").map(String::as_str), Some("100"));
         assert_eq!(c.client_port, 20000);
         assert_eq!(c.max_client_cnxns, 0);
         assert_eq!(c.min_session_timeout_ms, 4000);
         assert_eq!(c.max_session_timeout_ms, 40000);
         assert!(c.four_letter_allowed("stat"));
-        assert_eq!(c.ignored.get("admin.serverPort").map(String::as_str), Some("20003"));
+        assert_eq!(c.admin.port, 20003, "the AdminServer's port is used, not ignored");
+        assert!(c.admin.enable && !c.ignored.contains_key("admin.serverPort"));
         assert_eq!(
             c.servers[&1],
             PeerSpec {

@@ -13,7 +13,7 @@ const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requ
 
 /// The mode `srvr` and `mntr` report: `standalone`, `leader`, `follower`, `observer`, `read-only`
 /// (or `looking`).
-fn mode(node: &Node) -> &'static str {
+pub(crate) fn mode(node: &Node) -> &'static str {
     match node.role() {
         RoleKind::Standalone => "standalone",
         RoleKind::Looking if node.read_only() => "read-only",
@@ -59,7 +59,7 @@ pub(crate) fn run(cmd: FourLetterWord, node: &mut Node, cfg: &Config, uptime_ms:
     }
 }
 
-fn version_line() -> String {
+pub(crate) fn version_line() -> String {
     format!("Zookeeper version: {ZK_VERSION}, built on {BUILT_ON}")
 }
 
@@ -140,29 +140,53 @@ fn connections(node: &Node) -> String {
     o
 }
 
-fn monitor(node: &Node, uptime_ms: u64) -> String {
+/// One `mntr` / `monitor` value.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Metric {
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+impl std::fmt::Display for Metric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Metric::Int(v) => write!(f, "{v}"),
+            Metric::Float(v) => f.write_str(&java_double(*v)),
+            Metric::Text(v) => f.write_str(v),
+        }
+    }
+}
+
+/// What `mntr` and the `monitor` admin command report, in order, under ZooKeeper's names
+/// without the `zk_` prefix `mntr` adds.
+pub(crate) fn monitor_rows(node: &Node, uptime_ms: u64) -> Vec<(&'static str, Metric)> {
     let s = node.stats();
     let open_fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
-    let rows: [(&str, String); 17] = [
-        ("zk_version", format!("{ZK_VERSION}, built on {BUILT_ON}")),
-        ("zk_server_state", mode(node).into()),
-        ("zk_uptime", uptime_ms.to_string()),
-        ("zk_open_file_descriptor_count", open_fds.to_string()),
-        ("zk_local_sessions", "0".into()),
-        ("zk_avg_latency", java_double(s.latency.avg())),
-        ("zk_max_latency", s.latency.max_ms.to_string()),
-        ("zk_min_latency", s.latency.min().to_string()),
-        ("zk_packets_received", s.received.to_string()),
-        ("zk_packets_sent", s.sent.to_string()),
-        ("zk_num_alive_connections", s.connections.to_string()),
-        ("zk_outstanding_requests", s.outstanding.to_string()),
-        ("zk_znode_count", s.node_count.to_string()),
-        ("zk_watch_count", s.watch_count.to_string()),
-        ("zk_ephemerals_count", s.ephemerals.to_string()),
-        ("zk_approximate_data_size", s.approximate_data_size.to_string()),
-        ("zk_global_sessions", s.sessions.to_string()),
-    ];
-    rows.iter().map(|(k, v)| format!("{k}\t{v}\n")).collect()
+    let int = |v: u64| Metric::Int(i64::try_from(v).unwrap_or(i64::MAX));
+    vec![
+        ("version", Metric::Text(format!("{ZK_VERSION}, built on {BUILT_ON}"))),
+        ("server_state", Metric::Text(mode(node).into())),
+        ("uptime", int(uptime_ms)),
+        ("open_file_descriptor_count", int(open_fds as u64)),
+        ("local_sessions", Metric::Int(0)),
+        ("avg_latency", Metric::Float(s.latency.avg())),
+        ("max_latency", int(s.latency.max_ms)),
+        ("min_latency", int(s.latency.min())),
+        ("packets_received", int(s.received)),
+        ("packets_sent", int(s.sent)),
+        ("num_alive_connections", int(s.connections as u64)),
+        ("outstanding_requests", int(s.outstanding as u64)),
+        ("znode_count", int(s.node_count as u64)),
+        ("watch_count", int(s.watch_count as u64)),
+        ("ephemerals_count", int(s.ephemerals as u64)),
+        ("approximate_data_size", int(s.approximate_data_size)),
+        ("global_sessions", int(s.sessions as u64)),
+    ]
+}
+
+fn monitor(node: &Node, uptime_ms: u64) -> String {
+    monitor_rows(node, uptime_ms).iter().map(|(k, v)| format!("zk_{k}\t{v}\n")).collect()
 }
 
 /// A double as Java's `Double.toString` prints small values: always with a fraction (`3.0`, `4.5`).
@@ -240,7 +264,7 @@ fn dirs(cfg: &Config) -> String {
     format!("datadir_size: {}\nlogdir_size: {}\n", dir_size(&cfg.data_dir), dir_size(&cfg.data_log_dir))
 }
 
-fn dir_size(dir: &std::path::Path) -> u64 {
+pub(crate) fn dir_size(dir: &std::path::Path) -> u64 {
     let Ok(rd) = std::fs::read_dir(dir.join("version-2")) else { return 0 };
     rd.filter_map(Result::ok).filter_map(|e| e.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
 }

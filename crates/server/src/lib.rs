@@ -2,6 +2,7 @@
 //! `Node`, timers and four-letter words. Protocol decisions live in `warden-node`; this crate moves
 //! bytes and time in and carries actions out.
 
+pub mod admin;
 mod civil;
 pub mod config;
 mod connection;
@@ -36,6 +37,8 @@ pub struct Server {
     pub local_addr: std::net::SocketAddr,
     /// The `secureClientPort` listener's address, when there is one.
     pub secure_addr: Option<std::net::SocketAddr>,
+    /// The AdminServer's address, when it runs.
+    pub admin_addr: Option<std::net::SocketAddr>,
     shutdown: Arc<watch::Sender<bool>>,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
@@ -124,6 +127,14 @@ impl Server {
         let snapshot_zxid = recovered.snapshot.is_some().then_some(recovered.snapshot_zxid);
         owner.restore(recovered.tree, &recovered.sessions, recovered.txns_after_snapshot, snapshot_zxid);
         let owner_task = tokio::spawn(owner.run());
+        let admin_addr = match admin::bind(&cfg.admin).await {
+            Some(l) => {
+                let addr = l.local_addr().ok();
+                tokio::spawn(admin::serve(l, cfg.admin.clone(), events_tx.clone(), shutdown_rx.clone()));
+                addr
+            }
+            None => None,
+        };
         let accept = connection::accept_loop(listener, wire, secure, cfg, sasl, events_tx, shutdown_rx.clone());
         let shutdown = Arc::new(shutdown);
         let stop = shutdown.clone();
@@ -142,7 +153,7 @@ impl Server {
             result
         });
         tracing::info!(addr = %local_addr, "serving clients");
-        Ok(Server { local_addr, secure_addr, shutdown, task })
+        Ok(Server { local_addr, secure_addr, admin_addr, shutdown, task })
     }
 
     /// Waits until the server ends by itself (a fatal storage error) or after `stop`.

@@ -65,6 +65,12 @@ pub(crate) enum Event {
         cmd: FourLetterWord,
         reply: oneshot::Sender<String>,
     },
+    /// An AdminServer command with its query parameters.
+    Admin {
+        cmd: &'static crate::admin::commands::Command,
+        args: std::collections::BTreeMap<String, String>,
+        reply: oneshot::Sender<crate::admin::commands::Answer>,
+    },
 }
 
 /// The owner's end of a connection's writer queue.
@@ -468,6 +474,11 @@ impl Owner {
                 let uptime_ms = self.started.elapsed().as_millis() as u64;
                 let text = fourlw::run(cmd, self.driver.node_mut(), &self.cfg, uptime_ms);
                 let _ = reply.send(text);
+            }
+            Event::Admin { cmd, args, reply } => {
+                let uptime_ms = self.started.elapsed().as_millis() as u64;
+                let answer = crate::admin::commands::run(cmd, &args, self.driver.node_mut(), &self.cfg, uptime_ms);
+                let _ = reply.send(answer);
             }
         }
         1

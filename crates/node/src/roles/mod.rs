@@ -292,6 +292,22 @@ impl Node {
         }
     }
 
+    /// The leader this node is or follows (`None` standalone or LOOKING), for `lead` and
+    /// `zabstate`.
+    pub fn leader_id(&self) -> Option<Sid> {
+        let q = self.ensemble()?;
+        match &q.machine {
+            Machine::Looking => None,
+            Machine::Leader(_) => Some(q.setup.my_sid),
+            Machine::Learner(l) => Some(l.leader()),
+        }
+    }
+
+    /// This server's id in an ensemble.
+    pub fn my_sid(&self) -> Option<Sid> {
+        self.ensemble().map(|q| q.setup.my_sid)
+    }
+
     /// The (accepted, current) epochs this node knows to be durable.
     pub fn epochs(&self) -> Option<(i64, i64)> {
         self.ensemble().map(|q| (q.accepted_epoch, q.current_epoch))

@@ -58,6 +58,8 @@ pub fn test_config(dir: &std::path::Path) -> Config {
         four_letter_whitelist: vec!["*".into()],
         extended_types_enabled: true,
         container_check_interval_ms: 200,
+        // Tests that want the AdminServer give it a free port.
+        admin: warden_server::admin::AdminSettings { enable: false, ..Default::default() },
         ..Config::default()
     }
 }

@@ -59,6 +59,32 @@ pub fn zk_classpath() -> String {
     parts.join(":")
 }
 
+/// [`zk_classpath`] plus the Jetty and Jackson jars ZooKeeper's AdminServer loads (Debian's
+/// jetty9 and jackson2 packages, installed with `zookeeper`).
+pub fn zk_admin_classpath() -> String {
+    let dir = std::env::var("ZK_JAVA_DIR").unwrap_or_else(|_| "/usr/share/java".into());
+    let mut cp = zk_classpath().replace("slf4j-nop.jar", "slf4j-simple.jar");
+    for jar in [
+        "jetty9-server.jar",
+        "jetty9-servlet.jar",
+        "jetty9-http.jar",
+        "jetty9-io.jar",
+        "jetty9-util.jar",
+        "jetty9-security.jar",
+        "jetty9-util-ajax.jar",
+        "servlet-api.jar",
+        "jackson-core.jar",
+        "jackson-databind.jar",
+        "jackson-annotations.jar",
+    ] {
+        let p = PathBuf::from(&dir).join(jar);
+        assert!(p.exists(), "{MISSING} (missing {}, which ZooKeeper's AdminServer needs)", p.display());
+        cp.push(':');
+        cp.push_str(&p.display().to_string());
+    }
+    cp
+}
+
 /// A loopback port that is free now and that nothing else takes before the caller's server binds
 /// it: ports come from 20000-31999, below the kernel's ephemeral range (32768+), so no outgoing
 /// connection can be given one meanwhile (a port from `bind(0)` can be, and a ZooKeeper server then

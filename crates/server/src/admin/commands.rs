@@ -1,0 +1,441 @@
+//! The AdminServer's commands (ZooKeeper's `Commands.java`): names, aliases, and what each
+//! reports, as JSON fields under ZooKeeper's names. They read the same figures as the
+//! four-letter words (`fourlw.rs`), so `mntr` and `monitor`, `srvr` and `server_stats`, agree.
+//!
+//! Where ZooKeeper reports something Warden does not have (a JVM, Jackson's dump of address
+//! objects), the field is left out or carries Warden's own figure, as noted per command.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Map, Value};
+use warden_node::{Node, RoleKind};
+
+use crate::config::{Config, PeerRole};
+use crate::fourlw::{self, Metric};
+use crate::{BUILT_ON, ZK_VERSION};
+
+/// The error ZooKeeper answers for a command that needs a serving server.
+pub const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests";
+
+/// One command: its primary name, its aliases, and whether it needs a server that is serving
+/// clients (else it answers [`NOT_SERVING`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Command {
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub needs_server: bool,
+    /// Not built yet: answered with an error saying so.
+    pub missing: Option<&'static str>,
+}
+
+const fn cmd(name: &'static str, aliases: &'static [&'static str], needs_server: bool) -> Command {
+    Command { name, aliases, needs_server, missing: None }
+}
+
+const fn absent(name: &'static str, aliases: &'static [&'static str], why: &'static str) -> Command {
+    Command { name, aliases, needs_server: true, missing: Some(why) }
+}
+
+/// ZooKeeper 3.9's commands, sorted by primary name.
+pub const COMMANDS: &[Command] = &[
+    cmd("configuration", &["conf", "config"], true),
+    cmd("connection_stat_reset", &["crst"], true),
+    cmd("connections", &["cons"], true),
+    cmd("dirs", &[], true),
+    cmd("dump", &[], true),
+    cmd("environment", &["env", "envi"], false),
+    cmd("get_trace_mask", &["gtmk"], false),
+    absent("hash", &[], "Warden keeps no digests of the data tree"),
+    cmd("initial_configuration", &["icfg"], true),
+    cmd("is_read_only", &["isro"], true),
+    cmd("last_snapshot", &["lsnp"], true),
+    cmd("leader", &["lead"], true),
+    cmd("monitor", &["mntr"], false),
+    cmd("observer_connection_stat_reset", &["orst"], true),
+    absent("observers", &["obsr"], "the observers command is not supported by Warden yet"),
+    absent("restore", &["rest"], "restore is not supported by Warden yet"),
+    cmd("ruok", &[], true),
+    cmd("server_stats", &["srvr"], true),
+    cmd("set_trace_mask", &["stmk"], false),
+    absent("snapshot", &["snap"], "snapshot is not supported by Warden yet"),
+    cmd("stat_reset", &["srst"], true),
+    cmd("stats", &["stat"], true),
+    cmd("system_properties", &["sysp"], false),
+    cmd("voting_view", &[], true),
+    cmd("watch_summary", &["wchs"], true),
+    cmd("watches", &["wchc"], true),
+    cmd("watches_by_path", &["wchp"], true),
+    cmd("zabstate", &[], false),
+];
+
+/// The command called `name` (its primary name or an alias).
+pub fn find(name: &str) -> Option<&'static Command> {
+    COMMANDS.iter().find(|c| c.name == name || c.aliases.contains(&name))
+}
+
+/// What a command answered: its fields, and the error ZooKeeper puts after `command`.
+#[derive(Debug, Default)]
+pub struct Answer {
+    pub fields: Map<String, Value>,
+    pub error: Option<String>,
+}
+
+impl Answer {
+    fn error(why: impl Into<String>) -> Self {
+        Answer { fields: Map::new(), error: Some(why.into()) }
+    }
+
+    /// The response body: the fields, then `command` and `error` (unless a field named `error`
+    /// came first, which keeps its place and value, as in ZooKeeper).
+    pub fn into_json(self, command: &str) -> Value {
+        let mut m = self.fields;
+        m.insert("command".into(), Value::String(command.into()));
+        if !m.contains_key("error") {
+            m.insert("error".into(), self.error.map_or(Value::Null, Value::String));
+        }
+        Value::Object(m)
+    }
+}
+
+/// Runs `cmd` with the query parameters `args` against the node. Resets change the node's
+/// counters, as the four-letter words do.
+pub fn run(cmd: &Command, args: &BTreeMap<String, String>, node: &mut Node, cfg: &Config, uptime_ms: u64) -> Answer {
+    if let Some(why) = cmd.missing {
+        return Answer::error(why);
+    }
+    if cmd.needs_server && !node.serving() && !node.read_only() {
+        return Answer::error(NOT_SERVING);
+    }
+    let mut f = Map::new();
+    match cmd.name {
+        "configuration" => configuration(&mut f, cfg),
+        "connection_stat_reset" | "stat_reset" => node.reset_stats(),
+        "connections" => {
+            f.insert("connections".into(), Value::Array(connections(node, true)));
+            f.insert("secure_connections".into(), json!([]));
+        }
+        "dirs" => {
+            f.insert("datadir_size".into(), json!(fourlw::dir_size(&cfg.data_dir)));
+            f.insert("logdir_size".into(), json!(fourlw::dir_size(&cfg.data_log_dir)));
+        }
+        "dump" => dump(&mut f, node),
+        "environment" => environment(&mut f, cfg),
+        // Warden has no request tracing to mask: the mask is 0, and setting it changes nothing.
+        "get_trace_mask" => {
+            f.insert("tracemask".into(), json!(0));
+        }
+        "set_trace_mask" => match args.get("traceMask").map(|v| v.parse::<i64>()) {
+            Some(Ok(_)) => {
+                f.insert("tracemask".into(), json!(0));
+            }
+            // ZooKeeper puts this error among the fields, ahead of `command`.
+            _ => {
+                f.insert("error".into(), json!("setTraceMask requires long traceMask argument"));
+            }
+        },
+        "initial_configuration" => {
+            f.insert("initial_configuration".into(), json!(cfg.initial_text.clone().unwrap_or_default()));
+        }
+        "is_read_only" => {
+            f.insert("read_only".into(), json!(node.read_only()));
+        }
+        "last_snapshot" => last_snapshot(&mut f, cfg),
+        "leader" => match node.leader_id() {
+            None if node.role() == RoleKind::Standalone => {
+                f.insert("error".into(), json!("server is not initialized"));
+            }
+            None => return Answer::error(NOT_SERVING),
+            Some(leader) => {
+                let leader_ip = cfg.servers.get(&(leader as u64)).map_or(String::new(), |s| s.host.clone());
+                f.insert("is_leader".into(), json!(node.role() == RoleKind::Leader));
+                f.insert("leader_id".into(), json!(leader));
+                f.insert("leader_ip".into(), json!(leader_ip));
+            }
+        },
+        "monitor" => monitor(&mut f, node, uptime_ms),
+        "observer_connection_stat_reset" | "ruok" => {}
+        "server_stats" => server_stats(&mut f, node, cfg, uptime_ms),
+        "stats" => {
+            server_stats(&mut f, node, cfg, uptime_ms);
+            f.insert("connections".into(), Value::Array(connections(node, false)));
+            f.insert("secure_connections".into(), json!([]));
+        }
+        "system_properties" => system_properties(&mut f),
+        "voting_view" => voting_view(&mut f, node, cfg),
+        "watch_summary" => {
+            let s = node.stats();
+            f.insert("num_connections".into(), json!(s.watching_connections));
+            f.insert("num_paths".into(), json!(s.watched_paths));
+            f.insert("num_total_watches".into(), json!(s.data_watches));
+        }
+        "watches" => {
+            let by_session: Map<String, Value> =
+                node.watches_by_session().into_iter().map(|(sid, paths)| (sid.to_string(), json!(paths))).collect();
+            f.insert("session_id_to_watched_paths".into(), Value::Object(by_session));
+        }
+        "watches_by_path" => {
+            let by_path: Map<String, Value> =
+                node.watches_by_path().into_iter().map(|(path, sids)| (path, json!(sids))).collect();
+            f.insert("path_to_session_ids".into(), Value::Object(by_path));
+        }
+        "zabstate" => zabstate(&mut f, node, cfg),
+        other => return Answer::error(format!("Unknown command: {other}")),
+    }
+    Answer { fields: f, error: None }
+}
+
+fn configuration(f: &mut Map<String, Value>, cfg: &Config) {
+    f.insert("client_port".into(), json!(cfg.client_port));
+    f.insert("data_dir".into(), json!(cfg.data_dir.join("version-2").display().to_string()));
+    f.insert("data_log_dir".into(), json!(cfg.data_log_dir.join("version-2").display().to_string()));
+    f.insert("tick_time".into(), json!(cfg.tick_time_ms));
+    f.insert("max_client_cnxns".into(), json!(cfg.max_client_cnxns));
+    f.insert("min_session_timeout".into(), json!(cfg.min_session_timeout_ms));
+    f.insert("max_session_timeout".into(), json!(cfg.max_session_timeout_ms));
+    f.insert("server_id".into(), json!(cfg.my_id.unwrap_or(0)));
+    f.insert("client_port_listen_backlog".into(), json!(-1));
+}
+
+/// conn-info: `brief` as `stat` lists them, else in full as `cons` (the fields Warden keeps).
+fn connections(node: &Node, full: bool) -> Vec<Value> {
+    node.connections()
+        .into_iter()
+        .map(|c| {
+            let mut m = Map::new();
+            m.insert("remote_socket_address".into(), json!(c.addr.to_string()));
+            m.insert("interest_ops".into(), json!(1));
+            m.insert("outstanding_requests".into(), json!(c.queued));
+            m.insert("packets_received".into(), json!(c.received));
+            m.insert("packets_sent".into(), json!(c.sent));
+            if full {
+                m.insert("session_id".into(), json!(c.session_id));
+                m.insert("session_timeout".into(), json!(c.timeout_ms));
+                m.insert("last_zxid".into(), json!(c.last_zxid));
+            }
+            Value::Object(m)
+        })
+        .collect()
+}
+
+fn dump(f: &mut Map<String, Value>, node: &Node) {
+    let expiry: Map<String, Value> =
+        node.session_buckets().into_iter().map(|(at_ms, ids)| (at_ms.to_string(), json!(ids))).collect();
+    let ephemerals: Map<String, Value> =
+        node.session_ephemerals().into_iter().map(|(sid, paths)| (sid.to_string(), json!(paths))).collect();
+    f.insert("expiry_time_to_session_ids".into(), Value::Object(expiry));
+    f.insert("session_id_to_ephemeral_paths".into(), Value::Object(ephemerals));
+}
+
+/// ZooKeeper lists its JVM's properties; Warden has no JVM, so the `java.*` entries are absent,
+/// and `os.memory.*` (the JVM heap in ZooKeeper) carry the process's resident memory.
+fn environment(f: &mut Map<String, Value>, cfg: &Config) {
+    let mut put = |k: &str, v: String| {
+        f.insert(k.into(), Value::String(v));
+    };
+    put("zookeeper.version", format!("{ZK_VERSION}, built on {BUILT_ON}"));
+    put("host.name", std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()));
+    put("warden.version", env!("CARGO_PKG_VERSION").into());
+    put("os.name", if cfg!(target_os = "linux") { "Linux".into() } else { std::env::consts::OS.into() });
+    put("os.arch", if cfg!(target_arch = "x86_64") { "amd64".into() } else { std::env::consts::ARCH.into() });
+    if let Ok(v) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
+        put("os.version", v.trim().into());
+    }
+    if let Ok(user) = std::env::var("USER") {
+        put("user.name", user);
+    }
+    if let Ok(home) = std::env::var("HOME") {
+        put("user.home", home);
+    }
+    if let Ok(dir) = std::env::current_dir() {
+        put("user.dir", dir.display().to_string());
+    }
+    if let Some(rss) = resident_bytes() {
+        put("os.memory.total", format!("{}MB", rss / (1024 * 1024)));
+    }
+    put("zookeeper.dataDir", cfg.data_dir.display().to_string());
+}
+
+/// The process's resident set size, from /proc/self/statm.
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+/// The newest `snapshot.<zxid>` file of the data directory: its zxid in hex and its time.
+fn last_snapshot(f: &mut Map<String, Value>, cfg: &Config) {
+    let newest = std::fs::read_dir(cfg.data_dir.join("version-2"))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let zxid = u64::from_str_radix(name.strip_prefix("snapshot.")?.split('.').next()?, 16).ok()?;
+            let modified = e.metadata().ok()?.modified().ok()?;
+            Some((zxid, modified))
+        })
+        .max_by_key(|(zxid, _)| *zxid);
+    let (zxid, secs) = match newest {
+        Some((zxid, at)) => {
+            let secs = at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            (format!("{zxid:x}"), secs as i64)
+        }
+        None => ("ffffffffffffffff".into(), -1),
+    };
+    f.insert("zxid".into(), json!(zxid));
+    f.insert("timestamp".into(), json!(secs));
+}
+
+fn monitor(f: &mut Map<String, Value>, node: &Node, uptime_ms: u64) {
+    for (k, v) in fourlw::monitor_rows(node, uptime_ms) {
+        let value = match v {
+            Metric::Int(i) => json!(i),
+            Metric::Float(x) => json!(x),
+            Metric::Text(t) => json!(t),
+        };
+        f.insert(k.into(), value);
+        if k == "server_state" {
+            if let Some(peer) = peer_state(node) {
+                f.insert("peer_state".into(), json!(peer));
+            }
+        }
+    }
+}
+
+/// `peer_state`: the quorum state and, once one is known, the Zab phase.
+fn peer_state(node: &Node) -> Option<String> {
+    let state = match node.role() {
+        RoleKind::Standalone => return None,
+        RoleKind::Looking => return Some("looking".into()),
+        RoleKind::Leader => "leading",
+        RoleKind::Follower => "following",
+        RoleKind::Observer => "observing",
+    };
+    let phase = if node.serving() { "broadcast" } else { "synchronization" };
+    Some(format!("{state} - {phase}"))
+}
+
+fn server_stats(f: &mut Map<String, Value>, node: &Node, cfg: &Config, uptime_ms: u64) {
+    let s = node.stats();
+    f.insert("version".into(), json!(format!("{ZK_VERSION}, built on {BUILT_ON}")));
+    f.insert("read_only".into(), json!(node.read_only()));
+    let stats = json!({
+        "packets_sent": s.sent,
+        "packets_received": s.received,
+        "data_dir_size": fourlw::dir_size(&cfg.data_dir),
+        "log_dir_size": fourlw::dir_size(&cfg.data_log_dir),
+        "server_state": fourlw::mode(node),
+        "last_processed_zxid": s.zxid,
+        "outstanding_requests": s.outstanding,
+        "avg_latency": (s.latency.avg() * 10_000.0).round() / 10_000.0,
+        "max_latency": s.latency.max_ms,
+        "min_latency": s.latency.min(),
+        "num_alive_client_connections": s.connections,
+        "uptime": uptime_ms,
+    });
+    f.insert("server_stats".into(), stats);
+    f.insert("node_count".into(), json!(s.node_count));
+}
+
+/// ZooKeeper lists its JVM's system properties; Warden lists the `-D` properties of
+/// `SERVER_JVMFLAGS` / `JVMFLAGS` (what a ZooKeeper started with the same environment would
+/// have been given), sorted by name.
+fn system_properties(f: &mut Map<String, Value>) {
+    let flags = ["SERVER_JVMFLAGS", "JVMFLAGS"].map(|v| std::env::var(v).unwrap_or_default()).join(" ");
+    let props: BTreeMap<&str, &str> = flags
+        .split_whitespace()
+        .filter_map(|flag| flag.strip_prefix("-D"))
+        .map(|p| p.split_once('=').unwrap_or((p, "")))
+        .collect();
+    for (k, v) in props {
+        f.insert(k.into(), json!(v));
+    }
+}
+
+fn voting_view(f: &mut Map<String, Value>, node: &Node, cfg: &Config) {
+    let mut view = Map::new();
+    if node.role() != RoleKind::Standalone {
+        for (id, s) in cfg.servers.iter().filter(|(_, s)| s.role == PeerRole::Participant) {
+            let host_port = |port: u16| match s.host.contains(':') {
+                true => format!("[{}]:{port}", s.host),
+                false => format!("{}:{port}", s.host),
+            };
+            view.insert(
+                id.to_string(),
+                json!({
+                    "server_addresses": [host_port(s.quorum_port)],
+                    "election_addresses": [host_port(s.election_port)],
+                    "client_address": "",
+                    "learner_type": "participant",
+                }),
+            );
+        }
+    }
+    f.insert("current_config".into(), Value::Object(view));
+}
+
+/// ZooKeeper dumps its address objects here; Warden gives `host:port` strings.
+fn zabstate(f: &mut Map<String, Value>, node: &Node, cfg: &Config) {
+    let Some(my_sid) = node.my_sid() else {
+        f.insert("voting".into(), json!(false));
+        f.insert("zabstate".into(), json!(""));
+        return;
+    };
+    let me = cfg.servers.get(&(my_sid as u64));
+    let zxid = node.stats().zxid;
+    let (epoch, _) = node.epochs().unwrap_or((0, 0));
+    let phase = match (node.role(), node.serving()) {
+        (RoleKind::Looking, _) => "election",
+        (_, true) => "broadcast",
+        (_, false) => "synchronization",
+    };
+    f.insert("myid".into(), json!(my_sid));
+    f.insert("is_leader".into(), json!(node.role() == RoleKind::Leader));
+    f.insert("quorum_address".into(), json!(me.map(|s| format!("{}:{}", s.host, s.quorum_port))));
+    f.insert("election_address".into(), json!(me.map(|s| format!("{}:{}", s.host, s.election_port))));
+    f.insert("client_address".into(), Value::Null);
+    f.insert("voting".into(), json!(me.is_some_and(|s| s.role == PeerRole::Participant)));
+    f.insert("last_zxid".into(), json!(format!("0x{zxid:x}")));
+    f.insert("zab_epoch".into(), json!(epoch));
+    f.insert("zab_counter".into(), json!(zxid & 0xffff_ffff));
+    f.insert("zabstate".into(), json!(phase));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_and_alias_is_found_once() {
+        let mut seen = std::collections::BTreeSet::new();
+        for c in COMMANDS {
+            for name in std::iter::once(&c.name).chain(c.aliases) {
+                assert!(seen.insert(*name), "{name} twice");
+                assert_eq!(find(name), Some(c));
+            }
+        }
+        assert_eq!(COMMANDS.len(), 28, "ZooKeeper 3.9 has 28 commands");
+        let names: Vec<_> = COMMANDS.iter().map(|c| c.name).collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        assert_eq!(names, sorted);
+        assert_eq!(find("mntr").map(|c| c.name), Some("monitor"));
+        assert_eq!(find("nope"), None);
+    }
+
+    #[test]
+    fn command_and_error_follow_the_fields() {
+        let mut a = Answer::default();
+        a.fields.insert("read_only".into(), json!(false));
+        assert_eq!(
+            crate::admin::json::to_jackson(&a.into_json("is_read_only")),
+            "{\n  \"read_only\" : false,\n  \"command\" : \"is_read_only\",\n  \"error\" : null\n}"
+        );
+        // A command's own `error` field keeps its place (standalone `leader`).
+        let mut a = Answer::default();
+        a.fields.insert("error".into(), json!("server is not initialized"));
+        let v = a.into_json("leader");
+        let keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(keys, ["error", "command"]);
+    }
+}

@@ -1,0 +1,224 @@
+//! The AdminServer: ZooKeeper's HTTP interface to its commands (`admin.*` keys; Jetty's
+//! `/commands/<name>` servlet in ZooKeeper), on hyper.
+//!
+//! - `GET <commandURL>` lists the commands as HTML links, as ZooKeeper does.
+//! - `GET <commandURL>/<name>` (a primary name or an alias; query parameters are the command's
+//!   arguments) answers JSON in ZooKeeper's shape and print (`commands.rs`, `json.rs`); an unknown
+//!   name answers 200 with `"error" : "Unknown command: <name>"`.
+//! - Other paths get 404, other methods 405 (ZooKeeper 3.9's only POST command, `restore`, is
+//!   not built yet).
+//!
+//! The HTTP side only parses and formats: each command runs in the owner task
+//! (`Event::Admin`), like a four-letter word, so it sees the node between two of its steps.
+//! Connections idle for `admin.idleTimeout` are closed; a malformed request gets hyper's 400 and
+//! costs nothing else.
+
+pub mod commands;
+pub mod json;
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::owner::Event;
+
+/// The `admin.*` settings of zoo.cfg (also `-Dzookeeper.admin.*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminSettings {
+    /// `admin.enableServer`: only `false` turns it off.
+    pub enable: bool,
+    /// `admin.serverAddress`.
+    pub address: std::net::IpAddr,
+    /// `admin.serverPort`.
+    pub port: u16,
+    /// `admin.commandURL`.
+    pub command_url: String,
+    /// `admin.idleTimeout`.
+    pub idle_timeout: Duration,
+}
+
+impl Default for AdminSettings {
+    fn default() -> Self {
+        Self {
+            enable: true,
+            address: std::net::Ipv4Addr::UNSPECIFIED.into(),
+            port: 8080,
+            command_url: "/commands".into(),
+            idle_timeout: Duration::from_millis(30_000),
+        }
+    }
+}
+
+impl AdminSettings {
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::new(self.address, self.port)
+    }
+}
+
+/// Binds the AdminServer's port; `None` when it is disabled. A port that cannot be bound is
+/// logged and the server goes on without it, as ZooKeeper's quorum peers do.
+pub(crate) async fn bind(s: &AdminSettings) -> Option<TcpListener> {
+    if !s.enable {
+        return None;
+    }
+    match TcpListener::bind(s.addr()).await {
+        Ok(l) => {
+            tracing::info!(addr = %l.local_addr().map_or(s.addr(), |a| a), url = %s.command_url, "AdminServer");
+            Some(l)
+        }
+        Err(e) => {
+            tracing::error!(addr = %s.addr(), error = %e, "cannot start the AdminServer; going on without it (admin.enableServer=false turns it off)");
+            None
+        }
+    }
+}
+
+/// Serves HTTP on `listener` until `shutdown`.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    s: AdminSettings,
+    events: mpsc::Sender<Event>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "AdminServer accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
+                let (events, url) = (events.clone(), s.command_url.clone());
+                let idle = s.idle_timeout;
+                conns.spawn(async move {
+                    let service = hyper::service::service_fn(move |req| {
+                        let (events, url) = (events.clone(), url.clone());
+                        async move { Ok::<_, Infallible>(handle(req, &url, &events).await) }
+                    });
+                    let conn = hyper::server::conn::http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(idle)
+                        .serve_connection(TokioIo::new(stream), service);
+                    if let Err(e) = conn.await {
+                        tracing::debug!(%peer, error = %e, "AdminServer connection ended");
+                    }
+                });
+            }
+        }
+    }
+    conns.abort_all();
+}
+
+async fn handle(req: Request<Incoming>, command_url: &str, events: &mpsc::Sender<Event>) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    let Some(rest) = path.strip_prefix(command_url) else {
+        return plain(StatusCode::NOT_FOUND, "Not Found\n");
+    };
+    let name = match rest {
+        "" | "/" => None,
+        r if r.starts_with('/') => Some(percent_decode(&r[1..])),
+        _ => return plain(StatusCode::NOT_FOUND, "Not Found\n"),
+    };
+    if req.method() != Method::GET {
+        return plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n");
+    }
+    let Some(name) = name else { return listing(command_url) };
+    let args = query_args(req.uri().query().unwrap_or(""));
+    let body = match commands::find(&name) {
+        None => {
+            commands::Answer { error: Some(format!("Unknown command: {name}")), ..Default::default() }.into_json(&name)
+        }
+        Some(cmd) => {
+            let (reply, rx) = oneshot::channel();
+            if events.send(Event::Admin { cmd, args, reply }).await.is_err() {
+                return plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping\n");
+            }
+            match rx.await {
+                Ok(answer) => answer.into_json(cmd.name),
+                Err(_) => return plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping\n"),
+            }
+        }
+    };
+    let mut resp = Response::new(Full::new(Bytes::from(json::to_jackson(&body))));
+    resp.headers_mut().insert(hyper::header::CONTENT_TYPE, "application/json".parse().expect("a header value"));
+    resp
+}
+
+/// `GET <commandURL>`: one link per primary name, as ZooKeeper's servlet lists them.
+fn listing(command_url: &str) -> Response<Full<Bytes>> {
+    let body: String =
+        commands::COMMANDS.iter().map(|c| format!("<a href=\"{command_url}/{0}\">{0}</a>\n<br/>\n", c.name)).collect();
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    resp.headers_mut().insert(hyper::header::CONTENT_TYPE, "text/html".parse().expect("a header value"));
+    resp
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
+    *resp.status_mut() = status;
+    resp
+}
+
+/// Query parameters; the first value of a name wins, as in ZooKeeper's servlet.
+fn query_args(query: &str) -> BTreeMap<String, String> {
+    let mut args = BTreeMap::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        args.entry(percent_decode(k)).or_insert_with(|| percent_decode(v));
+    }
+    args
+}
+
+/// `%XX` escapes and `+` (a space in a query) decoded; a malformed escape is kept as it is.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_decode_and_the_first_value_wins() {
+        let args = query_args("traceMask=12&traceMask=99&a%20b=c+d&flag&bad=%zz%4");
+        assert_eq!(args.get("traceMask").map(String::as_str), Some("12"));
+        assert_eq!(args.get("a b").map(String::as_str), Some("c d"));
+        assert_eq!(args.get("flag").map(String::as_str), Some(""));
+        assert_eq!(args.get("bad").map(String::as_str), Some("%zz%4"));
+        assert_eq!(percent_decode("%41%42c%"), "ABc%");
+    }
+}
