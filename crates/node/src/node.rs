@@ -20,6 +20,7 @@ use crate::conn::{Conn, Pending};
 use crate::roles::{Quorum, SnapshotData};
 use crate::session::{session_password, SessionTracker};
 use crate::stats::Latency;
+use crate::stats::LatencyKind;
 
 /// Identifies one client connection; assigned by the shell, never reused while the node runs.
 pub type ConnId = u64;
@@ -183,6 +184,8 @@ pub struct Node {
     pub(crate) now: Clock,
     last_reap_ms: u64,
     pub(crate) latency: Latency,
+    pub(crate) read_latency: crate::stats::Summary,
+    pub(crate) update_latency: crate::stats::Summary,
     /// Standalone, or a member of an ensemble.
     pub(crate) mode: Mode,
     /// Read-only mode: sessions created locally, never replicated (`read_only.rs`).
@@ -205,6 +208,8 @@ impl Node {
             now,
             last_reap_ms: now.mono_ms,
             latency: Latency::default(),
+            read_latency: Default::default(),
+            update_latency: Default::default(),
             mode: Mode::Standalone { in_flight: VecDeque::new() },
             local_sessions: BTreeSet::new(),
         }
@@ -657,7 +662,7 @@ impl Node {
                 Pending::Write { .. } | Pending::Forwarded { .. } => return,
                 Pending::Done { .. } => {
                     let Some(Pending::Done { frame, arrived_ms, close_after }) = c.queue.pop_front() else { return };
-                    self.send_reply(conn, frame, arrived_ms, out);
+                    self.send_reply(conn, frame, arrived_ms, LatencyKind::Update, out);
                     if close_after {
                         self.drop_conn(conn);
                         out.push(Output::Close { conn });
@@ -678,8 +683,20 @@ impl Node {
         }
     }
 
-    pub(crate) fn send_reply(&mut self, conn: ConnId, frame: Vec<u8>, arrived_ms: u64, out: &mut Vec<Output>) {
-        self.latency.record(self.now.mono_ms.saturating_sub(arrived_ms));
+    pub(crate) fn send_reply(
+        &mut self,
+        conn: ConnId,
+        frame: Vec<u8>,
+        arrived_ms: u64,
+        kind: LatencyKind,
+        out: &mut Vec<Output>,
+    ) {
+        let ms = self.now.mono_ms.saturating_sub(arrived_ms);
+        self.latency.record(ms);
+        match kind {
+            LatencyKind::Read => self.read_latency.record(ms),
+            LatencyKind::Update => self.update_latency.record(ms),
+        }
         if let Some(c) = self.conns.get_mut(&conn) {
             c.sent += 1;
             c.last_zxid = self.tree.last_processed_zxid();

@@ -8,6 +8,7 @@ use warden_tree::acl::{check_acl, digest_id, mask_digests_for_get_acl};
 use warden_tree::{AddWatchMode, SetWatchesLists, WatcherType};
 
 use crate::node::{ConnId, Node, Output};
+use crate::stats::LatencyKind;
 
 impl Node {
     /// Answers one read that reached the head of its connection's queue. Returns true when the
@@ -43,7 +44,7 @@ impl Node {
                     out.push(Output::Close { conn });
                     return true;
                 };
-                self.send_reply(conn, frame, arrived_ms, out);
+                self.send_reply(conn, frame, arrived_ms, LatencyKind::Read, out);
                 return false;
             }
         };
@@ -52,7 +53,7 @@ impl Node {
             Ok(body) => self.reply_frame(xid, 0, Some(&body)),
             Err(e) => self.reply_frame(xid, e.code(), None),
         };
-        self.send_reply(conn, frame, arrived_ms, out);
+        self.send_reply(conn, frame, arrived_ms, LatencyKind::Read, out);
         close
     }
 

@@ -46,6 +46,77 @@ impl Latency {
     }
 }
 
+/// Which latency summary a reply counts in: ZooKeeper's `readlatency` (reads answered here) or
+/// `updatelatency` (writes from this server's clients, once committed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LatencyKind {
+    Read,
+    Update,
+}
+
+/// One of ZooKeeper's summaries, in milliseconds: count, sum, min and max since the last reset,
+/// and an HdrHistogram (2 significant digits, up to an hour) for its quantiles. Made once;
+/// recording allocates nothing.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    hist: hdrhistogram::Histogram<u64>,
+    pub count: u64,
+    pub sum: u64,
+    pub min: u64,
+    pub max: u64,
+}
+
+/// The largest value a summary tells apart (an hour in ms); larger ones count as this.
+const SUMMARY_MAX: u64 = 3_600_000;
+
+impl Default for Summary {
+    fn default() -> Self {
+        Self {
+            hist: hdrhistogram::Histogram::new_with_max(SUMMARY_MAX, 2).expect("valid histogram bounds"),
+            count: 0,
+            sum: 0,
+            min: 0,
+            max: 0,
+        }
+    }
+}
+
+impl Summary {
+    pub fn record(&mut self, v: u64) {
+        // In range by construction: clamped to the histogram's maximum.
+        let _ = self.hist.record(v.min(SUMMARY_MAX));
+        self.min = if self.count == 0 { v } else { self.min.min(v) };
+        self.max = self.max.max(v);
+        self.count += 1;
+        self.sum += v;
+    }
+
+    /// The value at quantile `q` (0.0-1.0); 0 before the first sample.
+    pub fn quantile(&self, q: f64) -> u64 {
+        if self.count == 0 {
+            0
+        } else {
+            self.hist.value_at_quantile(q)
+        }
+    }
+
+    /// ZooKeeper's `avg_`: the mean rounded half-up to 4 decimals, 0.0 when empty.
+    pub fn avg(&self) -> f64 {
+        match self.count {
+            0 => 0.0,
+            n => (self.sum as f64 / n as f64 * 10_000.0).round() / 10_000.0,
+        }
+    }
+
+    pub fn reset(&mut self) {
+        self.hist.reset();
+        self.count = 0;
+        self.sum = 0;
+        self.min = 0;
+        self.max = 0;
+    }
+}
+
 /// A snapshot of the node's counters.
 #[derive(Debug, Clone)]
 pub struct NodeStats {
@@ -121,9 +192,16 @@ impl Node {
         v
     }
 
+    /// The `readlatency` and `updatelatency` summaries.
+    pub fn latency_summaries(&self) -> [(&'static str, &Summary); 2] {
+        [("readlatency", &self.read_latency), ("updatelatency", &self.update_latency)]
+    }
+
     /// Resets latency and packet counters (`srst`, `crst`).
     pub fn reset_stats(&mut self) {
         self.latency = Latency::default();
+        self.read_latency.reset();
+        self.update_latency.reset();
         for c in self.conns.values_mut() {
             c.received = 0;
             c.sent = 0;

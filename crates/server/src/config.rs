@@ -140,6 +140,10 @@ pub struct Config {
     pub allow_sasl_failed_clients: bool,
     /// `admin.*`: the AdminServer.
     pub admin: crate::admin::AdminSettings,
+    /// `metricsProvider.className`.
+    pub metrics_provider: MetricsProvider,
+    /// `metricsProvider.httpHost` / `httpPort`: the Prometheus endpoint.
+    pub metrics: crate::admin::MetricsSettings,
     /// The zoo.cfg text as read (the `initial_configuration` admin command).
     pub initial_text: Option<String>,
     /// The keys the zoo.cfg file set (without a `zookeeper.` prefix): JVM flags do not override them.
@@ -206,6 +210,8 @@ impl Default for Config {
             enforce_auth_schemes: Vec::new(),
             allow_sasl_failed_clients: false,
             admin: Default::default(),
+            metrics_provider: MetricsProvider::Default,
+            metrics: Default::default(),
             initial_text: None,
             file_keys: Default::default(),
             secure_client_port: None,
@@ -482,6 +488,28 @@ impl Config {
             "skipACL" => self.skip_acl = val.eq_ignore_ascii_case("yes"),
             "DigestAuthenticationProvider.superDigest" => self.super_digest = Some(val.to_string()),
             "admin.enableServer" => self.admin.enable = val != "false",
+            "metricsProvider.className" => match val {
+                "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider" => {
+                    self.metrics_provider = MetricsProvider::Prometheus
+                }
+                "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider" | "" => {
+                    self.metrics_provider = MetricsProvider::Default
+                }
+                other => tracing::warn!(
+                    class = other,
+                    "metricsProvider.className: Warden has the default and the Prometheus providers only; using the default"
+                ),
+            },
+            "metricsProvider.httpHost" => match parse_host(val) {
+                Some(a) => self.metrics.address = a,
+                None => tracing::warn!(value = val, "metricsProvider.httpHost is not an address"),
+            },
+            "metricsProvider.httpPort" => match val.parse() {
+                Ok(p) => self.metrics.port = p,
+                Err(_) => tracing::warn!(value = val, "metricsProvider.httpPort is not a port"),
+            },
+            // The JVM's families (jvm_*, process_*): Warden has no JVM.
+            "metricsProvider.exportJvmInfo" => {}
             "admin.serverAddress" => match parse_host(val) {
                 Some(a) => self.admin.address = a,
                 None => {
@@ -549,6 +577,16 @@ impl Config {
         }
         taken
     }
+}
+
+/// `metricsProvider.className`: which of ZooKeeper's metrics providers the operator named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MetricsProvider {
+    /// `DefaultMetricsProvider`: the metrics appear in `mntr` and `monitor` only.
+    #[default]
+    Default,
+    /// `PrometheusMetricsProvider`: also served at `metricsProvider.httpHost:httpPort/metrics`.
+    Prometheus,
 }
 
 fn parse_bool(v: &str) -> bool {

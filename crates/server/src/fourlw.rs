@@ -159,30 +159,17 @@ impl std::fmt::Display for Metric {
 }
 
 /// What `mntr` and the `monitor` admin command report, in order, under ZooKeeper's names
-/// without the `zk_` prefix `mntr` adds.
-pub(crate) fn monitor_rows(node: &Node, uptime_ms: u64) -> Vec<(&'static str, Metric)> {
-    let s = node.stats();
-    let open_fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
-    let int = |v: u64| Metric::Int(i64::try_from(v).unwrap_or(i64::MAX));
-    vec![
-        ("version", Metric::Text(format!("{ZK_VERSION}, built on {BUILT_ON}"))),
-        ("server_state", Metric::Text(mode(node).into())),
-        ("uptime", int(uptime_ms)),
-        ("open_file_descriptor_count", int(open_fds as u64)),
-        ("local_sessions", Metric::Int(0)),
-        ("avg_latency", Metric::Float(s.latency.avg())),
-        ("max_latency", int(s.latency.max_ms)),
-        ("min_latency", int(s.latency.min())),
-        ("packets_received", int(s.received)),
-        ("packets_sent", int(s.sent)),
-        ("num_alive_connections", int(s.connections as u64)),
-        ("outstanding_requests", int(s.outstanding as u64)),
-        ("znode_count", int(s.node_count as u64)),
-        ("watch_count", int(s.watch_count as u64)),
-        ("ephemerals_count", int(s.ephemerals as u64)),
-        ("approximate_data_size", int(s.approximate_data_size)),
-        ("global_sessions", int(s.sessions as u64)),
-    ]
+/// without the `zk_` prefix `mntr` adds: the version and state, then every metric of
+/// [`crate::metrics::families`] (summaries expanded as ZooKeeper's default provider does).
+pub(crate) fn monitor_rows(node: &Node, uptime_ms: u64) -> Vec<(String, Metric)> {
+    let mut rows = vec![
+        ("version".to_string(), Metric::Text(format!("{ZK_VERSION}, built on {BUILT_ON}"))),
+        ("server_state".to_string(), Metric::Text(mode(node).into())),
+    ];
+    for (name, family) in crate::metrics::families(node, uptime_ms) {
+        family.expand(name, &mut rows);
+    }
+    rows
 }
 
 fn monitor(node: &Node, uptime_ms: u64) -> String {

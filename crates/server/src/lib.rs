@@ -9,6 +9,7 @@ mod connection;
 pub mod election;
 mod ensemble;
 mod fourlw;
+mod metrics;
 mod owner;
 mod peer_conn;
 pub mod quorum_net;
@@ -39,6 +40,8 @@ pub struct Server {
     pub secure_addr: Option<std::net::SocketAddr>,
     /// The AdminServer's address, when it runs.
     pub admin_addr: Option<std::net::SocketAddr>,
+    /// The Prometheus endpoint's address, when `metricsProvider.className` asks for it.
+    pub metrics_addr: Option<std::net::SocketAddr>,
     shutdown: Arc<watch::Sender<bool>>,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
@@ -80,6 +83,10 @@ impl Server {
             }
         };
         let secure_addr = secure.as_ref().map(|(l, _)| l.local_addr()).transpose()?;
+        let metrics_listener = match cfg.metrics_provider {
+            config::MetricsProvider::Prometheus => Some(admin::bind_metrics(&cfg.metrics).await?),
+            config::MetricsProvider::Default => None,
+        };
         let mut cfg = cfg;
         // `conf` reports the ports actually bound (zoo.cfg may say 0).
         cfg.client_port = local_addr.port();
@@ -130,11 +137,17 @@ impl Server {
         let admin_addr = match admin::bind(&cfg.admin).await {
             Some(l) => {
                 let addr = l.local_addr().ok();
-                tokio::spawn(admin::serve(l, cfg.admin.clone(), events_tx.clone(), shutdown_rx.clone()));
+                let site = admin::Site::Admin { command_url: cfg.admin.command_url.clone() };
+                tokio::spawn(admin::serve(l, site, cfg.admin.idle_timeout, events_tx.clone(), shutdown_rx.clone()));
                 addr
             }
             None => None,
         };
+        let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
+        if let Some(l) = metrics_listener {
+            let idle = cfg.admin.idle_timeout;
+            tokio::spawn(admin::serve(l, admin::Site::Metrics, idle, events_tx.clone(), shutdown_rx.clone()));
+        }
         let accept = connection::accept_loop(listener, wire, secure, cfg, sasl, events_tx, shutdown_rx.clone());
         let shutdown = Arc::new(shutdown);
         let stop = shutdown.clone();
@@ -153,7 +166,7 @@ impl Server {
             result
         });
         tracing::info!(addr = %local_addr, "serving clients");
-        Ok(Server { local_addr, secure_addr, admin_addr, shutdown, task })
+        Ok(Server { local_addr, secure_addr, admin_addr, metrics_addr, shutdown, task })
     }
 
     /// Waits until the server ends by itself (a fatal storage error) or after `stop`.

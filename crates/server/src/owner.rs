@@ -65,6 +65,10 @@ pub(crate) enum Event {
         cmd: FourLetterWord,
         reply: oneshot::Sender<String>,
     },
+    /// A Prometheus scrape: the text exposition of the metrics.
+    Metrics {
+        reply: oneshot::Sender<String>,
+    },
     /// An AdminServer command with its query parameters.
     Admin {
         cmd: &'static crate::admin::commands::Command,
@@ -474,6 +478,10 @@ impl Owner {
                 let uptime_ms = self.started.elapsed().as_millis() as u64;
                 let text = fourlw::run(cmd, self.driver.node_mut(), &self.cfg, uptime_ms);
                 let _ = reply.send(text);
+            }
+            Event::Metrics { reply } => {
+                let uptime_ms = self.started.elapsed().as_millis() as u64;
+                let _ = reply.send(crate::metrics::prometheus_text(self.driver.node_mut(), uptime_ms));
             }
             Event::Admin { cmd, args, reply } => {
                 let uptime_ms = self.started.elapsed().as_millis() as u64;

@@ -294,3 +294,51 @@ fn same_shape(what: &str, z: &Value, w: &Value, ordered: bool) {
         _ => panic!("{what}: ZooKeeper has {zs}, Warden {ws}"),
     }
 }
+
+/// `metricsProvider.className=...PrometheusMetricsProvider`: `/metrics` in the text format, with
+/// ZooKeeper's names and types, the same figures as `mntr`, and nothing on other paths.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_metrics_carry_zookeepers_names_and_mntrs_figures() {
+    let port = oracle::free_port();
+    let srv = TestServer::start_with(|c| {
+        c.metrics_provider = warden_server::config::MetricsProvider::Prometheus;
+        c.metrics = warden_server::admin::MetricsSettings { address: "127.0.0.1".parse().unwrap(), port };
+    })
+    .await;
+    let client = srv.client().await;
+    client.create("/p", b"v", &CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await.unwrap();
+    for _ in 0..5 {
+        client.get_data("/p").await.unwrap();
+    }
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let (status, text) = tokio::task::spawn_blocking(move || get(addr, "/metrics")).await.unwrap();
+    assert_eq!(status, 200);
+    let mntr = four_letter(srv.addr, "mntr").await;
+    let mntr_value = |key: &str| -> f64 {
+        let line = mntr.lines().find_map(|l| l.strip_prefix(&format!("zk_{key}\t")));
+        line.unwrap_or_else(|| panic!("mntr has no zk_{key}:\n{mntr}")).parse().unwrap()
+    };
+    let sample = |name: &str| -> f64 {
+        let line = text.lines().find_map(|l| l.strip_prefix(&format!("{name} ")));
+        line.unwrap_or_else(|| panic!("/metrics has no {name}:\n{text}")).parse().unwrap()
+    };
+    // Every line is a comment or a well-formed sample.
+    let sample_line =
+        regex::Regex::new(r#"^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-z]+="[^"]*",)*\})? -?[0-9.eE+-]+$"#).unwrap();
+    for line in text.lines() {
+        assert!(line.starts_with("# HELP ") || line.starts_with("# TYPE ") || sample_line.is_match(line), "{line:?}");
+    }
+    for (name, kind) in [("znode_count", "gauge"), ("watch_count", "gauge"), ("outstanding_requests", "gauge")] {
+        assert!(text.contains(&format!("# TYPE {name} {kind}\n")), "{name} {kind}");
+    }
+    assert_eq!(sample("znode_count"), mntr_value("znode_count"));
+    assert_eq!(sample("global_sessions"), 1.0);
+    assert!(text.contains("# TYPE readlatency summary\n") && text.contains("readlatency{quantile=\"0.99\",} "));
+    assert_eq!(sample("readlatency_count"), mntr_value("cnt_readlatency"));
+    assert!(sample("readlatency_count") >= 5.0, "five reads counted");
+    assert!(sample("updatelatency_count") >= 1.0, "the create counted");
+    // Not serving version or state (not metrics in ZooKeeper either), and only /metrics.
+    assert!(!text.contains("version"));
+    let (status, _) = tokio::task::spawn_blocking(move || get(addr, "/")).await.unwrap();
+    assert_eq!(status, 404);
+}

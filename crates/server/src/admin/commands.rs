@@ -288,6 +288,7 @@ fn last_snapshot(f: &mut Map<String, Value>, cfg: &Config) {
 
 fn monitor(f: &mut Map<String, Value>, node: &Node, uptime_ms: u64) {
     for (k, v) in fourlw::monitor_rows(node, uptime_ms) {
+        let k = k.as_str();
         let value = match v {
             Metric::Int(i) => json!(i),
             Metric::Float(x) => json!(x),

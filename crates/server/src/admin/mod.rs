@@ -1,5 +1,6 @@
 //! The AdminServer: ZooKeeper's HTTP interface to its commands (`admin.*` keys; Jetty's
-//! `/commands/<name>` servlet in ZooKeeper), on hyper.
+//! `/commands/<name>` servlet in ZooKeeper), on hyper; and on its own port the Prometheus
+//! endpoint (`metricsProvider.*`, `GET /metrics`, rendered by `metrics.rs`).
 //!
 //! - `GET <commandURL>` lists the commands as HTML links, as ZooKeeper does.
 //! - `GET <commandURL>/<name>` (a primary name or an alias; query parameters are the command's
@@ -82,10 +83,44 @@ pub(crate) async fn bind(s: &AdminSettings) -> Option<TcpListener> {
     }
 }
 
+/// What an HTTP port serves.
+#[derive(Debug, Clone)]
+pub(crate) enum Site {
+    /// The AdminServer, its commands under this URL.
+    Admin { command_url: String },
+    /// The Prometheus endpoint, `/metrics` (`metricsProvider.*`).
+    Metrics,
+}
+
+/// The Prometheus provider's settings (`metricsProvider.httpHost`, `metricsProvider.httpPort`),
+/// present when `metricsProvider.className` names ZooKeeper's PrometheusMetricsProvider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsSettings {
+    pub address: std::net::IpAddr,
+    pub port: u16,
+}
+
+impl Default for MetricsSettings {
+    fn default() -> Self {
+        Self { address: std::net::Ipv4Addr::UNSPECIFIED.into(), port: 7000 }
+    }
+}
+
+/// Binds the Prometheus endpoint's port; a port that cannot be bound stops start-up, as
+/// ZooKeeper's provider does.
+pub(crate) async fn bind_metrics(s: &MetricsSettings) -> anyhow::Result<TcpListener> {
+    use anyhow::Context as _;
+    let addr = SocketAddr::new(s.address, s.port);
+    let l = TcpListener::bind(addr).await.with_context(|| format!("binding the Prometheus endpoint {addr}"))?;
+    tracing::info!(addr = %l.local_addr()?, "Prometheus metrics at /metrics");
+    Ok(l)
+}
+
 /// Serves HTTP on `listener` until `shutdown`.
 pub(crate) async fn serve(
     listener: TcpListener,
-    s: AdminSettings,
+    site: Site,
+    idle: Duration,
     events: mpsc::Sender<Event>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -103,12 +138,17 @@ pub(crate) async fn serve(
                         continue;
                     }
                 };
-                let (events, url) = (events.clone(), s.command_url.clone());
-                let idle = s.idle_timeout;
+                let (events, site) = (events.clone(), site.clone());
                 conns.spawn(async move {
                     let service = hyper::service::service_fn(move |req| {
-                        let (events, url) = (events.clone(), url.clone());
-                        async move { Ok::<_, Infallible>(handle(req, &url, &events).await) }
+                        let (events, site) = (events.clone(), site.clone());
+                        async move {
+                            let resp = match &site {
+                                Site::Admin { command_url } => handle(req, command_url, &events).await,
+                                Site::Metrics => metrics(req, &events).await,
+                            };
+                            Ok::<_, Infallible>(resp)
+                        }
                     });
                     let conn = hyper::server::conn::http1::Builder::new()
                         .timer(TokioTimer::new())
@@ -156,6 +196,27 @@ async fn handle(req: Request<Incoming>, command_url: &str, events: &mpsc::Sender
     };
     let mut resp = Response::new(Full::new(Bytes::from(json::to_jackson(&body))));
     resp.headers_mut().insert(hyper::header::CONTENT_TYPE, "application/json".parse().expect("a header value"));
+    resp
+}
+
+/// `GET /metrics`: the Prometheus text exposition, rendered by the owner.
+async fn metrics(req: Request<Incoming>, events: &mpsc::Sender<Event>) -> Response<Full<Bytes>> {
+    if req.uri().path() != "/metrics" {
+        return plain(StatusCode::NOT_FOUND, "Not Found\n");
+    }
+    if req.method() != Method::GET {
+        return plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n");
+    }
+    let (reply, rx) = oneshot::channel();
+    if events.send(Event::Metrics { reply }).await.is_err() {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping\n");
+    }
+    let Ok(text) = rx.await else { return plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping\n") };
+    let mut resp = Response::new(Full::new(Bytes::from(text)));
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        "text/plain; version=0.0.4; charset=utf-8".parse().expect("a header value"),
+    );
     resp
 }
 

@@ -1,0 +1,157 @@
+//! Warden's metrics under ZooKeeper's names (`ServerMetrics`, `ZooKeeperServer.registerMetrics`):
+//! one list, [`families`], read from the node when asked, that feeds both `mntr` / the `monitor`
+//! admin command (ZooKeeper's default provider's keys) and the Prometheus endpoint
+//! (`metricsProvider.className=...PrometheusMetricsProvider`, text format 0.0.4 on
+//! `metricsProvider.httpHost:httpPort/metrics`).
+//!
+//! Recording costs the request path nothing extra: the counters and summaries live in the node,
+//! which one task owns, so a sample is a plain add (and, for a summary, an HdrHistogram
+//! increment, allocation-free); gauges are computed at read time.
+
+use std::fmt::Write as _;
+
+use warden_node::{Node, Summary};
+
+use crate::fourlw::Metric;
+
+/// One metric's value when read.
+pub(crate) enum Family<'a> {
+    Gauge(Metric),
+    /// A summary; `advanced` ones also report p50/p95/p99/p999 in `mntr` and the 0.9 and 0.99
+    /// quantiles in Prometheus (ZooKeeper's `SummaryLevel.ADVANCED`).
+    Summary {
+        summary: &'a Summary,
+        advanced: bool,
+    },
+}
+
+impl Family<'_> {
+    /// The `mntr` / `monitor` rows of this metric (ZooKeeper's default provider's names).
+    pub(crate) fn expand(&self, name: &str, rows: &mut Vec<(String, Metric)>) {
+        match self {
+            Family::Gauge(v) => rows.push((name.to_string(), v.clone())),
+            Family::Summary { summary: s, advanced } => {
+                let int = |v: u64| Metric::Int(i64::try_from(v).unwrap_or(i64::MAX));
+                rows.push((format!("avg_{name}"), Metric::Float(s.avg())));
+                rows.push((format!("min_{name}"), int(s.min)));
+                rows.push((format!("max_{name}"), int(s.max)));
+                rows.push((format!("cnt_{name}"), int(s.count)));
+                rows.push((format!("sum_{name}"), int(s.sum)));
+                if *advanced {
+                    for (p, q) in [("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("p999", 0.999)] {
+                        rows.push((format!("{p}_{name}"), int(s.quantile(q))));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Every metric Warden reports, in a fixed order.
+pub(crate) fn families(node: &Node, uptime_ms: u64) -> Vec<(&'static str, Family<'_>)> {
+    let s = node.stats();
+    let int = |v: u64| Family::Gauge(Metric::Int(i64::try_from(v).unwrap_or(i64::MAX)));
+    let open_fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
+    let mut v = vec![
+        ("uptime", int(uptime_ms)),
+        ("open_file_descriptor_count", int(open_fds as u64)),
+        ("max_file_descriptor_count", int(max_open_files())),
+        ("local_sessions", int(0)),
+        ("avg_latency", Family::Gauge(Metric::Float(s.latency.avg()))),
+        ("max_latency", int(s.latency.max_ms)),
+        ("min_latency", int(s.latency.min())),
+        ("packets_received", int(s.received)),
+        ("packets_sent", int(s.sent)),
+        ("num_alive_connections", int(s.connections as u64)),
+        ("outstanding_requests", int(s.outstanding as u64)),
+        ("znode_count", int(s.node_count as u64)),
+        ("watch_count", int(s.watch_count as u64)),
+        ("ephemerals_count", int(s.ephemerals as u64)),
+        ("approximate_data_size", int(s.approximate_data_size)),
+        ("global_sessions", int(s.sessions as u64)),
+    ];
+    for (name, summary) in node.latency_summaries() {
+        v.push((name, Family::Summary { summary, advanced: true }));
+    }
+    v
+}
+
+/// The soft limit on open files (ZooKeeper's `max_file_descriptor_count`).
+fn max_open_files() -> u64 {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(u64::MAX)
+}
+
+/// The Prometheus text exposition (format 0.0.4) of [`families`], as ZooKeeper's
+/// PrometheusMetricsProvider (simpleclient 0.9) writes it: `# HELP` and `# TYPE` lines, values as
+/// doubles, counters without `_total`, summaries with quantiles, `_count` and `_sum`.
+pub(crate) fn prometheus_text(node: &Node, uptime_ms: u64) -> String {
+    let mut out = String::new();
+    for (name, family) in families(node, uptime_ms) {
+        match family {
+            Family::Gauge(v) => {
+                let value = match v {
+                    Metric::Int(i) => i as f64,
+                    Metric::Float(f) => f,
+                    Metric::Text(_) => continue,
+                };
+                let _ = write!(out, "# HELP {name} {name}\n# TYPE {name} gauge\n{name} {}\n", double(value));
+            }
+            Family::Summary { summary, advanced } => {
+                let _ = write!(out, "# HELP {name} {name}\n# TYPE {name} summary\n");
+                let quantiles: &[f64] = if advanced { &[0.5, 0.9, 0.99] } else { &[0.5] };
+                for q in quantiles {
+                    let _ = writeln!(out, "{name}{{quantile=\"{q}\",}} {}", double(summary.quantile(*q) as f64));
+                }
+                let _ = writeln!(out, "{name}_count {}", double(summary.count as f64));
+                let _ = writeln!(out, "{name}_sum {}", double(summary.sum as f64));
+            }
+        }
+    }
+    out
+}
+
+/// A value as Java prints a double (`10.0`, `0.25`).
+fn double(v: f64) -> String {
+    format!("{v:?}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summaries_expand_as_zookeepers_default_provider() {
+        let mut s = Summary::default();
+        for v in [1, 2, 3, 10] {
+            s.record(v);
+        }
+        let mut rows = Vec::new();
+        Family::Summary { summary: &s, advanced: true }.expand("readlatency", &mut rows);
+        let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "avg_readlatency",
+                "min_readlatency",
+                "max_readlatency",
+                "cnt_readlatency",
+                "sum_readlatency",
+                "p50_readlatency",
+                "p95_readlatency",
+                "p99_readlatency",
+                "p999_readlatency"
+            ]
+        );
+        assert_eq!(rows[0].1, Metric::Float(4.0));
+        assert_eq!(
+            (rows[1].1.clone(), rows[2].1.clone(), rows[3].1.clone()),
+            (Metric::Int(1), Metric::Int(10), Metric::Int(4))
+        );
+        assert_eq!(rows[5].1, Metric::Int(2), "p50");
+        assert_eq!(rows[8].1, Metric::Int(10), "p999");
+        let mut basic = Vec::new();
+        Family::Summary { summary: &Summary::default(), advanced: false }.expand("fsynctime", &mut basic);
+        assert_eq!(basic.len(), 5);
+        assert_eq!(basic[0].1, Metric::Float(0.0), "avg of nothing");
+    }
+}
