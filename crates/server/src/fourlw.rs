@@ -88,26 +88,47 @@ fn server_stats(node: &Node, with_clients: bool) -> String {
 
 fn environment(cfg: &Config) -> String {
     let mut o = String::from("Environment:\n");
-    let _ = writeln!(o, "zookeeper.version={ZK_VERSION}, built on {BUILT_ON}");
-    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
-    let _ = writeln!(o, "host.name={host}");
-    let _ = writeln!(o, "warden.version={}", env!("CARGO_PKG_VERSION"));
-    let _ = writeln!(o, "os.name={}", if cfg!(target_os = "linux") { "Linux" } else { std::env::consts::OS });
-    let _ = writeln!(o, "os.arch={}", if cfg!(target_arch = "x86_64") { "amd64" } else { std::env::consts::ARCH });
+    for (k, v) in environment_rows(cfg) {
+        let _ = writeln!(o, "{k}={v}");
+    }
+    o
+}
+
+/// What `envi` and the `environment` admin command list. ZooKeeper lists its JVM's properties;
+/// Warden has no JVM, so the `java.*` entries are absent, and `os.memory.total` (the JVM heap in
+/// ZooKeeper) carries the process's resident memory.
+pub(crate) fn environment_rows(cfg: &Config) -> Vec<(&'static str, String)> {
+    let mut rows = vec![
+        ("zookeeper.version", format!("{ZK_VERSION}, built on {BUILT_ON}")),
+        ("host.name", std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into())),
+        ("warden.version", env!("CARGO_PKG_VERSION").into()),
+        ("os.name", if cfg!(target_os = "linux") { "Linux".into() } else { std::env::consts::OS.into() }),
+        ("os.arch", if cfg!(target_arch = "x86_64") { "amd64".into() } else { std::env::consts::ARCH.into() }),
+    ];
     if let Ok(v) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
-        let _ = writeln!(o, "os.version={}", v.trim());
+        rows.push(("os.version", v.trim().into()));
     }
     if let Ok(user) = std::env::var("USER") {
-        let _ = writeln!(o, "user.name={user}");
+        rows.push(("user.name", user));
     }
     if let Ok(home) = std::env::var("HOME") {
-        let _ = writeln!(o, "user.home={home}");
+        rows.push(("user.home", home));
     }
     if let Ok(dir) = std::env::current_dir() {
-        let _ = writeln!(o, "user.dir={}", dir.display());
+        rows.push(("user.dir", dir.display().to_string()));
     }
-    let _ = writeln!(o, "zookeeper.dataDir={}", cfg.data_dir.display());
-    o
+    if let Some(rss) = resident_bytes() {
+        rows.push(("os.memory.total", format!("{}MB", rss / (1024 * 1024))));
+    }
+    rows.push(("zookeeper.dataDir", cfg.data_dir.display().to_string()));
+    rows
+}
+
+/// The process's resident set size, from /proc/self/statm.
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
 }
 
 fn configuration(cfg: &Config) -> String {

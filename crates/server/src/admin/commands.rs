@@ -119,7 +119,11 @@ pub fn run(cmd: &Command, args: &BTreeMap<String, String>, node: &mut Node, cfg:
             f.insert("logdir_size".into(), json!(fourlw::dir_size(&cfg.data_log_dir)));
         }
         "dump" => dump(&mut f, node),
-        "environment" => environment(&mut f, cfg),
+        "environment" => {
+            for (k, v) in fourlw::environment_rows(cfg) {
+                f.insert(k.into(), Value::String(v));
+            }
+        }
         // Warden has no request tracing to mask: the mask is 0, and setting it changes nothing.
         "get_trace_mask" => {
             f.insert("tracemask".into(), json!(0));
@@ -224,42 +228,6 @@ fn dump(f: &mut Map<String, Value>, node: &Node) {
         node.session_ephemerals().into_iter().map(|(sid, paths)| (sid.to_string(), json!(paths))).collect();
     f.insert("expiry_time_to_session_ids".into(), Value::Object(expiry));
     f.insert("session_id_to_ephemeral_paths".into(), Value::Object(ephemerals));
-}
-
-/// ZooKeeper lists its JVM's properties; Warden has no JVM, so the `java.*` entries are absent,
-/// and `os.memory.*` (the JVM heap in ZooKeeper) carry the process's resident memory.
-fn environment(f: &mut Map<String, Value>, cfg: &Config) {
-    let mut put = |k: &str, v: String| {
-        f.insert(k.into(), Value::String(v));
-    };
-    put("zookeeper.version", format!("{ZK_VERSION}, built on {BUILT_ON}"));
-    put("host.name", std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()));
-    put("warden.version", env!("CARGO_PKG_VERSION").into());
-    put("os.name", if cfg!(target_os = "linux") { "Linux".into() } else { std::env::consts::OS.into() });
-    put("os.arch", if cfg!(target_arch = "x86_64") { "amd64".into() } else { std::env::consts::ARCH.into() });
-    if let Ok(v) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
-        put("os.version", v.trim().into());
-    }
-    if let Ok(user) = std::env::var("USER") {
-        put("user.name", user);
-    }
-    if let Ok(home) = std::env::var("HOME") {
-        put("user.home", home);
-    }
-    if let Ok(dir) = std::env::current_dir() {
-        put("user.dir", dir.display().to_string());
-    }
-    if let Some(rss) = resident_bytes() {
-        put("os.memory.total", format!("{}MB", rss / (1024 * 1024)));
-    }
-    put("zookeeper.dataDir", cfg.data_dir.display().to_string());
-}
-
-/// The process's resident set size, from /proc/self/statm.
-fn resident_bytes() -> Option<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * 4096)
 }
 
 /// The newest `snapshot.<zxid>` file of the data directory: its zxid in hex and its time.
