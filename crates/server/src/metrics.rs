@@ -70,6 +70,15 @@ pub(crate) fn families(node: &Node, uptime_ms: u64) -> Vec<(&'static str, Family
         ("approximate_data_size", int(s.approximate_data_size)),
         ("global_sessions", int(s.sessions as u64)),
     ];
+    if let Some(n) = node.quorum_size() {
+        v.push(("quorum_size", int(n as u64)));
+    }
+    if let Some(g) = node.leader_gauges() {
+        v.push(("learners", int(g.learners as u64)));
+        v.push(("synced_followers", int(g.synced_followers as u64)));
+        v.push(("synced_observers", int(g.synced_observers as u64)));
+        v.push(("pending_syncs", int(g.pending_syncs as u64)));
+    }
     for (name, summary) in node.latency_summaries() {
         v.push((name, Family::Summary { summary, advanced: true }));
     }

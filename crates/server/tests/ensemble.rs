@@ -274,6 +274,24 @@ async fn an_observer_syncs_forwards_writes_and_reports_its_mode() {
     }
     let mntr = four_letter(observer, "mntr").await;
     assert!(mntr.contains("zk_server_state\tobserver"), "{mntr}");
+    // ZooKeeper's quorum gauges: every member counts 3 voters; only the leader has the learner
+    // gauges (2 followers and the observer, all synced, the observer not counted as a follower).
+    let mut leaders = 0;
+    for m in &members {
+        let mntr = four_letter(m.addr, "mntr").await;
+        assert!(mntr.contains("zk_quorum_size\t3\n"), "server {}: {mntr}", m.id);
+        if mntr.contains("zk_server_state\tleader") {
+            leaders += 1;
+            for line in
+                ["zk_learners\t3\n", "zk_synced_followers\t2\n", "zk_synced_observers\t1\n", "zk_pending_syncs\t0\n"]
+            {
+                assert!(mntr.contains(line), "leader's mntr lacks {line:?}: {mntr}");
+            }
+        } else {
+            assert!(!mntr.contains("zk_learners"), "server {}: {mntr}", m.id);
+        }
+    }
+    assert_eq!(leaders, 1);
     for m in members {
         if let Some(s) = m.server {
             let _ = tokio::time::timeout(Duration::from_secs(10), s.stop()).await;

@@ -303,6 +303,16 @@ impl Node {
         }
     }
 
+    /// The number of voting members (ZooKeeper's `quorum_size`), in an ensemble.
+    pub fn quorum_size(&self) -> Option<usize> {
+        self.ensemble().map(|q| q.setup.voters.len())
+    }
+
+    /// The leader-only gauges, on a leader.
+    pub fn leader_gauges(&self) -> Option<warden_quorum::zab::LeaderGauges> {
+        self.leader().map(Leader::gauges)
+    }
+
     /// This server's id in an ensemble.
     pub fn my_sid(&self) -> Option<Sid> {
         self.ensemble().map(|q| q.setup.my_sid)

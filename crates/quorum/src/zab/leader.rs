@@ -110,6 +110,19 @@ enum Role {
     Observer,
 }
 
+/// A leader's learners and syncs, as ZooKeeper's leader-only gauges count them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LeaderGauges {
+    /// Connected learners, followers and observers, synced or not.
+    pub learners: usize,
+    /// Followers synced and receiving proposals.
+    pub synced_followers: usize,
+    /// Observers synced and receiving INFORMs.
+    pub synced_observers: usize,
+    /// `sync` requests waiting for their answer.
+    pub pending_syncs: usize,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum PeerPhase {
     /// FOLLOWERINFO / OBSERVERINFO received; waiting for the epoch to be fixed.
@@ -310,6 +323,18 @@ impl Leader {
     pub fn last_proposed(&self) -> Zxid {
         self.last_proposed
     }
+    /// What ZooKeeper's leader gauges count (`learners`, `synced_followers`,
+    /// `synced_observers`, `pending_syncs`).
+    pub fn gauges(&self) -> LeaderGauges {
+        let synced = |role: Role| self.peers.values().filter(|p| p.role == role && p.synced() && p.forwarding).count();
+        LeaderGauges {
+            learners: self.peers.len(),
+            synced_followers: synced(Role::Follower),
+            synced_observers: synced(Role::Observer),
+            pending_syncs: self.pending_syncs.len(),
+        }
+    }
+
     /// Learners that ACKed NEWLEADER (synced), in sid order.
     pub fn synced_learners(&self) -> Vec<Sid> {
         self.peers.iter().filter(|(_, p)| p.synced()).map(|(s, _)| *s).collect()

@@ -40,7 +40,7 @@ pub mod codec;
 pub mod leader;
 pub mod learner;
 
-pub use leader::{Leader, LeaderConfig, LeaderInit, LeaderInitError, ProposeError};
+pub use leader::{Leader, LeaderConfig, LeaderGauges, LeaderInit, LeaderInitError, ProposeError};
 pub use learner::{Learner, LearnerConfig, LearnerError, LearnerRole, LocalState};
 
 use warden_proto::quorum::QuorumPacket;
