@@ -7,6 +7,7 @@ use warden_node::{Node, RoleKind};
 use warden_proto::frame::FourLetterWord;
 
 use crate::config::Config;
+use crate::metrics::ShellMetrics;
 use crate::{BUILT_ON, ZK_VERSION};
 
 const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
@@ -25,7 +26,7 @@ pub(crate) fn mode(node: &Node) -> &'static str {
 }
 
 /// Runs one command against the node and returns the text to send before closing.
-pub(crate) fn run(cmd: FourLetterWord, node: &mut Node, cfg: &Config, uptime_ms: u64) -> String {
+pub(crate) fn run(cmd: FourLetterWord, node: &mut Node, cfg: &Config, shell: &ShellMetrics) -> String {
     let not_serving = !node.serving() && !node.read_only();
     match cmd.name() {
         "ruok" => "imok".into(),
@@ -48,7 +49,7 @@ pub(crate) fn run(cmd: FourLetterWord, node: &mut Node, cfg: &Config, uptime_ms:
             node.reset_stats();
             "Server stats reset.\n".into()
         }
-        "mntr" => monitor(node, uptime_ms),
+        "mntr" => monitor(node, shell),
         "wchs" => watch_summary(node),
         "wchc" => watches_by_session(node),
         "wchp" => watches_by_path(node),
@@ -182,19 +183,19 @@ impl std::fmt::Display for Metric {
 /// What `mntr` and the `monitor` admin command report, in order, under ZooKeeper's names
 /// without the `zk_` prefix `mntr` adds: the version and state, then every metric of
 /// [`crate::metrics::families`] (summaries expanded as ZooKeeper's default provider does).
-pub(crate) fn monitor_rows(node: &Node, uptime_ms: u64) -> Vec<(String, Metric)> {
+pub(crate) fn monitor_rows(node: &Node, shell: &ShellMetrics) -> Vec<(String, Metric)> {
     let mut rows = vec![
         ("version".to_string(), Metric::Text(format!("{ZK_VERSION}, built on {BUILT_ON}"))),
         ("server_state".to_string(), Metric::Text(mode(node).into())),
     ];
-    for (name, family) in crate::metrics::families(node, uptime_ms) {
+    for (name, family) in crate::metrics::families(node, shell) {
         family.expand(name, &mut rows);
     }
     rows
 }
 
-fn monitor(node: &Node, uptime_ms: u64) -> String {
-    monitor_rows(node, uptime_ms).iter().map(|(k, v)| format!("zk_{k}\t{v}\n")).collect()
+fn monitor(node: &Node, shell: &ShellMetrics) -> String {
+    monitor_rows(node, shell).iter().map(|(k, v)| format!("zk_{k}\t{v}\n")).collect()
 }
 
 /// A double as Java's `Double.toString` prints small values: always with a fraction (`3.0`, `4.5`).

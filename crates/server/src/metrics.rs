@@ -14,6 +14,29 @@ use warden_node::{Node, Summary};
 
 use crate::fourlw::Metric;
 
+/// The figures the shell keeps (the node keeps the rest): when the server started, and how long
+/// the transaction log's fsyncs take (ZooKeeper's `fsynctime`, recorded by the owner from what
+/// the storage thread reports, or from its own inline sync).
+pub(crate) struct ShellMetrics {
+    started: std::time::Instant,
+    pub fsync: Summary,
+}
+
+impl ShellMetrics {
+    pub(crate) fn new() -> Self {
+        Self { started: std::time::Instant::now(), fsync: Summary::default() }
+    }
+
+    pub(crate) fn uptime_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// `srst`: ZooKeeper's default provider resets its summaries too.
+    pub(crate) fn reset(&mut self) {
+        self.fsync.reset();
+    }
+}
+
 /// One metric's value when read.
 pub(crate) enum Family<'a> {
     Gauge(Metric),
@@ -48,12 +71,12 @@ impl Family<'_> {
 }
 
 /// Every metric Warden reports, in a fixed order.
-pub(crate) fn families(node: &Node, uptime_ms: u64) -> Vec<(&'static str, Family<'_>)> {
+pub(crate) fn families<'a>(node: &'a Node, shell: &'a ShellMetrics) -> Vec<(&'static str, Family<'a>)> {
     let s = node.stats();
     let int = |v: u64| Family::Gauge(Metric::Int(i64::try_from(v).unwrap_or(i64::MAX)));
     let open_fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
     let mut v = vec![
-        ("uptime", int(uptime_ms)),
+        ("uptime", int(shell.uptime_ms())),
         ("open_file_descriptor_count", int(open_fds as u64)),
         ("max_file_descriptor_count", int(max_open_files())),
         ("local_sessions", int(0)),
@@ -82,6 +105,7 @@ pub(crate) fn families(node: &Node, uptime_ms: u64) -> Vec<(&'static str, Family
     for (name, summary) in node.latency_summaries() {
         v.push((name, Family::Summary { summary, advanced: true }));
     }
+    v.push(("fsynctime", Family::Summary { summary: &shell.fsync, advanced: false }));
     v
 }
 
@@ -93,9 +117,9 @@ fn max_open_files() -> u64 {
 /// The Prometheus text exposition (format 0.0.4) of [`families`], as ZooKeeper's
 /// PrometheusMetricsProvider (simpleclient 0.9) writes it: `# HELP` and `# TYPE` lines, values as
 /// doubles, counters without `_total`, summaries with quantiles, `_count` and `_sum`.
-pub(crate) fn prometheus_text(node: &Node, uptime_ms: u64) -> String {
+pub(crate) fn prometheus_text(node: &Node, shell: &ShellMetrics) -> String {
     let mut out = String::new();
-    for (name, family) in families(node, uptime_ms) {
+    for (name, family) in families(node, shell) {
         match family {
             Family::Gauge(v) => {
                 let value = match v {

@@ -59,8 +59,11 @@ pub(crate) enum Event {
     Node(Input),
     /// Inputs from one connection, in order (the requests one read brought).
     Inputs(Vec<Input>),
-    /// The storage thread synced what it reports.
-    Synced(Report),
+    /// The storage thread synced what it reports (its fsync took `fsync`; none without forceSync).
+    Synced {
+        report: Report,
+        fsync: Option<std::time::Duration>,
+    },
     FourLetter {
         cmd: FourLetterWord,
         reply: oneshot::Sender<String>,
@@ -125,6 +128,8 @@ pub(crate) struct Owner {
     events: mpsc::Receiver<Event>,
     shutdown: watch::Receiver<bool>,
     started: Instant,
+    /// The figures the owner keeps for `mntr` and `/metrics` (fsync times, uptime).
+    metrics: crate::metrics::ShellMetrics,
     mono_base_ms: u64,
     /// Commands the driver emitted and the owner has not routed yet.
     cmds: Vec<Command>,
@@ -191,6 +196,7 @@ impl Owner {
             events,
             shutdown,
             started: Instant::now(),
+            metrics: crate::metrics::ShellMetrics::new(),
             mono_base_ms,
             cmds: Vec::new(),
             later: VecDeque::new(),
@@ -409,15 +415,23 @@ impl Owner {
         }
     }
 
+    /// Counts a transaction-log fsync in `fsynctime`.
+    fn record_fsync(&mut self, took: Option<std::time::Duration>) {
+        if let Some(d) = took {
+            self.metrics.fsync.record(d.as_millis() as u64);
+        }
+    }
+
     /// Hands a storage op to the storage thread (behind every earlier one), or carries out a lone
     /// writer's append here when nothing else waits. A reload is waited for and stepped at once.
     async fn store(&mut self, op: StoreOp, may_inline: bool) {
         let op = match op {
             StoreOp::Append(batch) if may_inline && self.events.is_empty() => {
                 match self.storage.append_inline(&batch) {
-                    Some(Ok(zxid)) => {
+                    Some(Ok((zxid, fsync))) => {
                         // Let go of the txns first, so applying can move their data into the tree.
                         drop(batch);
+                        self.record_fsync(fsync);
                         return self.step(DriverEvent::Synced(Report { last: Some(zxid), epochs: Vec::new() }));
                     }
                     Some(Err(why)) => {
@@ -473,19 +487,25 @@ impl Owner {
                 }
                 return n.max(1);
             }
-            Event::Synced(report) => self.step(DriverEvent::Synced(report)),
+            Event::Synced { report, fsync } => {
+                self.record_fsync(fsync);
+                self.step(DriverEvent::Synced(report))
+            }
             Event::FourLetter { cmd, reply } => {
-                let uptime_ms = self.started.elapsed().as_millis() as u64;
-                let text = fourlw::run(cmd, self.driver.node_mut(), &self.cfg, uptime_ms);
+                if matches!(cmd.name(), "srst" | "crst") {
+                    self.metrics.reset();
+                }
+                let text = fourlw::run(cmd, self.driver.node_mut(), &self.cfg, &self.metrics);
                 let _ = reply.send(text);
             }
             Event::Metrics { reply } => {
-                let uptime_ms = self.started.elapsed().as_millis() as u64;
-                let _ = reply.send(crate::metrics::prometheus_text(self.driver.node_mut(), uptime_ms));
+                let _ = reply.send(crate::metrics::prometheus_text(self.driver.node(), &self.metrics));
             }
             Event::Admin { cmd, args, reply } => {
-                let uptime_ms = self.started.elapsed().as_millis() as u64;
-                let answer = crate::admin::commands::run(cmd, &args, self.driver.node_mut(), &self.cfg, uptime_ms);
+                if matches!(cmd.name, "stat_reset" | "connection_stat_reset") {
+                    self.metrics.reset();
+                }
+                let answer = crate::admin::commands::run(cmd, &args, self.driver.node_mut(), &self.cfg, &self.metrics);
                 let _ = reply.send(answer);
             }
         }

@@ -12,6 +12,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 use warden_driver::Batch;
@@ -78,7 +79,8 @@ impl Storage {
     /// storage thread has nothing queued: `Some(Ok(zxid))` when the batch is durable up to `zxid`,
     /// `Some(Err)` when the log failed (fatal, as on the thread), `None` when the caller must queue
     /// it instead. Blocks for one fdatasync.
-    pub(crate) fn append_inline(&self, batch: &Batch) -> Option<Result<i64, StorageError>> {
+    /// On success: the batch's last zxid, and how long its fsync took (none without forceSync).
+    pub(crate) fn append_inline(&self, batch: &Batch) -> Option<Result<(i64, Option<Duration>), StorageError>> {
         let (last, _) = batch.last()?;
         if batch.len() > INLINE_BATCH || self.shared.queued.load(Ordering::SeqCst) != 0 {
             return None;
@@ -91,17 +93,20 @@ impl Storage {
                 break;
             }
         }
-        Some(result.and_then(|()| sync_or_flush(&mut log, &self.shared)).map(|()| last.zxid))
+        Some(result.and_then(|()| sync_or_flush(&mut log, &self.shared)).map(|took| (last.zxid, took)))
     }
 }
 
-fn sync_or_flush(log: &mut Store, shared: &Shared) -> Result<(), StorageError> {
+/// Syncs the log (flushes it without forceSync); returns how long the fsync took.
+fn sync_or_flush(log: &mut Store, shared: &Shared) -> Result<Option<Duration>, StorageError> {
     if !shared.force_sync {
-        return log.flush();
+        return log.flush().map(|()| None);
     }
+    let started = Instant::now();
     log.sync()?;
+    let took = started.elapsed();
     shared.activity.synced();
-    Ok(())
+    Ok(Some(took))
 }
 
 /// Starts the thread and returns the owner's handle to it. The thread ends when the handle is
@@ -134,14 +139,17 @@ pub(crate) fn spawn(
                     Err(_) => break,
                 }
             }
-            result = result.and_then(|()| sync_or_flush(&mut log, &shared));
+            let synced = result.and_then(|()| sync_or_flush(&mut log, &shared));
             drop(log);
-            if let Err(why) = result {
-                tracing::error!(%why, "transaction log write failed; stopping");
-                let _ = events.blocking_send(Event::Fatal(Fatal::LogWrite(why)));
-                return;
-            }
-            if !report.is_empty() && events.blocking_send(Event::Synced(report)).is_err() {
+            let fsync = match synced {
+                Ok(took) => took,
+                Err(why) => {
+                    tracing::error!(%why, "transaction log write failed; stopping");
+                    let _ = events.blocking_send(Event::Fatal(Fatal::LogWrite(why)));
+                    return;
+                }
+            };
+            if !report.is_empty() && events.blocking_send(Event::Synced { report, fsync }).is_err() {
                 return;
             }
             // After the report: an owner that reads 0 has it queued before anything it does next.
@@ -197,7 +205,7 @@ mod tests {
 
     fn durable(events: &mut mpsc::Receiver<Event>) -> i64 {
         match events.blocking_recv() {
-            Some(Event::Synced(Report { last: Some(zxid), .. })) => zxid,
+            Some(Event::Synced { report: Report { last: Some(zxid), .. }, .. }) => zxid,
             Some(Event::Fatal(why)) => panic!("the log failed: {why}"),
             _ => panic!("expected Durable"),
         }
@@ -224,7 +232,7 @@ mod tests {
         thread.join().expect("the thread ends");
 
         let (storage, thread, activity, _events) = start(true);
-        assert!(matches!(storage.append_inline(&create(1)), Some(Ok(1))));
+        assert!(matches!(storage.append_inline(&create(1)), Some(Ok((1, Some(_))))));
         assert!(activity.has_synced(), "an inline sync is reported");
         drop(storage);
         thread.join().expect("the thread ends");
@@ -233,7 +241,7 @@ mod tests {
         storage.try_send(StoreOp::Append(create(1)).into()).expect("queued");
         assert_eq!(durable(&mut events), 1);
         idle(&storage);
-        assert!(matches!(storage.append_inline(&create(2)), Some(Ok(2))));
+        assert!(matches!(storage.append_inline(&create(2)), Some(Ok((2, None)))));
         assert!(!activity.has_synced(), "forceSync=no: nothing waits on the disk");
         drop((storage, events));
         thread.join().expect("the thread ends");

@@ -337,6 +337,11 @@ async fn prometheus_metrics_carry_zookeepers_names_and_mntrs_figures() {
     assert_eq!(sample("readlatency_count"), mntr_value("cnt_readlatency"));
     assert!(sample("readlatency_count") >= 5.0, "five reads counted");
     assert!(sample("updatelatency_count") >= 1.0, "the create counted");
+    // The transaction log's fsyncs (forceSync is on): a BASIC summary, one quantile.
+    assert!(text.contains("# TYPE fsynctime summary\nfsynctime{quantile=\"0.5\",} "), "{text}");
+    assert!(sample("fsynctime_count") >= 1.0, "the create's fsync counted");
+    assert_eq!(sample("fsynctime_count"), mntr_value("cnt_fsynctime"));
+    assert!(!mntr.contains("zk_p99_fsynctime"), "fsynctime is a BASIC summary in ZooKeeper");
     // Not serving version or state (not metrics in ZooKeeper either), and only /metrics.
     assert!(!text.contains("version"));
     let (status, _) = tokio::task::spawn_blocking(move || get(addr, "/")).await.unwrap();

@@ -12,6 +12,7 @@ use warden_node::{Node, RoleKind};
 
 use crate::config::{Config, PeerRole};
 use crate::fourlw::{self, Metric};
+use crate::metrics::ShellMetrics;
 use crate::{BUILT_ON, ZK_VERSION};
 
 /// The error ZooKeeper answers for a command that needs a serving server.
@@ -99,7 +100,13 @@ impl Answer {
 
 /// Runs `cmd` with the query parameters `args` against the node. Resets change the node's
 /// counters, as the four-letter words do.
-pub fn run(cmd: &Command, args: &BTreeMap<String, String>, node: &mut Node, cfg: &Config, uptime_ms: u64) -> Answer {
+pub(crate) fn run(
+    cmd: &Command,
+    args: &BTreeMap<String, String>,
+    node: &mut Node,
+    cfg: &Config,
+    shell: &ShellMetrics,
+) -> Answer {
     if let Some(why) = cmd.missing {
         return Answer::error(why);
     }
@@ -156,11 +163,11 @@ pub fn run(cmd: &Command, args: &BTreeMap<String, String>, node: &mut Node, cfg:
                 f.insert("leader_ip".into(), json!(leader_ip));
             }
         },
-        "monitor" => monitor(&mut f, node, uptime_ms),
+        "monitor" => monitor(&mut f, node, shell),
         "observer_connection_stat_reset" | "ruok" => {}
-        "server_stats" => server_stats(&mut f, node, cfg, uptime_ms),
+        "server_stats" => server_stats(&mut f, node, cfg, shell),
         "stats" => {
-            server_stats(&mut f, node, cfg, uptime_ms);
+            server_stats(&mut f, node, cfg, shell);
             f.insert("connections".into(), Value::Array(connections(node, false)));
             f.insert("secure_connections".into(), json!([]));
         }
@@ -254,8 +261,8 @@ fn last_snapshot(f: &mut Map<String, Value>, cfg: &Config) {
     f.insert("timestamp".into(), json!(secs));
 }
 
-fn monitor(f: &mut Map<String, Value>, node: &Node, uptime_ms: u64) {
-    for (k, v) in fourlw::monitor_rows(node, uptime_ms) {
+fn monitor(f: &mut Map<String, Value>, node: &Node, shell: &ShellMetrics) {
+    for (k, v) in fourlw::monitor_rows(node, shell) {
         let k = k.as_str();
         let value = match v {
             Metric::Int(i) => json!(i),
@@ -284,7 +291,7 @@ fn peer_state(node: &Node) -> Option<String> {
     Some(format!("{state} - {phase}"))
 }
 
-fn server_stats(f: &mut Map<String, Value>, node: &Node, cfg: &Config, uptime_ms: u64) {
+fn server_stats(f: &mut Map<String, Value>, node: &Node, cfg: &Config, shell: &ShellMetrics) {
     let s = node.stats();
     f.insert("version".into(), json!(format!("{ZK_VERSION}, built on {BUILT_ON}")));
     f.insert("read_only".into(), json!(node.read_only()));
@@ -300,7 +307,7 @@ fn server_stats(f: &mut Map<String, Value>, node: &Node, cfg: &Config, uptime_ms
         "max_latency": s.latency.max_ms,
         "min_latency": s.latency.min(),
         "num_alive_client_connections": s.connections,
-        "uptime": uptime_ms,
+        "uptime": shell.uptime_ms(),
     });
     f.insert("server_stats".into(), stats);
     f.insert("node_count".into(), json!(s.node_count));
