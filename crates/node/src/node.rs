@@ -184,6 +184,7 @@ pub struct Node {
     pub(crate) now: Clock,
     last_reap_ms: u64,
     pub(crate) latency: Latency,
+    pub(crate) counters: crate::stats::Counters,
     pub(crate) read_latency: crate::stats::Summary,
     pub(crate) update_latency: crate::stats::Summary,
     /// Standalone, or a member of an ensemble.
@@ -208,6 +209,7 @@ impl Node {
             now,
             last_reap_ms: now.mono_ms,
             latency: Latency::default(),
+            counters: Default::default(),
             read_latency: Default::default(),
             update_latency: Default::default(),
             mode: Mode::Standalone { in_flight: VecDeque::new() },
@@ -289,6 +291,7 @@ impl Node {
         x509: Option<String>,
         out: &mut Vec<Output>,
     ) {
+        self.counters.connection_request_count += 1;
         let mut c = Conn::new(addr);
         if let Some(dn) = x509 {
             // X509AuthenticationProvider: the certificate's subject, and super when it is the

@@ -117,6 +117,16 @@ impl Summary {
     }
 }
 
+/// ZooKeeper's counters this node keeps: they only grow (`srst` leaves them, as it leaves
+/// ZooKeeper's Prometheus counters).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// ConnectRequests received (`connection_request_count`).
+    pub connection_request_count: u64,
+    /// Times this server went LOOKING, its start included (`looking_count`).
+    pub looking_count: u64,
+}
+
 /// A snapshot of the node's counters.
 #[derive(Debug, Clone)]
 pub struct NodeStats {
@@ -190,6 +200,11 @@ impl Node {
             .collect();
         v.sort_by_key(|c| c.conn);
         v
+    }
+
+    /// ZooKeeper's counters this node keeps.
+    pub fn counters(&self) -> Counters {
+        self.counters
     }
 
     /// The `readlatency` and `updatelatency` summaries.

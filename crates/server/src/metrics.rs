@@ -40,6 +40,8 @@ impl ShellMetrics {
 /// One metric's value when read.
 pub(crate) enum Family<'a> {
     Gauge(Metric),
+    /// Only grows (Prometheus type `counter`, without `_total`, as simpleclient 0.9 wrote it).
+    Counter(u64),
     /// A summary; `advanced` ones also report p50/p95/p99/p999 in `mntr` and the 0.9 and 0.99
     /// quantiles in Prometheus (ZooKeeper's `SummaryLevel.ADVANCED`).
     Summary {
@@ -53,6 +55,7 @@ impl Family<'_> {
     pub(crate) fn expand(&self, name: &str, rows: &mut Vec<(String, Metric)>) {
         match self {
             Family::Gauge(v) => rows.push((name.to_string(), v.clone())),
+            Family::Counter(n) => rows.push((name.to_string(), Metric::Int(i64::try_from(*n).unwrap_or(i64::MAX)))),
             Family::Summary { summary: s, advanced } => {
                 let int = |v: u64| Metric::Int(i64::try_from(v).unwrap_or(i64::MAX));
                 rows.push((format!("avg_{name}"), Metric::Float(s.avg())));
@@ -93,6 +96,9 @@ pub(crate) fn families<'a>(node: &'a Node, shell: &'a ShellMetrics) -> Vec<(&'st
         ("approximate_data_size", int(s.approximate_data_size)),
         ("global_sessions", int(s.sessions as u64)),
     ];
+    let c = node.counters();
+    v.push(("connection_request_count", Family::Counter(c.connection_request_count)));
+    v.push(("looking_count", Family::Counter(c.looking_count)));
     if let Some(n) = node.quorum_size() {
         v.push(("quorum_size", int(n as u64)));
     }
@@ -128,6 +134,9 @@ pub(crate) fn prometheus_text(node: &Node, shell: &ShellMetrics) -> String {
                     Metric::Text(_) => continue,
                 };
                 let _ = write!(out, "# HELP {name} {name}\n# TYPE {name} gauge\n{name} {}\n", double(value));
+            }
+            Family::Counter(n) => {
+                let _ = write!(out, "# HELP {name} {name}\n# TYPE {name} counter\n{name} {}\n", double(n as f64));
             }
             Family::Summary { summary, advanced } => {
                 let _ = write!(out, "# HELP {name} {name}\n# TYPE {name} summary\n");

@@ -337,6 +337,10 @@ async fn prometheus_metrics_carry_zookeepers_names_and_mntrs_figures() {
     assert_eq!(sample("readlatency_count"), mntr_value("cnt_readlatency"));
     assert!(sample("readlatency_count") >= 5.0, "five reads counted");
     assert!(sample("updatelatency_count") >= 1.0, "the create counted");
+    // Counters: the type, and this test's own ConnectRequest; a standalone server never looks.
+    assert!(text.contains("# TYPE connection_request_count counter\n"), "{text}");
+    assert!(sample("connection_request_count") >= 1.0);
+    assert_eq!(sample("looking_count"), 0.0);
     // The transaction log's fsyncs (forceSync is on): a BASIC summary, one quantile.
     assert!(text.contains("# TYPE fsynctime summary\nfsynctime{quantile=\"0.5\",} "), "{text}");
     assert!(sample("fsynctime_count") >= 1.0, "the create's fsync counted");

@@ -280,6 +280,8 @@ async fn an_observer_syncs_forwards_writes_and_reports_its_mode() {
     for m in &members {
         let mntr = four_letter(m.addr, "mntr").await;
         assert!(mntr.contains("zk_quorum_size\t3\n"), "server {}: {mntr}", m.id);
+        let looking: u64 = mntr.lines().find_map(|l| l.strip_prefix("zk_looking_count\t")).unwrap().parse().unwrap();
+        assert!(looking >= 1, "server {} went LOOKING at start: {mntr}", m.id);
         if mntr.contains("zk_server_state\tleader") {
             leaders += 1;
             for line in

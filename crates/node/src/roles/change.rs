@@ -38,8 +38,12 @@ impl Node {
             // Its GoLooking is the reason we are here; nothing to carry out.
             l.step_down("role change", &mut Vec::new());
         }
+        let was_looking = matches!(q.machine, Machine::Looking);
         q.machine = Machine::Looking;
         q.looking_since_ms = now_ms;
+        if !was_looking {
+            self.counters.looking_count += 1;
+        }
     }
 
     pub(super) fn leave_role(&mut self, out: &mut Vec<Output>) {

@@ -231,6 +231,8 @@ impl Node {
     /// goes into the top byte of the session ids this server hands out).
     pub fn new_quorum(cfg: crate::NodeConfig, setup: QuorumSetup, now: crate::Clock) -> Self {
         let mut node = Node::new(cfg, now);
+        // A member starts LOOKING.
+        node.counters.looking_count = 1;
         node.mode = Mode::Ensemble(Box::new(Quorum {
             accepted_epoch: setup.accepted_epoch,
             current_epoch: setup.current_epoch,
