@@ -90,6 +90,46 @@ impl DataDir {
         Ok(Recovered { tree, sessions, snapshot, snapshot_zxid, txns_after_snapshot, log })
     }
 
+    /// The tree and sessions [`recover`](Self::recover) would rebuild, without changing anything
+    /// on disk: no unfinished snapshot is removed, a torn record at the end of the newest log is
+    /// left (the records before it are used), and no log is opened for writing. For tools that
+    /// read a directory a server may be using (`warden data export`, `warden data diff`).
+    pub fn load_read_only(&self) -> Result<(DataTree, Vec<(i64, i32)>), StorageError> {
+        let fs = self.fs();
+        let mut loaded = None;
+        for path in self.find_valid_snapshots().iter().take(SNAPSHOTS_TRIED) {
+            match read_snapshot(fs, path).and_then(|s| {
+                let zxid = s.zxid;
+                s.into_tree(path).map(|(tree, sessions)| (tree, sessions, zxid))
+            }) {
+                Ok(snap) => {
+                    loaded = Some(snap);
+                    break;
+                }
+                Err(e) => tracing::warn!(file = %path.display(), error = %e, "skipping unreadable snapshot"),
+            }
+        }
+        let (mut tree, mut sessions, snapshot_zxid) = match loaded {
+            Some(snap) => snap,
+            None if !snapshot_files(fs, &self.snap_dir()).is_empty() => {
+                let reason = "no snapshot file could be read".to_string();
+                return Err(StorageError::NoValidSnapshot { dir: self.snap_dir(), reason });
+            }
+            None => (DataTree::new(), Vec::new(), 0),
+        };
+        let log_dir = self.log_dir();
+        let read = match fs.list_dir(&log_dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Default::default(),
+            _ => crate::txn_log::read_logs_after(fs, &log_dir, snapshot_zxid)?,
+        };
+        check_no_gap(&log_dir, snapshot_zxid, &read.txns)?;
+        for (hdr, txn) in &read.txns {
+            tree.apply(hdr, txn);
+            track_sessions(&mut sessions, hdr, txn);
+        }
+        Ok((tree, sessions))
+    }
+
     /// Deletes old snapshots and logs like ZooKeeper's `PurgeTxnLog.purge`: keeps the newest
     /// `keep` valid snapshots (at least 3), every file named with a zxid at or above the oldest
     /// kept snapshot's, and the newest log file starting at or before it (it may hold the txns

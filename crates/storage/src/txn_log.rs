@@ -87,31 +87,12 @@ impl DataDir {
         let fs = self.shared_fs();
         let dir = self.log_dir();
         fs.create_dir_all(&dir).map_err(StorageError::io("create directory", &dir))?;
-        let files = list_log_files(&*fs, &dir)?;
-        let first = files.windows(2).take_while(|w| w[1].0 <= after_zxid.saturating_add(1)).count();
-        let mut txns: Vec<(TxnHeader, Txn)> = Vec::new();
-        let mut last = None;
-        let mut recovered_tail = None;
-        for (i, (_, path)) in files.iter().enumerate().skip(first) {
-            let buf = fs.read(path).map_err(StorageError::io("read", path))?;
-            let parsed = parse_file(path, &buf)?;
-            drop(buf);
-            for rec in parsed.records {
-                check_order(path, rec.offset, last, rec.hdr.zxid)?;
-                last = Some(rec.hdr.zxid);
-                if rec.hdr.zxid > after_zxid {
-                    txns.push((rec.hdr, rec.txn));
-                }
-            }
-            if let FileEnd::Torn { offset, reason } = parsed.end {
-                if i + 1 != files.len() {
-                    let reason = format!("{reason} (damage at the end of a log file that is not the newest)");
-                    return Err(StorageError::Corrupt { file: path.clone(), offset, reason });
-                }
-                recovered_tail = Some(repair_tail(&*fs, &dir, path, offset, &reason)?);
-            }
-        }
-        let last_zxid = last.unwrap_or(0);
+        let read = read_logs_after(&*fs, &dir, after_zxid)?;
+        let recovered_tail = match &read.torn_newest {
+            Some((path, offset, reason)) => Some(repair_tail(&*fs, &dir, path, *offset, reason)?),
+            None => None,
+        };
+        let (txns, last_zxid) = (read.txns, read.last.unwrap_or(0));
         let log = TxnLog {
             fs,
             dir,
@@ -125,6 +106,45 @@ impl DataDir {
         };
         Ok((log, txns))
     }
+}
+
+/// What the log files above a zxid hold.
+#[derive(Default)]
+pub(crate) struct LogsRead {
+    pub txns: Vec<(TxnHeader, Txn)>,
+    /// The last zxid of any record read (also at or below `after_zxid`).
+    pub last: Option<i64>,
+    /// A torn record at the end of the newest file: (file, offset, why). Recovery truncates it.
+    pub torn_newest: Option<(PathBuf, u64, String)>,
+}
+
+/// Reads the log files of `dir` that may hold records above `after_zxid`, in zxid order, and
+/// returns those records; changes nothing on disk. Damage anywhere but at the end of the newest
+/// file is an error.
+pub(crate) fn read_logs_after(fs: &dyn Fs, dir: &Path, after_zxid: i64) -> Result<LogsRead, StorageError> {
+    let files = list_log_files(fs, dir)?;
+    let first = files.windows(2).take_while(|w| w[1].0 <= after_zxid.saturating_add(1)).count();
+    let mut read = LogsRead { txns: Vec::new(), last: None, torn_newest: None };
+    for (i, (_, path)) in files.iter().enumerate().skip(first) {
+        let buf = fs.read(path).map_err(StorageError::io("read", path))?;
+        let parsed = parse_file(path, &buf)?;
+        drop(buf);
+        for rec in parsed.records {
+            check_order(path, rec.offset, read.last, rec.hdr.zxid)?;
+            read.last = Some(rec.hdr.zxid);
+            if rec.hdr.zxid > after_zxid {
+                read.txns.push((rec.hdr, rec.txn));
+            }
+        }
+        if let FileEnd::Torn { offset, reason } = parsed.end {
+            if i + 1 != files.len() {
+                let reason = format!("{reason} (damage at the end of a log file that is not the newest)");
+                return Err(StorageError::Corrupt { file: path.clone(), offset, reason });
+            }
+            read.torn_newest = Some((path.clone(), offset, reason));
+        }
+    }
+    Ok(read)
 }
 
 impl TxnLog {

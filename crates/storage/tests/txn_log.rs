@@ -457,3 +457,27 @@ fn padding_ahead_stays_sparse_while_syncs_are_large() {
     let (_, back) = open(dir.path(), 64 << 20).unwrap();
     assert_eq!(back, (1..z).map(record).collect::<Vec<_>>());
 }
+
+/// `load_read_only` (`warden data export` / `diff` beside a running server) gives the tree that
+/// recovery would, and leaves the files as they were: a torn last record stays on disk (the
+/// records before it are used), and nothing is created in a directory without a log.
+#[test]
+fn a_read_only_load_sees_what_recovery_sees_and_changes_nothing() {
+    let n = 6;
+    let (dir, file, last_start) = one_file_log(n);
+    let mut bytes = fs::read(&file).unwrap();
+    bytes.truncate(last_start as usize + 3);
+    fs::write(&file, &bytes).unwrap();
+    let data = DataDir::real(dir.path(), dir.path());
+    let (tree, _) = data.load_read_only().unwrap();
+    assert_eq!(tree.last_processed_zxid(), n - 1, "the records before the torn one");
+    assert_eq!(fs::read(&file).unwrap(), bytes, "the torn tail is left for the server's own recovery");
+    let recovered = data.recover(0).unwrap();
+    assert_eq!(recovered.tree.last_processed_zxid(), tree.last_processed_zxid());
+    assert_eq!(recovered.tree.paths(), tree.paths());
+
+    let empty = tempfile::tempdir().unwrap();
+    let (tree, sessions) = DataDir::real(empty.path(), empty.path()).load_read_only().unwrap();
+    assert_eq!((tree.last_processed_zxid(), sessions.len()), (0, 0));
+    assert!(!empty.path().join("version-2").exists(), "nothing created");
+}

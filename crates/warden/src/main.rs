@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use warden_server::{Config, Server};
 
 mod bench;
+mod data_export;
 mod data_tools;
 mod floor;
 
@@ -49,6 +50,39 @@ enum DataCommand {
         /// The dataLogDir, when logs live apart from snapshots.
         #[arg(long)]
         log_dir: Option<PathBuf>,
+    },
+    /// Print every znode of a data directory as JSON lines (path, data in base64, ACL, Stat),
+    /// reading it without changing it (a running server may own it).
+    Export {
+        /// The dataDir (holding `version-2/`).
+        data_dir: PathBuf,
+        /// The dataLogDir, when it differs.
+        #[arg(long)]
+        log_dir: Option<PathBuf>,
+    },
+    /// Write the JSON lines of `export` (from FILE, or `-` for standard input) as one snapshot
+    /// into an empty data directory, which Warden or Apache ZooKeeper can then start from.
+    Import {
+        file: PathBuf,
+        /// The dataDir to write into (its `version-2/` must hold no snapshot or log).
+        data_dir: PathBuf,
+        /// Keep ephemeral nodes (their sessions are not carried over: nothing would remove them).
+        #[arg(long)]
+        keep_ephemerals: bool,
+    },
+    /// Compare two trees, each a data directory or a live server (`host:port[,...]`); prints
+    /// `< path` (left only), `> path` (right only), `! path (data, acl, stat)`; exits 1 when they
+    /// differ.
+    Diff {
+        left: String,
+        right: String,
+        /// Compare Stats too (czxid, versions, times, ...), not only data and ACLs.
+        #[arg(long)]
+        stat: bool,
+        /// Authenticate to a live server first (`scheme:credentials`, e.g. `digest:user:password`,
+        /// as zkCli's addauth); repeatable.
+        #[arg(long)]
+        auth: Vec<String>,
     },
 }
 
@@ -134,12 +168,57 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
+/// The records of a data directory (an existing path) or a live server (anything else).
+fn tree_records(what: &str, auth: &[String]) -> anyhow::Result<Vec<data_export::NodeRecord>> {
+    if std::path::Path::new(what).is_dir() {
+        return Ok(data_export::records(&data_export::load(std::path::Path::new(what), None)?));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(data_export::live_records(what, auth))
+}
+
+fn data_diff(left: &str, right: &str, stat: bool, auth: &[String]) -> anyhow::Result<Vec<data_export::Difference>> {
+    Ok(data_export::diff(&tree_records(left, auth)?, &tree_records(right, auth)?, stat))
+}
+
 #[inline(never)]
 fn data(cmd: DataCommand) -> anyhow::Result<()> {
     let text = match cmd {
         DataCommand::Log { file } => data_tools::print_log(&file)?,
         DataCommand::Snapshot { file, data } => data_tools::print_snapshot(&file, data)?,
         DataCommand::Verify { data_dir, log_dir } => data_tools::verify(&data_dir, log_dir.as_deref())?,
+        DataCommand::Export { data_dir, log_dir } => {
+            let stdout = std::io::stdout();
+            let n = data_export::export(&data_dir, log_dir.as_deref(), &mut stdout.lock())?;
+            eprintln!("{n} znodes exported");
+            return Ok(());
+        }
+        DataCommand::Import { file, data_dir, keep_ephemerals } => {
+            let done = if file.as_os_str() == "-" {
+                data_export::import(&mut std::io::stdin().lock(), &data_dir, keep_ephemerals)?
+            } else {
+                let f = std::fs::File::open(&file).with_context(|| format!("opening {}", file.display()))?;
+                data_export::import(&mut std::io::BufReader::new(f), &data_dir, keep_ephemerals)?
+            };
+            format!(
+                "{} znodes written to {} (zxid {:#x}); {} ephemeral znodes left out\n",
+                done.nodes,
+                done.file.display(),
+                done.zxid,
+                done.skipped_ephemerals
+            )
+        }
+        DataCommand::Diff { left, right, stat, auth } => {
+            let differences = data_diff(&left, &right, stat, &auth)?;
+            for d in &differences {
+                println!("{d}");
+            }
+            if !differences.is_empty() {
+                eprintln!("{} differences", differences.len());
+                std::process::exit(1);
+            }
+            "the trees are equal\n".to_string()
+        }
     };
     print!("{text}");
     Ok(())
