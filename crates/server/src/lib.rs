@@ -101,12 +101,13 @@ impl Server {
         let recovered = data.recover(cfg.pre_alloc_bytes).with_context(|| {
             format!("recovering {} (logs in {})", cfg.data_dir.display(), cfg.data_log_dir.display())
         })?;
+        let dbinit = started.elapsed();
         tracing::info!(
             snapshot = ?recovered.snapshot,
             txns_replayed = recovered.txns_after_snapshot.len(),
             zxid = format_args!("{:#x}", recovered.tree.last_processed_zxid()),
             nodes = recovered.tree.znode_count(),
-            ms = started.elapsed().as_millis() as u64,
+            ms = dbinit.as_millis() as u64,
             "recovered data"
         );
         let cfg = Arc::new(cfg);
@@ -133,6 +134,7 @@ impl Server {
         let mut owner = owner::Owner::new(cfg.clone(), events_rx, shutdown_rx.clone(), storage, snapshots, quorum);
         let snapshot_zxid = recovered.snapshot.is_some().then_some(recovered.snapshot_zxid);
         owner.restore(recovered.tree, &recovered.sessions, recovered.txns_after_snapshot, snapshot_zxid);
+        owner.record_dbinit(dbinit);
         let owner_task = tokio::spawn(owner.run());
         let admin_addr = match admin::bind(&cfg.admin).await {
             Some(l) => {

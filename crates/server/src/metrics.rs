@@ -20,11 +20,20 @@ use crate::fourlw::Metric;
 pub(crate) struct ShellMetrics {
     started: std::time::Instant,
     pub fsync: Summary,
+    /// Snapshot writes (`snapshottime`), taken from the snapshot thread.
+    pub snapshot: Summary,
+    /// Loading the data at start-up (`dbinittime`).
+    pub dbinit: Summary,
 }
 
 impl ShellMetrics {
     pub(crate) fn new() -> Self {
-        Self { started: std::time::Instant::now(), fsync: Summary::default() }
+        Self {
+            started: std::time::Instant::now(),
+            fsync: Summary::default(),
+            snapshot: Summary::default(),
+            dbinit: Summary::default(),
+        }
     }
 
     pub(crate) fn uptime_ms(&self) -> u64 {
@@ -34,6 +43,8 @@ impl ShellMetrics {
     /// `srst`: ZooKeeper's default provider resets its summaries too.
     pub(crate) fn reset(&mut self) {
         self.fsync.reset();
+        self.snapshot.reset();
+        self.dbinit.reset();
     }
 }
 
@@ -112,6 +123,8 @@ pub(crate) fn families<'a>(node: &'a Node, shell: &'a ShellMetrics) -> Vec<(&'st
         v.push((name, Family::Summary { summary, advanced: true }));
     }
     v.push(("fsynctime", Family::Summary { summary: &shell.fsync, advanced: false }));
+    v.push(("snapshottime", Family::Summary { summary: &shell.snapshot, advanced: false }));
+    v.push(("dbinittime", Family::Summary { summary: &shell.dbinit, advanced: false }));
     v
 }
 

@@ -360,6 +360,7 @@ impl Owner {
         match cmd {
             Command::Store { op, may_inline } => self.store(op, may_inline).await,
             Command::Snapshot { tree, sessions, zxid } => {
+                self.collect_snapshot_time();
                 match self.snapshots.try_start(|| SnapshotJob { tree, sessions, zxid }) {
                     Start::Started => {}
                     Start::Busy => tracing::warn!("too busy to snapshot; skipping"),
@@ -413,6 +414,19 @@ impl Owner {
                 self.route();
             }
         }
+    }
+
+    /// Counts the snapshot written since the last look in `snapshottime` (before a new one
+    /// starts, and before the metrics are read, so none is missed).
+    fn collect_snapshot_time(&mut self) {
+        if let Some(ms) = self.snapshots.take_written_ms() {
+            self.metrics.snapshot.record(ms);
+        }
+    }
+
+    /// `dbinittime`: how long loading the data took at start-up.
+    pub(crate) fn record_dbinit(&mut self, took: std::time::Duration) {
+        self.metrics.dbinit.record(took.as_millis() as u64);
     }
 
     /// Counts a transaction-log fsync in `fsynctime`.
@@ -492,6 +506,7 @@ impl Owner {
                 self.step(DriverEvent::Synced(report))
             }
             Event::FourLetter { cmd, reply } => {
+                self.collect_snapshot_time();
                 if matches!(cmd.name(), "srst" | "crst") {
                     self.metrics.reset();
                 }
@@ -499,9 +514,11 @@ impl Owner {
                 let _ = reply.send(text);
             }
             Event::Metrics { reply } => {
+                self.collect_snapshot_time();
                 let _ = reply.send(crate::metrics::prometheus_text(self.driver.node(), &self.metrics));
             }
             Event::Admin { cmd, args, reply } => {
+                self.collect_snapshot_time();
                 if matches!(cmd.name, "stat_reset" | "connection_stat_reset") {
                     self.metrics.reset();
                 }

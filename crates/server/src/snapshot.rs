@@ -38,6 +38,9 @@ pub(crate) struct Snapshots {
     jobs: mpsc::Sender<SnapshotJob>,
     /// Set by `try_start`, cleared by the thread once the job is written, purged and dropped.
     busy: Arc<AtomicBool>,
+    /// How long the last successful snapshot took to write (ms), until the owner takes it
+    /// (`u64::MAX`: none new). One job at a time, so none is overwritten before it is taken.
+    written_ms: Arc<AtomicU64>,
 }
 
 /// What `Snapshots::try_start` did.
@@ -51,6 +54,11 @@ pub(crate) enum Start {
 }
 
 impl Snapshots {
+    /// How long the snapshot written since the last call took (ZooKeeper's `snapshottime`).
+    pub fn take_written_ms(&self) -> Option<u64> {
+        Some(self.written_ms.swap(u64::MAX, Ordering::AcqRel)).filter(|&ms| ms != u64::MAX)
+    }
+
     /// Builds the job and hands it to the thread, unless the thread still has one.
     pub fn try_start(&self, job: impl FnOnce() -> SnapshotJob) -> Start {
         if self.busy.swap(true, Ordering::AcqRel) {
@@ -74,7 +82,8 @@ pub(crate) fn spawn(
 ) -> std::io::Result<(Snapshots, JoinHandle<()>)> {
     let (tx, mut jobs) = mpsc::channel::<SnapshotJob>(1);
     let busy = Arc::new(AtomicBool::new(false));
-    let handle = Snapshots { jobs: tx, busy: busy.clone() };
+    let written_ms = Arc::new(AtomicU64::new(u64::MAX));
+    let handle = Snapshots { jobs: tx, busy: busy.clone(), written_ms: written_ms.clone() };
     let thread = std::thread::Builder::new().name("warden-snapshot".into()).spawn(move || {
         lower_priority();
         while let Some(job) = jobs.blocking_recv() {
@@ -92,6 +101,7 @@ pub(crate) fn spawn(
                 SnapshotOptions { pace: Some(&mut pace), ..Default::default() },
             ) {
                 Ok(path) => {
+                    written_ms.store(started.elapsed().as_millis() as u64, Ordering::Release);
                     tracing::info!(
                         file = %path.display(),
                         nodes = job.tree.znode_count(),

@@ -303,6 +303,8 @@ async fn prometheus_metrics_carry_zookeepers_names_and_mntrs_figures() {
     let srv = TestServer::start_with(|c| {
         c.metrics_provider = warden_server::config::MetricsProvider::Prometheus;
         c.metrics = warden_server::admin::MetricsSettings { address: "127.0.0.1".parse().unwrap(), port };
+        // A snapshot every few txns, for snapshottime.
+        c.snap_count = 2;
     })
     .await;
     let client = srv.client().await;
@@ -346,6 +348,25 @@ async fn prometheus_metrics_carry_zookeepers_names_and_mntrs_figures() {
     assert!(sample("fsynctime_count") >= 1.0, "the create's fsync counted");
     assert_eq!(sample("fsynctime_count"), mntr_value("cnt_fsynctime"));
     assert!(!mntr.contains("zk_p99_fsynctime"), "fsynctime is a BASIC summary in ZooKeeper");
+    // Loading the data at start-up, once; snapshot writes as the snapshot thread finishes them.
+    assert_eq!(sample("dbinittime_count"), 1.0);
+    assert_eq!(mntr_value("cnt_dbinittime"), 1.0);
+    for i in 0..10 {
+        client
+            .create(&format!("/p/{i}"), b"v", &CreateMode::Persistent.with_acls(zk::Acls::anyone_all()))
+            .await
+            .unwrap();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, text) = tokio::task::spawn_blocking(move || get(addr, "/metrics")).await.unwrap();
+        let count = text.lines().find_map(|l| l.strip_prefix("snapshottime_count ")).map(|v| v.parse::<f64>().unwrap());
+        if count.is_some_and(|c| c >= 1.0) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no snapshot counted in snapshottime:\n{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     // Not serving version or state (not metrics in ZooKeeper either), and only /metrics.
     assert!(!text.contains("version"));
     let (status, _) = tokio::task::spawn_blocking(move || get(addr, "/")).await.unwrap();
