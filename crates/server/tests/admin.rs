@@ -264,7 +264,12 @@ fn same_shape(what: &str, z: &Value, w: &Value, ordered: bool) {
         (Value::Object(zm), Value::Object(wm)) => {
             let data_keyed = zm.keys().chain(wm.keys()).any(|k| k.starts_with('/') || k.parse::<i64>().is_ok());
             if data_keyed {
-                assert_eq!(zm.len(), wm.len(), "{what}: entries\nZK: {zs}\nWarden: {ws}");
+                // ZooKeeper's session expiry map keeps a bucket a session moved out of (an empty
+                // list) until its time passes; count the entries that hold something.
+                let held = |m: &serde_json::Map<String, Value>| {
+                    m.values().filter(|v| v.as_array().is_none_or(|a| !a.is_empty())).count()
+                };
+                assert_eq!(held(zm), held(wm), "{what}: entries\nZK: {zs}\nWarden: {ws}");
                 if let (Some(zv), Some(wv)) = (zm.values().next(), wm.values().next()) {
                     same_shape(&format!("{what}[*]"), zv, wv, ordered);
                 }
