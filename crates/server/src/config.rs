@@ -589,6 +589,12 @@ pub enum MetricsProvider {
     Prometheus,
 }
 
+/// The JVM command line a ZooKeeper start script would pass: `$SERVER_JVMFLAGS $JVMFLAGS`
+/// (zkServer.sh's order, so a later flag wins).
+pub fn jvm_flags_from_env() -> String {
+    ["SERVER_JVMFLAGS", "JVMFLAGS"].map(|v| std::env::var(v).unwrap_or_default()).join(" ")
+}
+
 fn parse_bool(v: &str) -> bool {
     v.eq_ignore_ascii_case("true") || v.eq_ignore_ascii_case("yes")
 }

@@ -26,7 +26,7 @@ pub(crate) fn mode(node: &Node) -> &'static str {
 }
 
 /// Runs one command against the node and returns the text to send before closing.
-pub(crate) fn run(cmd: FourLetterWord, node: &mut Node, cfg: &Config, shell: &ShellMetrics) -> String {
+pub(crate) fn run(cmd: FourLetterWord, node: &mut Node, cfg: &Config, shell: &mut ShellMetrics) -> String {
     let not_serving = !node.serving() && !node.read_only();
     match cmd.name() {
         "ruok" => "imok".into(),
@@ -42,11 +42,11 @@ pub(crate) fn run(cmd: FourLetterWord, node: &mut Node, cfg: &Config, shell: &Sh
         "conf" => configuration(cfg),
         "cons" => connections(node),
         "crst" => {
-            node.reset_stats();
+            reset_stats(node, shell);
             "Connection stats reset.\n".into()
         }
         "srst" => {
-            node.reset_stats();
+            reset_stats(node, shell);
             "Server stats reset.\n".into()
         }
         "mntr" => monitor(node, shell),
@@ -60,8 +60,20 @@ pub(crate) fn run(cmd: FourLetterWord, node: &mut Node, cfg: &Config, shell: &Sh
     }
 }
 
+/// `srst` / `crst` and their admin commands: the node's counters and the summaries the owner
+/// keeps (ZooKeeper's default provider resets its summaries too).
+pub(crate) fn reset_stats(node: &mut Node, shell: &mut ShellMetrics) {
+    node.reset_stats();
+    shell.reset();
+}
+
+/// The version as `srvr`, `mntr`, `envi` and their admin commands report it.
+pub(crate) fn version() -> String {
+    format!("{ZK_VERSION}, built on {BUILT_ON}")
+}
+
 pub(crate) fn version_line() -> String {
-    format!("Zookeeper version: {ZK_VERSION}, built on {BUILT_ON}")
+    format!("Zookeeper version: {}", version())
 }
 
 fn server_stats(node: &Node, with_clients: bool) -> String {
@@ -100,7 +112,7 @@ fn environment(cfg: &Config) -> String {
 /// ZooKeeper) carries the process's resident memory.
 pub(crate) fn environment_rows(cfg: &Config) -> Vec<(&'static str, String)> {
     let mut rows = vec![
-        ("zookeeper.version", format!("{ZK_VERSION}, built on {BUILT_ON}")),
+        ("zookeeper.version", version()),
         ("host.name", std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into())),
         ("warden.version", env!("CARGO_PKG_VERSION").into()),
         ("os.name", if cfg!(target_os = "linux") { "Linux".into() } else { std::env::consts::OS.into() }),
@@ -170,6 +182,13 @@ pub(crate) enum Metric {
     Text(String),
 }
 
+impl Metric {
+    /// A count (u64) as `mntr` prints it, saturating at `i64::MAX`.
+    pub(crate) fn count(v: u64) -> Metric {
+        Metric::Int(i64::try_from(v).unwrap_or(i64::MAX))
+    }
+}
+
 impl std::fmt::Display for Metric {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -185,7 +204,7 @@ impl std::fmt::Display for Metric {
 /// [`crate::metrics::families`] (summaries expanded as ZooKeeper's default provider does).
 pub(crate) fn monitor_rows(node: &Node, shell: &ShellMetrics) -> Vec<(String, Metric)> {
     let mut rows = vec![
-        ("version".to_string(), Metric::Text(format!("{ZK_VERSION}, built on {BUILT_ON}"))),
+        ("version".to_string(), Metric::Text(version())),
         ("server_state".to_string(), Metric::Text(mode(node).into())),
     ];
     for (name, family) in crate::metrics::families(node, shell) {

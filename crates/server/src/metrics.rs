@@ -66,9 +66,9 @@ impl Family<'_> {
     pub(crate) fn expand(&self, name: &str, rows: &mut Vec<(String, Metric)>) {
         match self {
             Family::Gauge(v) => rows.push((name.to_string(), v.clone())),
-            Family::Counter(n) => rows.push((name.to_string(), Metric::Int(i64::try_from(*n).unwrap_or(i64::MAX)))),
+            Family::Counter(n) => rows.push((name.to_string(), Metric::count(*n))),
             Family::Summary { summary: s, advanced } => {
-                let int = |v: u64| Metric::Int(i64::try_from(v).unwrap_or(i64::MAX));
+                let int = Metric::count;
                 rows.push((format!("avg_{name}"), Metric::Float(s.avg())));
                 rows.push((format!("min_{name}"), int(s.min)));
                 rows.push((format!("max_{name}"), int(s.max)));
@@ -87,7 +87,7 @@ impl Family<'_> {
 /// Every metric Warden reports, in a fixed order.
 pub(crate) fn families<'a>(node: &'a Node, shell: &'a ShellMetrics) -> Vec<(&'static str, Family<'a>)> {
     let s = node.stats();
-    let int = |v: u64| Family::Gauge(Metric::Int(i64::try_from(v).unwrap_or(i64::MAX)));
+    let int = |v: u64| Family::Gauge(Metric::count(v));
     let open_fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
     let mut v = vec![
         ("uptime", int(shell.uptime_ms())),

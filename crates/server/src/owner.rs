@@ -507,10 +507,7 @@ impl Owner {
             }
             Event::FourLetter { cmd, reply } => {
                 self.collect_snapshot_time();
-                if matches!(cmd.name(), "srst" | "crst") {
-                    self.metrics.reset();
-                }
-                let text = fourlw::run(cmd, self.driver.node_mut(), &self.cfg, &self.metrics);
+                let text = fourlw::run(cmd, self.driver.node_mut(), &self.cfg, &mut self.metrics);
                 let _ = reply.send(text);
             }
             Event::Metrics { reply } => {
@@ -519,10 +516,8 @@ impl Owner {
             }
             Event::Admin { cmd, args, reply } => {
                 self.collect_snapshot_time();
-                if matches!(cmd.name, "stat_reset" | "connection_stat_reset") {
-                    self.metrics.reset();
-                }
-                let answer = crate::admin::commands::run(cmd, &args, self.driver.node_mut(), &self.cfg, &self.metrics);
+                let answer =
+                    crate::admin::commands::run(cmd, &args, self.driver.node_mut(), &self.cfg, &mut self.metrics);
                 let _ = reply.send(answer);
             }
         }

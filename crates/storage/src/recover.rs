@@ -17,6 +17,26 @@ use crate::fs::Fs;
 use crate::snapshot::{read_snapshot, snapshot_files, sync_dir, zxid_from_name, SNAPSHOTS_TRIED};
 use crate::{DataDir, StorageError, TxnLog};
 
+/// A snapshot loaded into a tree.
+struct LoadedSnapshot {
+    file: PathBuf,
+    tree: DataTree,
+    sessions: Vec<(i64, i32)>,
+    zxid: i64,
+}
+
+/// Applies the log txns after the snapshot to its tree and sessions. Txns that no longer fit
+/// (over a fuzzy snapshot) change nothing, as in ZooKeeper.
+fn replay(tree: &mut DataTree, sessions: &mut Vec<(i64, i32)>, txns: &[(TxnHeader, Txn)]) {
+    for (hdr, txn) in txns {
+        let out = tree.apply(hdr, txn);
+        if let TxnResult::Error(code) = out.result {
+            tracing::debug!(zxid = hdr.zxid, ?code, "replayed txn did not apply (expected over a fuzzy snapshot)");
+        }
+        track_sessions(sessions, hdr, txn);
+    }
+}
+
 /// What `DataDir::recover` rebuilt.
 #[derive(Debug)]
 pub struct Recovered {
@@ -43,50 +63,14 @@ impl DataDir {
     /// fuzzy snapshots: `DataTree::apply` reports them and changes nothing. With no snapshot the
     /// whole log is replayed onto a fresh tree. The returned log keeps using this file system.
     pub fn recover(&self, pre_alloc_bytes: u64) -> Result<Recovered, StorageError> {
-        let fs = self.fs();
-        let snap_dir = self.snap_dir();
-        remove_unfinished_snapshots(fs, &snap_dir);
-        let candidates = self.find_valid_snapshots();
-        let mut loaded = None;
-        let mut failures = Vec::new();
-        for path in candidates.iter().take(SNAPSHOTS_TRIED) {
-            match read_snapshot(fs, path).and_then(|s| {
-                let zxid = s.zxid;
-                s.into_tree(path).map(|(tree, sessions)| (tree, sessions, zxid))
-            }) {
-                Ok(snap) => {
-                    loaded = Some((path.clone(), snap));
-                    break;
-                }
-                Err(e) => {
-                    tracing::warn!(file = %path.display(), error = %e, "skipping unreadable snapshot");
-                    failures.push(e.to_string());
-                }
-            }
-        }
-        if loaded.is_none() {
-            // Also when every snapshot failed the quick check: replaying the log onto an empty
-            // tree would silently drop what the snapshot held (purge may have removed those logs).
-            let all = snapshot_files(fs, &snap_dir);
-            if !all.is_empty() {
-                let names = all.iter().map(|(_, p)| p.display().to_string()).collect::<Vec<_>>().join(", ");
-                failures.push(format!("none of [{names}] is a complete snapshot"));
-                return Err(StorageError::NoValidSnapshot { dir: snap_dir, reason: failures.join("; ") });
-            }
-        }
-        let (snapshot, mut tree, mut sessions, snapshot_zxid) = match loaded {
-            Some((path, (tree, sessions, zxid))) => (Some(path), tree, sessions, zxid),
+        remove_unfinished_snapshots(self.fs(), &self.snap_dir());
+        let (snapshot, mut tree, mut sessions, snapshot_zxid) = match self.load_newest_snapshot()? {
+            Some(loaded) => (Some(loaded.file), loaded.tree, loaded.sessions, loaded.zxid),
             None => (None, DataTree::new(), Vec::new(), 0),
         };
         let (log, txns_after_snapshot) = self.open_log_after(pre_alloc_bytes, snapshot_zxid)?;
         check_no_gap(log.dir(), snapshot_zxid, &txns_after_snapshot)?;
-        for (hdr, txn) in &txns_after_snapshot {
-            let out = tree.apply(hdr, txn);
-            if let TxnResult::Error(code) = out.result {
-                tracing::debug!(zxid = hdr.zxid, ?code, "replayed txn did not apply (expected over a fuzzy snapshot)");
-            }
-            track_sessions(&mut sessions, hdr, txn);
-        }
+        replay(&mut tree, &mut sessions, &txns_after_snapshot);
         Ok(Recovered { tree, sessions, snapshot, snapshot_zxid, txns_after_snapshot, log })
     }
 
@@ -95,39 +79,49 @@ impl DataDir {
     /// left (the records before it are used), and no log is opened for writing. For tools that
     /// read a directory a server may be using (`warden data export`, `warden data diff`).
     pub fn load_read_only(&self) -> Result<(DataTree, Vec<(i64, i32)>), StorageError> {
+        let (mut tree, mut sessions, snapshot_zxid) = match self.load_newest_snapshot()? {
+            Some(loaded) => (loaded.tree, loaded.sessions, loaded.zxid),
+            None => (DataTree::new(), Vec::new(), 0),
+        };
+        let log_dir = self.log_dir();
+        let read = match self.fs().list_dir(&log_dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Default::default(),
+            _ => crate::txn_log::read_logs_after(self.fs(), &log_dir, snapshot_zxid)?,
+        };
+        check_no_gap(&log_dir, snapshot_zxid, &read.txns)?;
+        replay(&mut tree, &mut sessions, &read.txns);
+        Ok((tree, sessions))
+    }
+
+    /// The newest snapshot that loads, of the newest `SNAPSHOTS_TRIED` that pass the quick check
+    /// (a damaged one is skipped with a warning); `None` when there is no snapshot file. When
+    /// snapshot files exist and none loads, an error: replaying the log onto an empty tree would
+    /// silently drop what the snapshot held (purge may have removed those logs).
+    fn load_newest_snapshot(&self) -> Result<Option<LoadedSnapshot>, StorageError> {
         let fs = self.fs();
-        let mut loaded = None;
+        let mut failures = Vec::new();
         for path in self.find_valid_snapshots().iter().take(SNAPSHOTS_TRIED) {
             match read_snapshot(fs, path).and_then(|s| {
                 let zxid = s.zxid;
                 s.into_tree(path).map(|(tree, sessions)| (tree, sessions, zxid))
             }) {
-                Ok(snap) => {
-                    loaded = Some(snap);
-                    break;
+                Ok((tree, sessions, zxid)) => {
+                    return Ok(Some(LoadedSnapshot { file: path.clone(), tree, sessions, zxid }))
                 }
-                Err(e) => tracing::warn!(file = %path.display(), error = %e, "skipping unreadable snapshot"),
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), error = %e, "skipping unreadable snapshot");
+                    failures.push(e.to_string());
+                }
             }
         }
-        let (mut tree, mut sessions, snapshot_zxid) = match loaded {
-            Some(snap) => snap,
-            None if !snapshot_files(fs, &self.snap_dir()).is_empty() => {
-                let reason = "no snapshot file could be read".to_string();
-                return Err(StorageError::NoValidSnapshot { dir: self.snap_dir(), reason });
-            }
-            None => (DataTree::new(), Vec::new(), 0),
-        };
-        let log_dir = self.log_dir();
-        let read = match fs.list_dir(&log_dir) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Default::default(),
-            _ => crate::txn_log::read_logs_after(fs, &log_dir, snapshot_zxid)?,
-        };
-        check_no_gap(&log_dir, snapshot_zxid, &read.txns)?;
-        for (hdr, txn) in &read.txns {
-            tree.apply(hdr, txn);
-            track_sessions(&mut sessions, hdr, txn);
+        let snap_dir = self.snap_dir();
+        let all = snapshot_files(fs, &snap_dir);
+        if all.is_empty() {
+            return Ok(None);
         }
-        Ok((tree, sessions))
+        let names = all.iter().map(|(_, p)| p.display().to_string()).collect::<Vec<_>>().join(", ");
+        failures.push(format!("none of [{names}] is a complete snapshot"));
+        Err(StorageError::NoValidSnapshot { dir: snap_dir, reason: failures.join("; ") })
     }
 
     /// Deletes old snapshots and logs like ZooKeeper's `PurgeTxnLog.purge`: keeps the newest

@@ -111,26 +111,6 @@ pub fn load(data_dir: &Path, log_dir: Option<&Path>) -> anyhow::Result<DataTree>
     Ok(tree)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn acl(perms: i32, scheme: &str, id: &str) -> AclRecord {
-        AclRecord { perms, scheme: scheme.into(), id: id.into() }
-    }
-
-    #[test]
-    fn a_masked_digest_matches_its_user_only() {
-        let real = [acl(1, "digest", "bob:fyVmFCwVbTJYrznoSu1koqYEYF0=")];
-        assert!(same_acl(&real, &[acl(1, "digest", "bob:x")]));
-        assert!(same_acl(&[acl(1, "digest", "bob:x")], &real));
-        assert!(!same_acl(&real, &[acl(1, "digest", "eve:x")]));
-        assert!(!same_acl(&real, &[acl(31, "digest", "bob:x")]), "permissions still count");
-        assert!(!same_acl(&[acl(1, "ip", "10.0.0.1:x")], &[acl(1, "ip", "10.0.0.1:y")]));
-        assert!(!same_acl(&real, &[]));
-    }
-}
-
 /// `warden data export`: one JSON line per znode.
 pub fn export(data_dir: &Path, log_dir: Option<&Path>, out: &mut dyn Write) -> anyhow::Result<usize> {
     let tree = load(data_dir, log_dir)?;
@@ -379,4 +359,24 @@ pub async fn live_records(servers: &str, auth: &[String]) -> anyhow::Result<Vec<
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acl(perms: i32, scheme: &str, id: &str) -> AclRecord {
+        AclRecord { perms, scheme: scheme.into(), id: id.into() }
+    }
+
+    #[test]
+    fn a_masked_digest_matches_its_user_only() {
+        let real = [acl(1, "digest", "bob:fyVmFCwVbTJYrznoSu1koqYEYF0=")];
+        assert!(same_acl(&real, &[acl(1, "digest", "bob:x")]));
+        assert!(same_acl(&[acl(1, "digest", "bob:x")], &real));
+        assert!(!same_acl(&real, &[acl(1, "digest", "eve:x")]));
+        assert!(!same_acl(&real, &[acl(31, "digest", "bob:x")]), "permissions still count");
+        assert!(!same_acl(&[acl(1, "ip", "10.0.0.1:x")], &[acl(1, "ip", "10.0.0.1:y")]));
+        assert!(!same_acl(&real, &[]));
+    }
 }

@@ -242,9 +242,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(p) = args.port {
         cfg.client_port = p;
     }
+    // What a ZooKeeper start script would pass its JVM (zkServer.sh: the later flag wins).
+    let jvm_flags = warden_server::config::jvm_flags_from_env();
     {
-        let flags = ["SERVER_JVMFLAGS", "JVMFLAGS"].map(|v| std::env::var(v).unwrap_or_default()).join(" ");
-        let taken = cfg.apply_jvm_flags(&flags);
+        let taken = cfg.apply_jvm_flags(&jvm_flags);
         if !taken.is_empty() {
             tracing::info!(properties = ?taken, "settings from -D flags in SERVER_JVMFLAGS/JVMFLAGS");
         }
@@ -252,17 +253,14 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(j) = args.jaas {
         cfg.sasl.jaas_file = Some(j);
     } else if cfg.sasl.jaas_file.is_none() {
-        // zkServer.sh runs java with "$SERVER_JVMFLAGS $JVMFLAGS": the later flag wins.
-        let flags = ["SERVER_JVMFLAGS", "JVMFLAGS"].map(|v| std::env::var(v).unwrap_or_default()).join(" ");
-        if let Some(path) = warden_server::sasl::jaas::login_config_from_jvm_flags(&flags) {
+        if let Some(path) = warden_server::sasl::jaas::login_config_from_jvm_flags(&jvm_flags) {
             tracing::info!(%path, "JAAS file from -Djava.security.auth.login.config in SERVER_JVMFLAGS/JVMFLAGS");
             cfg.sasl.jaas_file = Some(PathBuf::from(path));
         }
     }
     // Process-wide settings (krb5's configuration and keytab variables) before any thread exists.
     if std::env::var_os("KRB5_CONFIG").is_none() {
-        let flags = ["SERVER_JVMFLAGS", "JVMFLAGS"].map(|v| std::env::var(v).unwrap_or_default()).join(" ");
-        if let Some(conf) = warden_server::sasl::jaas::jvm_property(&flags, "java.security.krb5.conf") {
+        if let Some(conf) = warden_server::sasl::jaas::jvm_property(&jvm_flags, "java.security.krb5.conf") {
             tracing::info!(%conf, "krb5 configuration from -Djava.security.krb5.conf in SERVER_JVMFLAGS/JVMFLAGS");
             std::env::set_var("KRB5_CONFIG", conf);
         }

@@ -11,9 +11,9 @@ use serde_json::{json, Map, Value};
 use warden_node::{Node, RoleKind};
 
 use crate::config::{Config, PeerRole};
+use crate::election::host_port;
 use crate::fourlw::{self, Metric};
 use crate::metrics::ShellMetrics;
-use crate::{BUILT_ON, ZK_VERSION};
 
 /// The error ZooKeeper answers for a command that needs a serving server.
 pub const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests";
@@ -105,7 +105,7 @@ pub(crate) fn run(
     args: &BTreeMap<String, String>,
     node: &mut Node,
     cfg: &Config,
-    shell: &ShellMetrics,
+    shell: &mut ShellMetrics,
 ) -> Answer {
     if let Some(why) = cmd.missing {
         return Answer::error(why);
@@ -116,7 +116,7 @@ pub(crate) fn run(
     let mut f = Map::new();
     match cmd.name {
         "configuration" => configuration(&mut f, cfg),
-        "connection_stat_reset" | "stat_reset" => node.reset_stats(),
+        "connection_stat_reset" | "stat_reset" => fourlw::reset_stats(node, shell),
         "connections" => {
             f.insert("connections".into(), Value::Array(connections(node, true)));
             f.insert("secure_connections".into(), json!([]));
@@ -293,7 +293,7 @@ fn peer_state(node: &Node) -> Option<String> {
 
 fn server_stats(f: &mut Map<String, Value>, node: &Node, cfg: &Config, shell: &ShellMetrics) {
     let s = node.stats();
-    f.insert("version".into(), json!(format!("{ZK_VERSION}, built on {BUILT_ON}")));
+    f.insert("version".into(), json!(fourlw::version()));
     f.insert("read_only".into(), json!(node.read_only()));
     let stats = json!({
         "packets_sent": s.sent,
@@ -317,7 +317,7 @@ fn server_stats(f: &mut Map<String, Value>, node: &Node, cfg: &Config, shell: &S
 /// `SERVER_JVMFLAGS` / `JVMFLAGS` (what a ZooKeeper started with the same environment would
 /// have been given), sorted by name.
 fn system_properties(f: &mut Map<String, Value>) {
-    let flags = ["SERVER_JVMFLAGS", "JVMFLAGS"].map(|v| std::env::var(v).unwrap_or_default()).join(" ");
+    let flags = crate::config::jvm_flags_from_env();
     let props: BTreeMap<&str, &str> = flags
         .split_whitespace()
         .filter_map(|flag| flag.strip_prefix("-D"))
@@ -332,10 +332,7 @@ fn voting_view(f: &mut Map<String, Value>, node: &Node, cfg: &Config) {
     let mut view = Map::new();
     if node.role() != RoleKind::Standalone {
         for (id, s) in cfg.servers.iter().filter(|(_, s)| s.role == PeerRole::Participant) {
-            let host_port = |port: u16| match s.host.contains(':') {
-                true => format!("[{}]:{port}", s.host),
-                false => format!("{}:{port}", s.host),
-            };
+            let host_port = |port: u16| host_port(&s.host, port);
             view.insert(
                 id.to_string(),
                 json!({
@@ -367,8 +364,8 @@ fn zabstate(f: &mut Map<String, Value>, node: &Node, cfg: &Config) {
     };
     f.insert("myid".into(), json!(my_sid));
     f.insert("is_leader".into(), json!(node.role() == RoleKind::Leader));
-    f.insert("quorum_address".into(), json!(me.map(|s| format!("{}:{}", s.host, s.quorum_port))));
-    f.insert("election_address".into(), json!(me.map(|s| format!("{}:{}", s.host, s.election_port))));
+    f.insert("quorum_address".into(), json!(me.map(|s| host_port(&s.host, s.quorum_port))));
+    f.insert("election_address".into(), json!(me.map(|s| host_port(&s.host, s.election_port))));
     f.insert("client_address".into(), Value::Null);
     f.insert("voting".into(), json!(me.is_some_and(|s| s.role == PeerRole::Participant)));
     f.insert("last_zxid".into(), json!(format!("0x{zxid:x}")));

@@ -93,7 +93,7 @@ pub(crate) enum Site {
 }
 
 /// The Prometheus provider's settings (`metricsProvider.httpHost`, `metricsProvider.httpPort`),
-/// present when `metricsProvider.className` names ZooKeeper's PrometheusMetricsProvider.
+/// used when `metricsProvider.className` names ZooKeeper's PrometheusMetricsProvider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetricsSettings {
     pub address: std::net::IpAddr,
@@ -183,19 +183,26 @@ async fn handle(req: Request<Incoming>, command_url: &str, events: &mpsc::Sender
         None => {
             commands::Answer { error: Some(format!("Unknown command: {name}")), ..Default::default() }.into_json(&name)
         }
-        Some(cmd) => {
-            let (reply, rx) = oneshot::channel();
-            if events.send(Event::Admin { cmd, args, reply }).await.is_err() {
-                return plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping\n");
-            }
-            match rx.await {
-                Ok(answer) => answer.into_json(cmd.name),
-                Err(_) => return plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping\n"),
-            }
-        }
+        Some(cmd) => match ask_owner(events, |reply| Event::Admin { cmd, args, reply }).await {
+            Some(answer) => answer.into_json(cmd.name),
+            None => return plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping\n"),
+        },
     };
-    let mut resp = Response::new(Full::new(Bytes::from(json::to_jackson(&body))));
-    resp.headers_mut().insert(hyper::header::CONTENT_TYPE, "application/json".parse().expect("a header value"));
+    typed(json::to_jackson(&body), "application/json")
+}
+
+/// Sends the owner the event `make` builds around a reply channel and waits for the reply;
+/// `None` when the owner has stopped.
+async fn ask_owner<T>(events: &mpsc::Sender<Event>, make: impl FnOnce(oneshot::Sender<T>) -> Event) -> Option<T> {
+    let (reply, rx) = oneshot::channel();
+    events.send(make(reply)).await.ok()?;
+    rx.await.ok()
+}
+
+/// A 200 answer with this body and content type.
+fn typed(body: String, content_type: &'static str) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    resp.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static(content_type));
     resp
 }
 
@@ -207,26 +214,17 @@ async fn metrics(req: Request<Incoming>, events: &mpsc::Sender<Event>) -> Respon
     if req.method() != Method::GET {
         return plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n");
     }
-    let (reply, rx) = oneshot::channel();
-    if events.send(Event::Metrics { reply }).await.is_err() {
-        return plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping\n");
+    match ask_owner(events, |reply| Event::Metrics { reply }).await {
+        Some(text) => typed(text, "text/plain; version=0.0.4; charset=utf-8"),
+        None => plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping\n"),
     }
-    let Ok(text) = rx.await else { return plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping\n") };
-    let mut resp = Response::new(Full::new(Bytes::from(text)));
-    resp.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        "text/plain; version=0.0.4; charset=utf-8".parse().expect("a header value"),
-    );
-    resp
 }
 
 /// `GET <commandURL>`: one link per primary name, as ZooKeeper's servlet lists them.
 fn listing(command_url: &str) -> Response<Full<Bytes>> {
     let body: String =
         commands::COMMANDS.iter().map(|c| format!("<a href=\"{command_url}/{0}\">{0}</a>\n<br/>\n", c.name)).collect();
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
-    resp.headers_mut().insert(hyper::header::CONTENT_TYPE, "text/html".parse().expect("a header value"));
-    resp
+    typed(body, "text/html")
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {

@@ -84,16 +84,23 @@ impl LinkSpec {
     pub(crate) fn new(
         my_id: Sid,
         sid: Sid,
-        peer_addr: String,
+        (peer_host, peer_port): (&str, u16),
         my_host: &str,
         my_addr: String,
         (tls, sasl): (PeerTls, QuorumSasl),
     ) -> Self {
         let hello =
             InitialMessage::Versioned { protocol_version: PROTOCOL_VERSION_V1, sid: my_id, addr: my_addr }.encode();
-        let peer_host = peer_addr.rsplit_once(':').map_or(peer_addr.as_str(), |(h, _)| h);
-        let peer_host = peer_host.trim_start_matches('[').trim_end_matches(']').to_string();
-        Self { my_id, sid, peer_addr, hello, local_host: super::host_port(my_host, 0), tls, sasl, peer_host }
+        Self {
+            my_id,
+            sid,
+            peer_addr: super::host_port(peer_host, peer_port),
+            hello,
+            local_host: super::host_port(my_host, 0),
+            tls,
+            sasl,
+            peer_host: peer_host.to_string(),
+        }
     }
 }
 

@@ -90,11 +90,10 @@ async fn handshake(
         Err(_) => return tracing::warn!(?peer, "no election introduction in time; closing"),
     };
     // quorum.auth.*: after the introduction, before anything else (`QuorumCnxManager.handleConnection`).
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, sasl.accept(&mut stream, &mut leftover)).await {
-        Ok(Ok(Some(user))) => tracing::debug!(?peer, %user, "election peer authenticated (quorum SASL)"),
-        Ok(Ok(None)) => {}
-        Ok(Err(why)) => return tracing::warn!(?peer, sid = msg.sid(), %why, "election connection refused"),
-        Err(_) => return tracing::warn!(?peer, "quorum SASL not finished in time; election connection refused"),
+    match sasl.accept(&mut stream, &mut leftover, HANDSHAKE_TIMEOUT).await {
+        Ok(Some(user)) => tracing::debug!(?peer, %user, "election peer authenticated (quorum SASL)"),
+        Ok(None) => {}
+        Err(why) => return tracing::warn!(?peer, sid = msg.sid(), %why, "election connection refused"),
     }
     if msg.addresses().is_none() {
         return tracing::warn!(?peer, ?msg, "badly formed election address; closing");

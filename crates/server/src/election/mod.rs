@@ -147,7 +147,7 @@ impl ElectionNet {
             let link_spec = LinkSpec::new(
                 my_sid,
                 peer_sid,
-                host_port(&spec.host, spec.election_port),
+                (&spec.host, spec.election_port),
                 &me.host,
                 my_addr.clone(),
                 (tls.clone(), sasl.clone()),
@@ -237,7 +237,7 @@ impl ElectionNet {
 }
 
 /// `host:port`, with brackets around an IPv6 literal (`NetUtils.formatInetAddr`).
-fn host_port(host: &str, port: u16) -> String {
+pub(crate) fn host_port(host: &str, port: u16) -> String {
     match host.contains(':') && !host.starts_with('[') {
         true => format!("[{host}]:{port}"),
         false => format!("{host}:{port}"),

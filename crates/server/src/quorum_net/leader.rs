@@ -247,11 +247,10 @@ async fn serve_inner(
         Err(why) => return tracing::warn!(%peer, %why, "quorum connection refused"),
     };
     let mut leftover = Vec::new();
-    match tokio::time::timeout(cfg.handshake_timeout, cfg.sasl.accept(&mut stream, &mut leftover)).await {
-        Ok(Ok(Some(user))) => tracing::info!(%peer, %user, "learner authenticated (quorum SASL)"),
-        Ok(Ok(None)) => {}
-        Ok(Err(why)) => return tracing::warn!(%peer, %why, "quorum connection refused"),
-        Err(_) => return tracing::warn!(%peer, "quorum SASL not finished in time; quorum connection refused"),
+    match cfg.sasl.accept(&mut stream, &mut leftover, cfg.handshake_timeout).await {
+        Ok(Some(user)) => tracing::info!(%peer, %user, "learner authenticated (quorum SASL)"),
+        Ok(None) => {}
+        Err(why) => return tracing::warn!(%peer, %why, "quorum connection refused"),
     }
     let (rd, wr) = stream.into_split();
     let mut reader = PacketReader::new(rd, cfg.max_buffer).with_buffered(leftover);

@@ -198,8 +198,9 @@ pub struct ConnSasl {
     mech: Option<Box<dyn Mechanism>>,
 }
 
-/// A DIGEST-MD5 nonce: 40 random characters, as long as Java's (30 random bytes in base64).
-fn random_nonce() -> String {
+/// A DIGEST-MD5 nonce (or cnonce): 40 random characters, as long as Java's (30 random bytes in
+/// base64).
+pub(crate) fn random_nonce() -> String {
     rand::thread_rng().sample_iter(&rand::distributions::Alphanumeric).take(40).map(char::from).collect()
 }
 

@@ -26,8 +26,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
-use rand::Rng as _;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use warden_proto::jute::{DecodeError, Reader, Record};
 use warden_proto::quorum::{auth_status, QuorumAuthPacket, QUORUM_AUTH_MAGIC};
@@ -231,13 +231,17 @@ impl QuorumSasl {
     ///
     /// As `SaslQuorumAuthServer`: when SASL is not required, any failure (no auth packet, a wrong
     /// password, a peer that closes first) lets the connection through unauthenticated, so a
-    /// lower-id election peer that hangs up is still connected back to.
-    pub async fn accept<S>(&self, stream: &mut S, buf: &mut Vec<u8>) -> Result<Option<String>, String>
+    /// lower-id election peer that hangs up is still connected back to. An exchange not over
+    /// `within` is an error either way (the peer port's handshake deadline).
+    pub async fn accept<S>(&self, stream: &mut S, buf: &mut Vec<u8>, within: Duration) -> Result<Option<String>, String>
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
         let Some((mech, required)) = &self.server else { return Ok(None) };
-        match Self::exchange_as_server(mech, stream, buf).await {
+        let exchanged = tokio::time::timeout(within, Self::exchange_as_server(mech, stream, buf))
+            .await
+            .map_err(|_| "quorum SASL not finished in time".to_string())?;
+        match exchanged {
             Ok(user) => Ok(Some(user)),
             Err(why) if *required => Err(why),
             Err(why) => {
@@ -261,11 +265,7 @@ impl QuorumSasl {
         }
         let mut exchange: Box<dyn Mechanism> = match mech {
             ServerMech::Digest(users) => {
-                let nonce: String = {
-                    let bytes: [u8; 24] = rand::thread_rng().gen();
-                    bytes.iter().map(|b| format!("{b:02x}")).collect()
-                };
-                Box::new(DigestMd5::with_names(users.clone(), nonce, QUORUM_REALM, QUORUM_DIGEST_URI))
+                Box::new(DigestMd5::with_names(users.clone(), super::random_nonce(), QUORUM_REALM, QUORUM_DIGEST_URI))
             }
             ServerMech::Gssapi { server, .. } => Box::new(server.start()),
         };
@@ -333,12 +333,8 @@ where
         let token = packet.token.unwrap_or_default();
         match (packet.status, &expected_rspauth) {
             (auth_status::IN_PROGRESS, None) => {
-                let cnonce: String = {
-                    let bytes: [u8; 16] = rand::thread_rng().gen();
-                    bytes.iter().map(|b| format!("{b:02x}")).collect()
-                };
                 let (response, rspauth) =
-                    digest_md5::client_response(&token, user, password, &cnonce, QUORUM_DIGEST_URI)?;
+                    digest_md5::client_response(&token, user, password, &super::random_nonce(), QUORUM_DIGEST_URI)?;
                 expected_rspauth = Some(rspauth);
                 send(stream, auth_status::IN_PROGRESS, Some(response)).await?;
             }
@@ -443,6 +439,9 @@ async fn send<S: AsyncWrite + Unpin>(stream: &mut S, status: i32, token: Option<
 mod tests {
     use super::*;
 
+    /// A deadline no test exchange comes near.
+    const LONG: Duration = Duration::from_secs(30);
+
     const JAAS: &str = r#"
 QuorumServer {
     org.apache.zookeeper.server.auth.DigestLoginModule required
@@ -491,7 +490,7 @@ WrongLearner {
         };
         let accept = async move {
             let mut buf = Vec::new();
-            let r = acceptor.accept(&mut b, &mut buf).await;
+            let r = acceptor.accept(&mut b, &mut buf, LONG).await;
             if r.is_ok() {
                 while read_more(&mut b, &mut buf).await.unwrap_or(0) > 0 {}
             }
@@ -525,15 +524,15 @@ WrongLearner {
         assert_eq!(a, Ok(None));
         let (mut x, mut y) = tokio::io::duplex(64);
         x.write_all(&[0, 0, 0, 11, 0, 0, 0, 0, 0, 0]).await.unwrap();
-        assert!(server.accept(&mut y, &mut Vec::new()).await.unwrap_err().contains("does not authenticate"));
+        assert!(server.accept(&mut y, &mut Vec::new(), LONG).await.unwrap_err().contains("does not authenticate"));
         // A peer that hangs up first (a lower-id election peer): let through when not required.
         let (x, mut y) = tokio::io::duplex(64);
         drop(x);
         let lenient = QuorumSasl::new(&settings("QuorumLearner", false), Some(JAAS), &[]).unwrap();
-        assert_eq!(lenient.accept(&mut y, &mut Vec::new()).await, Ok(None));
+        assert_eq!(lenient.accept(&mut y, &mut Vec::new(), LONG).await, Ok(None));
         let (x, mut y) = tokio::io::duplex(64);
         drop(x);
-        assert!(server.accept(&mut y, &mut Vec::new()).await.is_err());
+        assert!(server.accept(&mut y, &mut Vec::new(), LONG).await.is_err());
     }
 
     /// Bad input from a peer that claims to authenticate: a declared token larger than any
@@ -560,9 +559,10 @@ WrongLearner {
                 let (mut x, mut y) = tokio::io::duplex(1 << 16);
                 x.write_all(&bytes).await.unwrap();
                 drop(x.shutdown().await);
-                let got = tokio::time::timeout(std::time::Duration::from_secs(5), sasl.accept(&mut y, &mut Vec::new()))
-                    .await
-                    .unwrap_or_else(|_| panic!("{what}: no answer"));
+                let got =
+                    tokio::time::timeout(std::time::Duration::from_secs(5), sasl.accept(&mut y, &mut Vec::new(), LONG))
+                        .await
+                        .unwrap_or_else(|_| panic!("{what}: no answer"));
                 match required {
                     true => assert!(got.is_err(), "{what}: {got:?}"),
                     false => assert_eq!(got, Ok(None), "{what}"),
