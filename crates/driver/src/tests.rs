@@ -40,7 +40,7 @@ fn sync_all(d: &mut Driver, mut cmds: Vec<Command>) -> Vec<Command> {
             match c {
                 Command::Store { op: StoreOp::Append(batch), .. } => {
                     let last = batch.last().map(|(h, _)| h.zxid);
-                    d.step(clock(), Event::Synced(Report { last, epochs: Vec::new() }), &mut next);
+                    d.step(clock(), Event::Synced(Report { last, ..Report::default() }), &mut next);
                     while d.unapplied() {
                         d.apply_chunk(clock(), &mut next);
                     }
@@ -114,7 +114,7 @@ fn a_turns_writes_are_one_append_and_replies_wait_for_the_sync() {
     d.check_invariants().unwrap();
 
     let mut cmds = Vec::new();
-    d.step(clock(), Event::Synced(Report { last: Some(last), epochs: Vec::new() }), &mut cmds);
+    d.step(clock(), Event::Synced(Report { last: Some(last), ..Report::default() }), &mut cmds);
     assert_eq!(replies(&cmds), DURABLE_CHUNK as usize, "the first chunk only");
     let mut chunks = 1;
     while d.unapplied() {

@@ -18,6 +18,6 @@ mod writes;
 pub use node::{Clock, ConnId, Input, Node, NodeConfig, Output};
 pub use roles::{QuorumOutput, QuorumSetup, RoleKind, SnapshotData};
 pub use sasl::SaslOutcome;
-pub use stats::{ConnInfo, Counters, LatencyKind, NodeStats, Summary};
+pub use stats::{ConnInfo, Counters, LatencyKind, NodeStats, Summaries, Summary};
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,7 @@ use warden_proto::header::{keeper_state, ReplyHeader, WatcherEvent};
 use warden_proto::request::Request;
 use warden_proto::response::{encode_notification, encode_reply, Response};
 use warden_proto::{perms, xid, ErrorCode, Txn, TxnHeader};
-use warden_tree::{check_acl, ApplyOutcome, DataTree, Prep, TreeEvent, WatchManager};
+use warden_tree::{check_acl, ApplyOutcome, DataTree, Prep, TreeEvent, TreeEventKind, WatchManager};
 
 use warden_proto::quorum::QuorumPacket;
 use warden_quorum::zab::EpochKind;
@@ -185,8 +185,7 @@ pub struct Node {
     last_reap_ms: u64,
     pub(crate) latency: Latency,
     pub(crate) counters: crate::stats::Counters,
-    pub(crate) read_latency: crate::stats::Summary,
-    pub(crate) update_latency: crate::stats::Summary,
+    pub(crate) summaries: crate::stats::Summaries,
     /// Standalone, or a member of an ensemble.
     pub(crate) mode: Mode,
     /// Read-only mode: sessions created locally, never replicated (`read_only.rs`).
@@ -210,8 +209,7 @@ impl Node {
             last_reap_ms: now.mono_ms,
             latency: Latency::default(),
             counters: Default::default(),
-            read_latency: Default::default(),
-            update_latency: Default::default(),
+            summaries: Default::default(),
             mode: Mode::Standalone { in_flight: VecDeque::new() },
             local_sessions: BTreeSet::new(),
         }
@@ -575,8 +573,23 @@ impl Node {
     fn applied(&mut self, hdr: TxnHeader, txn: &Txn, outcome: ApplyOutcome, origin: Origin, out: &mut Vec<Output>) {
         self.prep.applied(hdr.zxid);
         let ApplyOutcome { result, mut events } = outcome;
+        // FinalRequestProcessor's propagation_latency: wall clocks, so skew can make it negative.
+        if let Ok(ms) = u64::try_from(self.now.wall_ms - hdr.time_ms) {
+            self.summaries.propagation_latency.record(ms);
+        }
         for ev in &events {
-            for fired in self.watches.trigger(ev) {
+            let fired = self.watches.trigger(ev);
+            if !fired.is_empty() {
+                let s = &mut self.summaries;
+                let summary = match ev.kind {
+                    TreeEventKind::Created => &mut s.node_created_watch_count,
+                    TreeEventKind::Deleted => &mut s.node_deleted_watch_count,
+                    TreeEventKind::DataChanged => &mut s.node_changed_watch_count,
+                    TreeEventKind::ChildrenChanged => &mut s.node_children_watch_count,
+                };
+                summary.record(fired.len() as u64);
+            }
+            for fired in fired {
                 if !self.cfg.skip_acl && !check_acl(&ev.acl, perms::READ, self.conn_ids(fired.conn)) {
                     // 3.9.2+: a watcher that may not read the node is not told about it (ZOOKEEPER-4799).
                     continue;
@@ -697,8 +710,8 @@ impl Node {
         let ms = self.now.mono_ms.saturating_sub(arrived_ms);
         self.latency.record(ms);
         match kind {
-            LatencyKind::Read => self.read_latency.record(ms),
-            LatencyKind::Update => self.update_latency.record(ms),
+            LatencyKind::Read => self.summaries.read_latency.record(ms),
+            LatencyKind::Update => self.summaries.update_latency.record(ms),
         }
         if let Some(c) = self.conns.get_mut(&conn) {
             c.sent += 1;
@@ -720,6 +733,9 @@ impl Node {
     fn on_auth(&mut self, conn: ConnId, xid: i32, scheme: &str, auth: &[u8], out: &mut Vec<Output>) {
         let ids = crate::reads::authenticate(scheme, auth, self.cfg.super_digest.as_deref(), self.conn_ids(conn));
         let ok = ids.is_some();
+        if !ok {
+            self.counters.auth_failed_count += 1;
+        }
         let frame =
             encode_reply(&ReplyHeader { xid, zxid: 0, err: if ok { 0 } else { ErrorCode::AuthFailed.code() } }, None);
         if let Some(c) = self.conns.get_mut(&conn) {
@@ -747,6 +763,7 @@ impl Node {
             }
         }
         for id in self.sessions.expire(self.now.mono_ms) {
+            self.counters.stale_sessions_expired += 1;
             let zxid = self.next_zxid();
             let txn = self.prep.prep_close_session(&self.tree, id, zxid);
             self.propose(id, 0, txn, Origin::Internal, out);

@@ -53,10 +53,12 @@ impl Node {
                 (0, token, false)
             }
             SaslOutcome::Failed if self.cfg.allow_sasl_failed_clients && !sasl_enforced => {
+                self.counters.auth_failed_count += 1;
                 tracing::warn!(conn, "SASL authentication failed; connection kept (allowSaslFailedClients)");
                 (0, None, false)
             }
             SaslOutcome::Failed => {
+                self.counters.auth_failed_count += 1;
                 let err = if sasl_enforced { ErrorCode::SessionClosedRequireSaslAuth } else { ErrorCode::AuthFailed };
                 tracing::warn!(conn, "SASL authentication failed; closing the connection");
                 (err.code(), None, true)

@@ -125,6 +125,78 @@ pub struct Counters {
     pub connection_request_count: u64,
     /// Times this server went LOOKING, its start included (`looking_count`).
     pub looking_count: u64,
+    /// Leader: txns proposed (`proposal_count`).
+    pub proposal_count: u64,
+    /// Leader: txns committed (`commit_count`).
+    pub commit_count: u64,
+    /// Leader: learners synced by DIFF or TRUNC (`diff_count`) and by SNAP (`snap_count`).
+    pub diff_count: u64,
+    pub snap_count: u64,
+    /// Learner: PROPOSAL and COMMIT packets received once synced
+    /// (`learner_proposal_received_count`, `learner_commit_received_count`).
+    pub learner_proposal_received_count: u64,
+    pub learner_commit_received_count: u64,
+    /// Learner: sessions of reconnecting clients sent to the leader for revalidation
+    /// (`revalidate_count`).
+    pub revalidate_count: u64,
+    /// Sessions this server expired (`stale_sessions_expired`).
+    pub stale_sessions_expired: u64,
+    /// Authentications refused: a bad digest, a failed SASL exchange (`auth_failed_count`).
+    pub auth_failed_count: u64,
+}
+
+/// ZooKeeper's summaries this node keeps (milliseconds, or counts where the name says so), reset
+/// by `srst`.
+#[derive(Debug, Clone, Default)]
+pub struct Summaries {
+    /// Reads answered here, arrival to reply (`readlatency`).
+    pub read_latency: Summary,
+    /// Writes of this server's clients, arrival to reply (`updatelatency`).
+    pub update_latency: Summary,
+    /// Every txn applied: wall time now minus the txn's time, as the leader stamped it
+    /// (`propagation_latency`).
+    pub propagation_latency: Summary,
+    /// Leader: a proposal's age when a quorum had ACKed it (`quorum_ack_latency`).
+    pub quorum_ack_latency: Summary,
+    /// LOOKING to a role (`election_time`).
+    pub election_time: Summary,
+    /// Following (observing) to synced with the leader (`follower_sync_time`, `observer_sync_time`).
+    pub follower_sync_time: Summary,
+    pub observer_sync_time: Summary,
+    /// From going LOOKING until serving again in the new role (`unavailable_time`); the leader's
+    /// alone (`leader_unavailable_time`).
+    pub unavailable_time: Summary,
+    pub leader_unavailable_time: Summary,
+    /// Watches one change fired, when it fired any (`node_created_watch_count`, ...).
+    pub node_created_watch_count: Summary,
+    pub node_deleted_watch_count: Summary,
+    pub node_changed_watch_count: Summary,
+    pub node_children_watch_count: Summary,
+}
+
+impl Summaries {
+    /// Each summary under ZooKeeper's name, in `ServerMetrics`' order.
+    pub fn named(&self) -> [(&'static str, &Summary); 13] {
+        [
+            ("readlatency", &self.read_latency),
+            ("updatelatency", &self.update_latency),
+            ("propagation_latency", &self.propagation_latency),
+            ("follower_sync_time", &self.follower_sync_time),
+            ("observer_sync_time", &self.observer_sync_time),
+            ("election_time", &self.election_time),
+            ("node_created_watch_count", &self.node_created_watch_count),
+            ("node_deleted_watch_count", &self.node_deleted_watch_count),
+            ("node_changed_watch_count", &self.node_changed_watch_count),
+            ("node_children_watch_count", &self.node_children_watch_count),
+            ("quorum_ack_latency", &self.quorum_ack_latency),
+            ("unavailable_time", &self.unavailable_time),
+            ("leader_unavailable_time", &self.leader_unavailable_time),
+        ]
+    }
+
+    fn reset(&mut self) {
+        *self = Summaries::default();
+    }
 }
 
 /// A snapshot of the node's counters.
@@ -207,16 +279,15 @@ impl Node {
         self.counters
     }
 
-    /// The `readlatency` and `updatelatency` summaries.
-    pub fn latency_summaries(&self) -> [(&'static str, &Summary); 2] {
-        [("readlatency", &self.read_latency), ("updatelatency", &self.update_latency)]
+    /// ZooKeeper's summaries this node keeps.
+    pub fn summaries(&self) -> &Summaries {
+        &self.summaries
     }
 
     /// Resets latency and packet counters (`srst`, `crst`).
     pub fn reset_stats(&mut self) {
         self.latency = Latency::default();
-        self.read_latency.reset();
-        self.update_latency.reset();
+        self.summaries.reset();
         for c in self.conns.values_mut() {
             c.received = 0;
             c.sent = 0;

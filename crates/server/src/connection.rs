@@ -20,6 +20,7 @@ use warden_proto::request::{Request, RequestDecodeError};
 use warden_proto::{ErrorCode, Reader, Record};
 
 use crate::config::Config;
+use crate::metrics::EdgeCounters;
 use crate::owner::{ConnMsg, ConnTx, Event, Frames, CONN_QUEUE};
 use crate::sasl::{ConnSasl, SaslServer};
 use crate::tls::{self, TlsContext};
@@ -46,12 +47,14 @@ pub(crate) enum Wire {
 
 /// Accepts clients on the client port and, when configured, the secure client port, until
 /// shutdown, then ends every connection task. One loop for both, so connection ids are unique.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     wire: Wire,
     secure: Option<(TcpListener, Arc<TlsContext>)>,
     cfg: Arc<Config>,
     sasl: Arc<SaslServer>,
+    edge: Arc<EdgeCounters>,
     events: mpsc::Sender<Event>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -81,11 +84,13 @@ pub(crate) async fn accept_loop(
         };
         let Some(guard) = IpSlot::take(&per_ip, peer.ip(), cfg.max_client_cnxns) else {
             tracing::warn!(%peer, limit = cfg.max_client_cnxns, "too many connections from this address (maxClientCnxns); closing");
+            EdgeCounters::add(&edge.connection_rejected, 1);
             continue;
         };
         let conn = next_conn;
         next_conn += 1;
-        let ctx = ConnCtx { peer, conn, cfg: cfg.clone(), sasl: sasl.clone(), events: events.clone() };
+        let ctx =
+            ConnCtx { peer, conn, cfg: cfg.clone(), sasl: sasl.clone(), edge: edge.clone(), events: events.clone() };
         tasks.spawn(serve(stream, wire, ctx, guard));
     }
     tasks.shutdown().await;
@@ -127,6 +132,7 @@ struct ConnCtx {
     conn: ConnId,
     cfg: Arc<Config>,
     sasl: Arc<SaslServer>,
+    edge: Arc<EdgeCounters>,
     events: mpsc::Sender<Event>,
 }
 
@@ -155,6 +161,7 @@ async fn serve(stream: TcpStream, wire: Wire, ctx: ConnCtx, _slot: IpSlot) {
                     limit = tls.settings().handshake_limit,
                     "too many TLS handshakes in flight (netty.server.outstandingHandshake.limit); closing"
                 );
+                EdgeCounters::add(&ctx.edge.tls_handshake_exceeded, 1);
                 return;
             };
             let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
@@ -165,10 +172,12 @@ async fn serve(stream: TcpStream, wire: Wire, ctx: ConnCtx, _slot: IpSlot) {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
                     tracing::warn!(peer = %ctx.peer, error = %e, "TLS handshake failed; closing");
+                    EdgeCounters::add(&ctx.edge.unsuccessful_handshake, 1);
                     return;
                 }
                 Err(_) => {
                     tracing::warn!(peer = %ctx.peer, ms = timeout.as_millis() as u64, "TLS handshake not finished in time; closing");
+                    EdgeCounters::add(&ctx.edge.unsuccessful_handshake, 1);
                     return;
                 }
             };
@@ -189,9 +198,10 @@ where
     R: AsyncRead + Unpin + Send,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let ConnCtx { peer, conn, cfg, sasl, events } = ctx;
+    let ConnCtx { peer, conn, cfg, sasl, edge, events } = ctx;
     let mut buf = BytesMut::with_capacity(4096);
     let first = tokio::time::timeout(SESSIONLESS_TIMEOUT, read_at_least(&mut rd, &mut buf, 4)).await;
+    EdgeCounters::add(&edge.bytes_received, buf.len() as u64);
     if !matches!(first, Ok(Ok(true))) {
         return;
     }
@@ -208,7 +218,7 @@ where
     let (closed_tx, closed_rx) = oneshot::channel();
     let writer = tokio::spawn(write_loop(wr, rx, queued, permits.clone(), closed_tx));
     let who = Who { peer, conn, x509 };
-    if let Err(why) = read_loop(rd, buf, who, &cfg, ConnSasl::new(sasl), &events, permits, closed_rx).await {
+    if let Err(why) = read_loop(rd, buf, who, &cfg, ConnSasl::new(sasl), &edge, &events, permits, closed_rx).await {
         tracing::info!(%peer, conn, %why, "closing client connection");
     }
     let _ = events.send(Event::Node(Input::Disconnected { conn })).await;
@@ -257,6 +267,7 @@ async fn read_loop(
     who: Who,
     cfg: &Config,
     mut sasl: ConnSasl,
+    edge: &EdgeCounters,
     events: &mpsc::Sender<Event>,
     permits: Arc<Semaphore>,
     mut closed: oneshot::Receiver<()>,
@@ -313,13 +324,16 @@ async fn read_loop(
         tokio::select! {
             n = rd.read_buf(&mut buf) => match n {
                 Ok(0) => return Ok(()),
-                Ok(_) => {}
+                Ok(n) => EdgeCounters::add(&edge.bytes_received, n as u64),
                 // A TLS client that closed its socket without a close_notify: a close all the same.
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
                 Err(e) => return Err(format!("read error: {e}")),
             },
             _ = &mut closed => return Ok(()),
-            _ = sessionless => return Err("no ConnectRequest within the sessionless timeout".into()),
+            _ = sessionless => {
+                EdgeCounters::add(&edge.sessionless_connections_expired, 1);
+                return Err("no ConnectRequest within the sessionless timeout".into());
+            }
         }
     }
 }

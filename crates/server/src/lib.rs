@@ -131,10 +131,17 @@ impl Server {
         let (storage, storage_thread) = storage::spawn(store, cfg.force_sync, log_activity.clone(), events_tx.clone())?;
         let retain = cfg.purge_enabled.then_some(cfg.snap_retain_count);
         let (snapshots, snapshot_thread) = snapshot::spawn(data, retain, log_activity)?;
-        let mut owner = owner::Owner::new(cfg.clone(), events_rx, shutdown_rx.clone(), storage, snapshots, quorum);
+        let edge = Arc::new(metrics::EdgeCounters::default());
+        let mut owner =
+            owner::Owner::new(cfg.clone(), events_rx, shutdown_rx.clone(), storage, snapshots, quorum, edge.clone());
+        owner.record_startup(
+            dbinit,
+            recovered.txns_after_snapshot.len(),
+            recovered.snapshot_load_time,
+            recovered.txns_load_time,
+        );
         let snapshot_zxid = recovered.snapshot.is_some().then_some(recovered.snapshot_zxid);
         owner.restore(recovered.tree, &recovered.sessions, recovered.txns_after_snapshot, snapshot_zxid);
-        owner.record_dbinit(dbinit);
         let owner_task = tokio::spawn(owner.run());
         let admin_addr = match admin::bind(&cfg.admin).await {
             Some(l) => {
@@ -150,7 +157,7 @@ impl Server {
             let idle = cfg.admin.idle_timeout;
             tokio::spawn(admin::serve(l, admin::Site::Metrics, idle, events_tx.clone(), shutdown_rx.clone()));
         }
-        let accept = connection::accept_loop(listener, wire, secure, cfg, sasl, events_tx, shutdown_rx.clone());
+        let accept = connection::accept_loop(listener, wire, secure, cfg, sasl, edge, events_tx, shutdown_rx.clone());
         let shutdown = Arc::new(shutdown);
         let stop = shutdown.clone();
         let task = tokio::spawn(async move {

@@ -9,6 +9,8 @@
 //! increment, allocation-free); gauges are computed at read time.
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use warden_node::{Node, Summary};
 
@@ -19,6 +21,17 @@ use crate::fourlw::Metric;
 /// the storage thread reports, or from its own inline sync).
 pub(crate) struct ShellMetrics {
     started: std::time::Instant,
+    /// What the connection tasks count.
+    pub edge: Arc<EdgeCounters>,
+    /// Txns per append handed to the storage thread or written inline: the group-commit batch
+    /// (`sync_processor_batch_size`), and their total (`sync_processor_request_queued`).
+    pub batch_size: Summary,
+    pub txns_queued: u64,
+    /// Start-up: log txns replayed after the snapshot, and how long the snapshot and the replay
+    /// took (`startup_txns_loaded`, `startup_snap_load_time`, `startup_txns_load_time`).
+    pub startup_txns_loaded: Summary,
+    pub startup_snap_load_time: Summary,
+    pub startup_txns_load_time: Summary,
     pub fsync: Summary,
     /// Snapshot writes (`snapshottime`), taken from the snapshot thread.
     pub snapshot: Summary,
@@ -27,9 +40,15 @@ pub(crate) struct ShellMetrics {
 }
 
 impl ShellMetrics {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(edge: Arc<EdgeCounters>) -> Self {
         Self {
             started: std::time::Instant::now(),
+            edge,
+            batch_size: Summary::default(),
+            txns_queued: 0,
+            startup_txns_loaded: Summary::default(),
+            startup_snap_load_time: Summary::default(),
+            startup_txns_load_time: Summary::default(),
             fsync: Summary::default(),
             snapshot: Summary::default(),
             dbinit: Summary::default(),
@@ -45,6 +64,37 @@ impl ShellMetrics {
         self.fsync.reset();
         self.snapshot.reset();
         self.dbinit.reset();
+        self.batch_size.reset();
+    }
+}
+
+/// The counters the connection tasks keep (they run apart from the owner): a relaxed atomic add
+/// each, no lock. Shared by the accept loop, every connection task and the owner, which reads
+/// them into [`families`].
+#[derive(Debug, Default)]
+pub(crate) struct EdgeCounters {
+    /// Bytes read from client connections (`bytes_received_count`).
+    pub bytes_received: AtomicU64,
+    /// Connections closed at accept by `maxClientCnxns` (`connection_rejected`).
+    pub connection_rejected: AtomicU64,
+    /// TLS handshakes with clients that failed or timed out (`unsuccessful_handshake`; ZooKeeper
+    /// counts them in `auth_failed_count` too).
+    pub unsuccessful_handshake: AtomicU64,
+    /// TLS connections closed because too many handshakes were in flight
+    /// (`netty.server.outstandingHandshake.limit`; `tls_handshake_exceeded`).
+    pub tls_handshake_exceeded: AtomicU64,
+    /// Connections closed for sending no ConnectRequest in time
+    /// (`sessionless_connections_expired`).
+    pub sessionless_connections_expired: AtomicU64,
+}
+
+impl EdgeCounters {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
     }
 }
 
@@ -108,8 +158,33 @@ pub(crate) fn families<'a>(node: &'a Node, shell: &'a ShellMetrics) -> Vec<(&'st
         ("global_sessions", int(s.sessions as u64)),
     ];
     let c = node.counters();
-    v.push(("connection_request_count", Family::Counter(c.connection_request_count)));
-    v.push(("looking_count", Family::Counter(c.looking_count)));
+    let e = &shell.edge;
+    let counters = [
+        ("connection_request_count", c.connection_request_count),
+        ("looking_count", c.looking_count),
+        ("diff_count", c.diff_count),
+        ("snap_count", c.snap_count),
+        ("commit_count", c.commit_count),
+        ("proposal_count", c.proposal_count),
+        ("learner_proposal_received_count", c.learner_proposal_received_count),
+        ("learner_commit_received_count", c.learner_commit_received_count),
+        ("revalidate_count", c.revalidate_count),
+        ("stale_sessions_expired", c.stale_sessions_expired),
+        ("bytes_received_count", EdgeCounters::get(&e.bytes_received)),
+        ("connection_rejected", EdgeCounters::get(&e.connection_rejected)),
+        ("unsuccessful_handshake", EdgeCounters::get(&e.unsuccessful_handshake)),
+        ("tls_handshake_exceeded", EdgeCounters::get(&e.tls_handshake_exceeded)),
+        ("sessionless_connections_expired", EdgeCounters::get(&e.sessionless_connections_expired)),
+        ("sync_processor_request_queued", shell.txns_queued),
+        // Counted by ZooKeeper's `ensemble` auth scheme (`zookeeper.ensembleAuthName`), which
+        // Warden does not offer: as on a ZooKeeper server without it, nothing is ever counted.
+        ("ensemble_auth_success", 0),
+        ("ensemble_auth_fail", 0),
+        ("ensemble_auth_skip", 0),
+    ];
+    v.extend(counters.into_iter().map(|(name, n)| (name, Family::Counter(n))));
+    // ZooKeeper's `auth_failed_count` counts refused auth packets and failed TLS handshakes.
+    v.push(("auth_failed_count", int(c.auth_failed_count + EdgeCounters::get(&e.unsuccessful_handshake))));
     if let Some(n) = node.quorum_size() {
         v.push(("quorum_size", int(n as u64)));
     }
@@ -119,13 +194,23 @@ pub(crate) fn families<'a>(node: &'a Node, shell: &'a ShellMetrics) -> Vec<(&'st
         v.push(("synced_observers", int(g.synced_observers as u64)));
         v.push(("pending_syncs", int(g.pending_syncs as u64)));
     }
-    for (name, summary) in node.latency_summaries() {
-        v.push((name, Family::Summary { summary, advanced: true }));
+    for (name, summary) in node.summaries().named() {
+        v.push((name, Family::Summary { summary, advanced: is_advanced(name) }));
     }
-    v.push(("fsynctime", Family::Summary { summary: &shell.fsync, advanced: false }));
-    v.push(("snapshottime", Family::Summary { summary: &shell.snapshot, advanced: false }));
-    v.push(("dbinittime", Family::Summary { summary: &shell.dbinit, advanced: false }));
+    let basic = |summary| Family::Summary { summary, advanced: false };
+    v.push(("fsynctime", basic(&shell.fsync)));
+    v.push(("snapshottime", basic(&shell.snapshot)));
+    v.push(("dbinittime", basic(&shell.dbinit)));
+    v.push(("sync_processor_batch_size", basic(&shell.batch_size)));
+    v.push(("startup_txns_loaded", basic(&shell.startup_txns_loaded)));
+    v.push(("startup_txns_load_time", basic(&shell.startup_txns_load_time)));
+    v.push(("startup_snap_load_time", basic(&shell.startup_snap_load_time)));
     v
+}
+
+/// ZooKeeper's `DetailLevel.ADVANCED` summaries among the node's (the rest are BASIC).
+fn is_advanced(name: &str) -> bool {
+    matches!(name, "readlatency" | "updatelatency" | "propagation_latency" | "quorum_ack_latency")
 }
 
 /// The soft limit on open files (ZooKeeper's `max_file_descriptor_count`).

@@ -153,6 +153,7 @@ impl Owner {
         storage: Storage,
         snapshots: Snapshots,
         quorum: Option<(Ensemble, QuorumSetup)>,
+        edge: Arc<crate::metrics::EdgeCounters>,
     ) -> Self {
         let wall = wall_ms();
         let server_id = if cfg.servers.len() > 1 { cfg.my_id.unwrap_or(0) as u8 } else { 0 };
@@ -196,7 +197,7 @@ impl Owner {
             events,
             shutdown,
             started: Instant::now(),
-            metrics: crate::metrics::ShellMetrics::new(),
+            metrics: crate::metrics::ShellMetrics::new(edge),
             mono_base_ms,
             cmds: Vec::new(),
             later: VecDeque::new(),
@@ -424,15 +425,30 @@ impl Owner {
         }
     }
 
-    /// `dbinittime`: how long loading the data took at start-up.
-    pub(crate) fn record_dbinit(&mut self, took: std::time::Duration) {
-        self.metrics.dbinit.record(took.as_millis() as u64);
+    /// What loading the data at start-up took (`dbinittime`, `startup_*`).
+    pub(crate) fn record_startup(
+        &mut self,
+        dbinit: Duration,
+        txns_loaded: usize,
+        snap_load: Duration,
+        txns_load: Duration,
+    ) {
+        let m = &mut self.metrics;
+        m.dbinit.record(dbinit.as_millis() as u64);
+        m.startup_txns_loaded.record(txns_loaded as u64);
+        m.startup_snap_load_time.record(snap_load.as_millis() as u64);
+        m.startup_txns_load_time.record(txns_load.as_millis() as u64);
     }
 
-    /// Counts a transaction-log fsync in `fsynctime`.
-    fn record_fsync(&mut self, took: Option<std::time::Duration>) {
+    /// Counts a transaction-log sync: its fsync in `fsynctime`, the txns it made durable in
+    /// `sync_processor_batch_size`.
+    fn record_sync(&mut self, took: Option<Duration>, appended: usize) {
         if let Some(d) = took {
             self.metrics.fsync.record(d.as_millis() as u64);
+        }
+        if appended > 0 {
+            self.metrics.batch_size.record(appended as u64);
+            self.metrics.txns_queued += appended as u64;
         }
     }
 
@@ -443,10 +459,15 @@ impl Owner {
             StoreOp::Append(batch) if may_inline && self.events.is_empty() => {
                 match self.storage.append_inline(&batch) {
                     Some(Ok((zxid, fsync))) => {
+                        let appended = batch.len();
                         // Let go of the txns first, so applying can move their data into the tree.
                         drop(batch);
-                        self.record_fsync(fsync);
-                        return self.step(DriverEvent::Synced(Report { last: Some(zxid), epochs: Vec::new() }));
+                        self.record_sync(fsync, appended);
+                        return self.step(DriverEvent::Synced(Report {
+                            last: Some(zxid),
+                            epochs: Vec::new(),
+                            appended,
+                        }));
                     }
                     Some(Err(why)) => {
                         tracing::error!(%why, "transaction log write failed; stopping");
@@ -502,7 +523,7 @@ impl Owner {
                 return n.max(1);
             }
             Event::Synced { report, fsync } => {
-                self.record_fsync(fsync);
+                self.record_sync(fsync, report.appended);
                 self.step(DriverEvent::Synced(report))
             }
             Event::FourLetter { cmd, reply } => {

@@ -317,6 +317,12 @@ async fn prometheus_metrics_carry_zookeepers_names_and_mntrs_figures() {
     for _ in 0..5 {
         client.get_data("/p").await.unwrap();
     }
+    // One data watch fired by one change; one auth packet refused (an unknown scheme).
+    let (_, _, watch) = client.get_and_watch_data("/p").await.unwrap();
+    client.set_data("/p", b"w", None).await.unwrap();
+    watch.changed().await;
+    let refused = srv.client().await;
+    assert!(refused.auth("no-such-scheme", b"x").await.is_err());
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let (status, text) = tokio::task::spawn_blocking(move || get(addr, "/metrics")).await.unwrap();
     assert_eq!(status, 200);
@@ -339,7 +345,9 @@ async fn prometheus_metrics_carry_zookeepers_names_and_mntrs_figures() {
         assert!(text.contains(&format!("# TYPE {name} {kind}\n")), "{name} {kind}");
     }
     assert_eq!(sample("znode_count"), mntr_value("znode_count"));
-    assert_eq!(sample("global_sessions"), 1.0);
+    // This test's client and the refused one (its connection is closed, its session lives on
+    // until it expires, as in ZooKeeper).
+    assert_eq!(sample("global_sessions"), 2.0);
     assert!(text.contains("# TYPE readlatency summary\n") && text.contains("readlatency{quantile=\"0.99\",} "));
     assert_eq!(sample("readlatency_count"), mntr_value("cnt_readlatency"));
     assert!(sample("readlatency_count") >= 5.0, "five reads counted");
@@ -348,6 +356,21 @@ async fn prometheus_metrics_carry_zookeepers_names_and_mntrs_figures() {
     assert!(text.contains("# TYPE connection_request_count counter\n"), "{text}");
     assert!(sample("connection_request_count") >= 1.0);
     assert_eq!(sample("looking_count"), 0.0);
+    assert_eq!((sample("node_changed_watch_count_count"), sample("node_changed_watch_count_sum")), (1.0, 1.0));
+    assert_eq!(sample("node_created_watch_count_count"), 0.0);
+    assert_eq!(sample("auth_failed_count"), 1.0);
+    assert!(sample("bytes_received_count") > 100.0, "{text}");
+    // Every txn applied counts a propagation latency; start-up loaded one empty directory once.
+    assert!(sample("propagation_latency_count") >= 3.0, "sessions, create, setData: {text}");
+    assert_eq!((sample("startup_txns_loaded_count"), sample("startup_txns_loaded_sum")), (1.0, 0.0));
+    // Group commit: each sync's txns, and their total.
+    assert!(sample("sync_processor_batch_size_count") >= 1.0);
+    assert_eq!(sample("sync_processor_batch_size_sum"), sample("sync_processor_request_queued"));
+    assert!(sample("sync_processor_request_queued") >= sample("propagation_latency_count"));
+    // A standalone server never elects, commits through a quorum or syncs learners.
+    for name in ["election_time_count", "commit_count", "proposal_count", "diff_count", "quorum_ack_latency_count"] {
+        assert_eq!(sample(name), 0.0, "{name}");
+    }
     // The transaction log's fsyncs (forceSync is on): a BASIC summary, one quantile.
     assert!(text.contains("# TYPE fsynctime summary\nfsynctime{quantile=\"0.5\",} "), "{text}");
     assert!(sample("fsynctime_count") >= 1.0, "the create's fsync counted");

@@ -282,6 +282,17 @@ async fn an_observer_syncs_forwards_writes_and_reports_its_mode() {
         assert!(mntr.contains("zk_quorum_size\t3\n"), "server {}: {mntr}", m.id);
         let looking: u64 = mntr.lines().find_map(|l| l.strip_prefix("zk_looking_count\t")).unwrap().parse().unwrap();
         assert!(looking >= 1, "server {} went LOOKING at start: {mntr}", m.id);
+        let n = |key: &str| -> u64 {
+            let v = mntr.lines().find_map(|l| l.strip_prefix(&format!("zk_{key}\t")));
+            v.unwrap_or_else(|| panic!("server {}: no zk_{key} in {mntr}", m.id)).parse::<f64>().unwrap() as u64
+        };
+        // Every member was elected into its role, saw the txns applied, and synced them to disk.
+        for key in
+            ["cnt_election_time", "cnt_unavailable_time", "cnt_propagation_latency", "cnt_sync_processor_batch_size"]
+        {
+            assert!(n(key) >= 1, "server {}: {key} {}", m.id, n(key));
+        }
+        assert!(n("sync_processor_request_queued") >= n("cnt_propagation_latency"), "server {}", m.id);
         if mntr.contains("zk_server_state\tleader") {
             leaders += 1;
             for line in
@@ -289,8 +300,25 @@ async fn an_observer_syncs_forwards_writes_and_reports_its_mode() {
             {
                 assert!(mntr.contains(line), "leader's mntr lacks {line:?}: {mntr}");
             }
+            // Each commit of this epoch's proposals counts once, with its quorum ACK latency.
+            assert!(n("commit_count") >= 2 && n("proposal_count") >= n("commit_count"), "{mntr}");
+            assert_eq!(n("cnt_quorum_ack_latency"), n("commit_count"), "{mntr}");
+            assert!(n("diff_count") + n("snap_count") >= 3, "three learners synced: {mntr}");
+            assert_eq!(n("cnt_leader_unavailable_time"), 1, "{mntr}");
+            assert_eq!(n("learner_proposal_received_count"), 0, "{mntr}");
         } else {
             assert!(!mntr.contains("zk_learners"), "server {}: {mntr}", m.id);
+            assert_eq!(n("commit_count"), 0, "server {}: only a leader commits", m.id);
+            assert_eq!(n("cnt_leader_unavailable_time"), 0, "server {}", m.id);
+            if m.id == 4 {
+                assert_eq!(n("cnt_observer_sync_time"), 1, "{mntr}");
+                // An observer gets INFORMs, not PROPOSAL and COMMIT.
+                assert_eq!(n("learner_commit_received_count"), 0, "{mntr}");
+            } else if mntr.contains("zk_server_state\tfollower") {
+                assert_eq!(n("cnt_follower_sync_time"), 1, "server {}: {mntr}", m.id);
+                assert!(n("learner_proposal_received_count") >= 1, "server {}: {mntr}", m.id);
+                assert!(n("learner_commit_received_count") >= 1, "server {}: {mntr}", m.id);
+            }
         }
     }
     assert_eq!(leaders, 1);

@@ -53,6 +53,10 @@ pub struct Recovered {
     pub txns_after_snapshot: Vec<(TxnHeader, Txn)>,
     /// The open txn log, ready for appends.
     pub log: TxnLog,
+    /// How long loading the snapshot took, and reading and replaying the log after it
+    /// (ZooKeeper's `startup_snap_load_time`, `startup_txns_load_time`).
+    pub snapshot_load_time: std::time::Duration,
+    pub txns_load_time: std::time::Duration,
 }
 
 impl DataDir {
@@ -64,14 +68,26 @@ impl DataDir {
     /// whole log is replayed onto a fresh tree. The returned log keeps using this file system.
     pub fn recover(&self, pre_alloc_bytes: u64) -> Result<Recovered, StorageError> {
         remove_unfinished_snapshots(self.fs(), &self.snap_dir());
+        let started = std::time::Instant::now();
         let (snapshot, mut tree, mut sessions, snapshot_zxid) = match self.load_newest_snapshot()? {
             Some(loaded) => (Some(loaded.file), loaded.tree, loaded.sessions, loaded.zxid),
             None => (None, DataTree::new(), Vec::new(), 0),
         };
+        let snapshot_load_time = started.elapsed();
         let (log, txns_after_snapshot) = self.open_log_after(pre_alloc_bytes, snapshot_zxid)?;
         check_no_gap(log.dir(), snapshot_zxid, &txns_after_snapshot)?;
         replay(&mut tree, &mut sessions, &txns_after_snapshot);
-        Ok(Recovered { tree, sessions, snapshot, snapshot_zxid, txns_after_snapshot, log })
+        let txns_load_time = started.elapsed() - snapshot_load_time;
+        Ok(Recovered {
+            tree,
+            sessions,
+            snapshot,
+            snapshot_zxid,
+            txns_after_snapshot,
+            log,
+            snapshot_load_time,
+            txns_load_time,
+        })
     }
 
     /// The tree and sessions [`recover`](Self::recover) would rebuild, without changing anything

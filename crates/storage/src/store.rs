@@ -46,6 +46,8 @@ pub enum StoreOp {
 pub struct Report {
     pub last: Option<i64>,
     pub epochs: Vec<(EpochFile, i64)>,
+    /// Txns appended since the last sync: the group commit this sync makes durable.
+    pub appended: usize,
 }
 
 impl Report {
@@ -78,6 +80,7 @@ impl Store {
                 for (hdr, txn) in &batch {
                     self.append(hdr, txn)?;
                     report.last = Some(hdr.zxid);
+                    report.appended += 1;
                 }
             }
             StoreOp::Roll => self.roll()?,

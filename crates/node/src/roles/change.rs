@@ -58,7 +58,20 @@ impl Node {
         out.push(Output::Quorum(QuorumOutput::Elect { reason }));
     }
 
+    /// `election_time`: from going LOOKING to the role the election gave (and where
+    /// `unavailable_time` starts).
+    fn election_done(&mut self) {
+        let now_ms = self.now.mono_ms;
+        let q = self.ensemble_mut();
+        if matches!(q.machine, Machine::Looking) {
+            q.unavailable_since_ms = q.looking_since_ms;
+            let took = now_ms.saturating_sub(q.looking_since_ms);
+            self.summaries.election_time.record(took);
+        }
+    }
+
     pub(super) fn become_leader(&mut self, out: &mut Vec<Output>) {
+        self.election_done();
         self.leave_role(out);
         let tick_ms = u64::from(self.cfg.tick_time_ms);
         let now_ms = self.now.mono_ms;
@@ -94,10 +107,12 @@ impl Node {
     }
 
     pub(super) fn become_learner(&mut self, leader: Sid, role: LearnerRole, out: &mut Vec<Output>) {
+        self.election_done();
         self.leave_role(out);
         let tick_ms = u64::from(self.cfg.tick_time_ms);
         let now_ms = self.now.mono_ms;
         let q = self.ensemble_mut();
+        q.learning_since_ms = now_ms;
         let mut cfg = LearnerConfig::new(q.setup.my_sid, leader, role);
         cfg.tick_ms = tick_ms;
         cfg.init_limit = q.setup.init_limit;

@@ -90,6 +90,7 @@ impl Node {
             self.drop_conn(old);
             out.push(Output::Close { conn: old });
         }
+        self.counters.revalidate_count += 1;
         self.drive(out, |q, a| {
             if let Machine::Learner(l) = &mut q.machine {
                 l.revalidate(id, timeout_ms, a);

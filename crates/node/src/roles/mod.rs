@@ -173,8 +173,14 @@ pub(crate) struct Quorum {
     touched: BTreeMap<i64, i32>,
     /// A snapshot received in place of SNAP, consumed by the learner's `InstallSnapshot`.
     incoming_snapshot: Option<SnapshotData>,
-    /// When the machine last became `Looking` (read-only mode's grace period counts from it).
+    /// When the machine last became `Looking` (read-only mode's grace period and
+    /// `election_time` count from it).
     looking_since_ms: u64,
+    /// Learner: when it started following or observing (`follower_sync_time` counts from it).
+    learning_since_ms: u64,
+    /// When the election that gave the current role began: `unavailable_time` runs from it
+    /// until the role serves.
+    unavailable_since_ms: u64,
     /// The machines push their actions here ([`Node::drive`]); kept to reuse its capacity.
     actions: Vec<Action>,
 }
@@ -239,6 +245,8 @@ impl Node {
             setup,
             machine: Machine::Looking,
             looking_since_ms: now.mono_ms,
+            learning_since_ms: now.mono_ms,
+            unavailable_since_ms: now.mono_ms,
             log: VecDeque::new(),
             log_base: 0,
             durable: 0,
@@ -277,6 +285,12 @@ impl Node {
         let q = self.ensemble_mut();
         let mut actions = std::mem::take(&mut q.actions);
         call(q, &mut actions);
+        if let Mode::Ensemble(q) = &mut self.mode {
+            if let Machine::Leader(l) = &mut q.machine {
+                let acks = &mut self.summaries.quorum_ack_latency;
+                l.take_ack_latencies(|ms| acks.record(ms));
+            }
+        }
         self.run(&mut actions, out);
         let q = self.ensemble_mut();
         if q.actions.capacity() < actions.capacity() {
@@ -364,11 +378,22 @@ impl Node {
         use crate::Input as I;
         let now_ms = self.now.mono_ms;
         match input {
-            I::Peer { from, packet } => self.drive(out, |q, a| match &mut q.machine {
-                Machine::Leader(l) => l.on_packet(from, &packet, now_ms, a),
-                Machine::Learner(l) if l.leader() == from => l.on_packet(&packet, now_ms, a),
-                _ => {}
-            }),
+            I::Peer { from, packet } => {
+                let from_leader_synced =
+                    matches!(&self.ensemble_mut().machine, Machine::Learner(l) if l.leader() == from && l.is_synced());
+                if from_leader_synced {
+                    match packet.packet_type {
+                        pt::PROPOSAL => self.counters.learner_proposal_received_count += 1,
+                        pt::COMMIT => self.counters.learner_commit_received_count += 1,
+                        _ => {}
+                    }
+                }
+                self.drive(out, |q, a| match &mut q.machine {
+                    Machine::Leader(l) => l.on_packet(from, &packet, now_ms, a),
+                    Machine::Learner(l) if l.leader() == from => l.on_packet(&packet, now_ms, a),
+                    _ => {}
+                })
+            }
             I::PeerSnapshot { from, snapshot } => {
                 let packet = QuorumPacket::new(pt::SNAP, snapshot.zxid);
                 self.ensemble_mut().incoming_snapshot = Some(snapshot);
@@ -453,9 +478,16 @@ impl Node {
     }
 
     pub(super) fn run_one(&mut self, action: Action, out: &mut Vec<Output>) {
+        let leading = matches!(self.ensemble_mut().machine, Machine::Leader(_));
         match action {
-            Action::Send { to, packet } => out.push(Output::Quorum(QuorumOutput::PeerSend { to, packet })),
+            Action::Send { to, packet } => {
+                if matches!(packet.packet_type, pt::DIFF | pt::TRUNC) {
+                    self.counters.diff_count += 1;
+                }
+                out.push(Output::Quorum(QuorumOutput::PeerSend { to, packet }))
+            }
             Action::SendSnapshot { to, zxid } => {
+                self.counters.snap_count += 1;
                 let (tree, sessions) = self.snapshot_state();
                 out.push(Output::Quorum(QuorumOutput::SendSnapshot {
                     to,
@@ -464,6 +496,9 @@ impl Node {
             }
             Action::Disconnect { sid, reason } => out.push(Output::Quorum(QuorumOutput::PeerClose { sid, reason })),
             Action::Persist(entry) => {
+                if leading {
+                    self.counters.proposal_count += 1;
+                }
                 out.push(Output::Persist { hdr: entry.hdr, txn: entry.txn.clone() });
                 self.ensemble_mut().log.push_back(entry);
                 self.trim_log();
@@ -473,8 +508,27 @@ impl Node {
             }
             Action::Truncate { zxid } => self.truncate(zxid, out),
             Action::InstallSnapshot { zxid } => self.install_snapshot(zxid, out),
-            Action::ApplyCommitted(entry) => self.apply_committed(entry, out),
-            Action::Synced { epoch } | Action::Broadcasting { epoch } => {
+            Action::ApplyCommitted(entry) => {
+                if leading {
+                    self.counters.commit_count += 1;
+                }
+                self.apply_committed(entry, out)
+            }
+            Action::Synced { epoch } => {
+                let now_ms = self.now.mono_ms;
+                let q = self.ensemble_mut();
+                let took = now_ms.saturating_sub(q.learning_since_ms);
+                let unavailable = now_ms.saturating_sub(q.unavailable_since_ms);
+                let observing = matches!(&q.machine, Machine::Learner(l) if l.role() == LearnerRole::Observer);
+                let s = &mut self.summaries;
+                if observing { &mut s.observer_sync_time } else { &mut s.follower_sync_time }.record(took);
+                s.unavailable_time.record(unavailable);
+                out.push(Output::Quorum(QuorumOutput::Serving { epoch }))
+            }
+            Action::Broadcasting { epoch } => {
+                let unavailable = self.now.mono_ms.saturating_sub(self.ensemble_mut().unavailable_since_ms);
+                self.summaries.unavailable_time.record(unavailable);
+                self.summaries.leader_unavailable_time.record(unavailable);
                 out.push(Output::Quorum(QuorumOutput::Serving { epoch }))
             }
             Action::PingReply { to, zxid } => {

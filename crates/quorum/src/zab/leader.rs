@@ -243,6 +243,10 @@ pub struct Leader {
     self_durable: Zxid,
     /// When each outstanding (uncommitted) proposal was made.
     proposed_at_ms: BTreeMap<Zxid, u64>,
+    /// How long each proposal committed since the last [`Leader::take_ack_latencies`] waited
+    /// for its quorum of ACKs, in ms (ZooKeeper's `quorum_ack_latency`); drained by the caller,
+    /// so its capacity is reused.
+    ack_latencies: Vec<u64>,
     /// Syncs waiting for their confirmation round and for a zxid to commit, in arrival order.
     pending_syncs: VecDeque<PendingSync>,
     /// PING rounds sent and not yet confirmed by a quorum, oldest first.
@@ -291,6 +295,7 @@ impl Leader {
             last_proposed: init.last_zxid,
             self_durable: init.last_zxid,
             proposed_at_ms: BTreeMap::new(),
+            ack_latencies: Vec::new(),
             pending_syncs: VecDeque::new(),
             rounds: VecDeque::new(),
             round_started: 0,
@@ -332,6 +337,13 @@ impl Leader {
             synced_followers: synced(Role::Follower),
             synced_observers: synced(Role::Observer),
             pending_syncs: self.pending_syncs.len(),
+        }
+    }
+
+    /// Hands each commit's quorum ACK latency (ms) since the last call to `record`.
+    pub fn take_ack_latencies(&mut self, mut record: impl FnMut(u64)) {
+        for ms in self.ack_latencies.drain(..) {
+            record(ms);
         }
     }
 
@@ -856,7 +868,9 @@ impl Leader {
     fn commit(&mut self, entry: TxnEntry) {
         let z = entry.zxid();
         self.committed = z;
-        self.proposed_at_ms.remove(&z);
+        if let Some(at) = self.proposed_at_ms.remove(&z) {
+            self.ack_latencies.push(self.now_ms.saturating_sub(at));
+        }
         let commit = QuorumPacket::new(pt::COMMIT, z);
         let targets: Vec<(Sid, Role)> =
             self.peers.iter().filter(|(_, p)| p.forwarding).map(|(s, p)| (*s, p.role)).collect();
