@@ -31,7 +31,7 @@
 
 use std::sync::Arc;
 
-use warden_node::{Clock, ConnId, Input, Node, Output, QuorumOutput, RoleKind, SnapshotData};
+use warden_node::{Clock, ConnId, Input, Node, Output, QuorumOutput, RestoreRefused, RoleKind, SnapshotData};
 use warden_proto::election::ServerState;
 use warden_proto::quorum::QuorumPacket;
 use warden_proto::{ensure, Txn, TxnHeader};
@@ -211,6 +211,37 @@ impl Driver {
         self.applied_to = zxid;
         self.node.restore(tree, sessions, replayed);
         zxid
+    }
+
+    /// The admin `restore` command: `snapshot` replaces a standalone server's data
+    /// ([`Node::replace_data`]). Storage installs it (the snapshot written durably, every log
+    /// record and snapshot above its zxid removed) behind everything handed to it before, so a
+    /// write acknowledged after the restore finds it on disk. Refused while anything persisted is
+    /// not durable and applied yet.
+    pub fn replace_data(&mut self, snapshot: SnapshotData, cmds: &mut Vec<Command>) -> Result<(), RestoreRefused> {
+        if self.my_sid.is_some() {
+            return Err(RestoreRefused::Ensemble);
+        }
+        if !self.to_persist.is_empty() || self.persisted != self.durable || self.applied_to != self.durable {
+            return Err(RestoreRefused::WritesInFlight);
+        }
+        let SnapshotData { zxid, tree, sessions } = snapshot;
+        let mut out = std::mem::take(&mut self.out);
+        let replaced = self.node.replace_data(tree.clone(), &sessions, &mut out);
+        for o in out.drain(..) {
+            if let Output::Close { conn } = o {
+                cmds.push(Command::Close { conn });
+            }
+        }
+        self.out = out;
+        replaced?;
+        tracing::info!(zxid = format_args!("{zxid:#x}"), "data replaced by a restored snapshot");
+        self.persisted = zxid;
+        self.durable = zxid;
+        self.applied_to = zxid;
+        self.snapshots.last_zxid = zxid;
+        self.store(StoreOp::Install { tree, sessions, zxid }, cmds);
+        Ok(())
     }
 
     /// The vote an election round starts with: (last zxid, current epoch).

@@ -1,6 +1,6 @@
 //! The driver's decisions, on a real node with storage answered by hand.
 
-use warden_node::NodeConfig;
+use warden_node::{NodeConfig, QuorumSetup};
 use warden_proto::request::{CreateRequest, Request};
 use warden_proto::{Acl, ConnectRequest};
 
@@ -165,4 +165,49 @@ fn snapshots_follow_the_jittered_interval() {
     let mut policy = SnapshotPolicy::new(1000, 1);
     let counts: std::collections::BTreeSet<i64> = (0..2000).map(|_| policy.next_threshold()).collect();
     assert!(counts.first() >= Some(&501) && counts.last() <= Some(&1000) && counts.len() > 300, "{counts:?}");
+}
+
+/// The admin `restore`: refused while a write is on its way to disk; then the snapshot replaces
+/// the data, every connection is closed, storage installs it behind what came before, and the
+/// next write follows its zxid. An ensemble member refuses.
+#[test]
+fn a_restored_snapshot_replaces_the_data_and_goes_to_storage() {
+    let mut d = standalone(100_000);
+    connect(&mut d, 1);
+    let mut cmds = Vec::new();
+    d.step(clock(), Event::Node(Input::Request { conn: 1, xid: 1, req: create("/old") }), &mut cmds);
+    d.end_turn(clock(), &mut cmds);
+    let mut other = DataTree::new();
+    let hdr = TxnHeader { client_id: 7, cxid: 1, zxid: 0x500, time_ms: 1, txn_type: 1 };
+    let txn = Txn::Create {
+        path: "/restored".into(),
+        data: Some(b"r".to_vec()),
+        acl: Acl::open_unsafe(),
+        ephemeral: false,
+        parent_cversion: 1,
+    };
+    other.apply(&hdr, &txn);
+    let snapshot = || SnapshotData { zxid: 0x500, tree: other.clone(), sessions: vec![(7, 4000)] };
+    let mut out = Vec::new();
+    assert_eq!(d.replace_data(snapshot(), &mut out), Err(RestoreRefused::WritesInFlight));
+    assert!(out.is_empty());
+    sync_all(&mut d, cmds);
+
+    let mut cmds = Vec::new();
+    d.replace_data(snapshot(), &mut cmds).expect("an idle standalone server restores");
+    assert!(matches!(cmds[0], Command::Close { conn: 1 }), "{cmds:?}");
+    let Command::Store { op: StoreOp::Install { zxid: 0x500, ref sessions, .. }, .. } = cmds[1] else {
+        panic!("{cmds:?}")
+    };
+    assert_eq!(sessions, &[(7, 4000)]);
+    assert!(d.node().tree().node("/old").is_none() && d.node().tree().node("/restored").is_some());
+    d.check_invariants().unwrap();
+    // A new client's session is the next txn.
+    connect(&mut d, 2);
+    assert_eq!(d.node().last_processed_zxid(), 0x501);
+
+    let node = Node::new_quorum(NodeConfig::default(), QuorumSetup::new(1, [1, 2, 3]), clock());
+    let mut member =
+        Driver::new(node, DriverConfig { my_sid: Some(1), snap_count: 100, seed: 7, durable_chunk: DURABLE_CHUNK });
+    assert_eq!(member.replace_data(snapshot(), &mut Vec::new()), Err(RestoreRefused::Ensemble));
 }

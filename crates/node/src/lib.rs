@@ -15,7 +15,7 @@ pub mod session;
 mod stats;
 mod writes;
 
-pub use node::{Clock, ConnId, Input, Node, NodeConfig, Output};
+pub use node::{Clock, ConnId, Input, Node, NodeConfig, Output, RestoreRefused};
 pub use roles::{QuorumOutput, QuorumSetup, RoleKind, SnapshotData};
 pub use sasl::SaslOutcome;
 pub use stats::{ConnInfo, Counters, LatencyKind, NodeStats, Summaries, Summary};

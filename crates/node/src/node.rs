@@ -168,6 +168,29 @@ pub(crate) enum Mode {
     Ensemble(Box<Quorum>),
 }
 
+/// Why [`Node::replace_data`] refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestoreRefused {
+    /// Only a standalone server replaces its data: an ensemble member's would diverge.
+    Ensemble,
+    /// A write is on its way to disk; its zxid would follow the old data.
+    WritesInFlight,
+}
+
+impl std::fmt::Display for RestoreRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RestoreRefused::Ensemble => {
+                "restore replaces one server's data: Warden does it on a standalone server only (start \
+                 an ensemble from a restored server's data directory instead)"
+            }
+            RestoreRefused::WritesInFlight => "writes are in flight; retry when the server is idle",
+        })
+    }
+}
+
+impl std::error::Error for RestoreRefused {}
+
 /// One Warden server's state.
 pub struct Node {
     pub(crate) cfg: NodeConfig,
@@ -242,6 +265,42 @@ impl Node {
         for &(id, timeout_ms) in sessions {
             self.sessions.add(id, timeout_ms.max(0) as u32, self.now.mono_ms);
         }
+    }
+
+    /// The admin `restore` command: `tree` (standing at its last processed zxid) and `sessions`
+    /// replace this standalone server's data, as ZooKeeper 3.9's `restoreFromSnapshot` replaces
+    /// its database. Every client connection is closed (their sessions are those of the old
+    /// data), the next zxid follows the restored one. Refused in an ensemble (the other members
+    /// would not follow) and while a write is on its way to disk.
+    pub fn replace_data(
+        &mut self,
+        tree: DataTree,
+        sessions: &[(i64, i32)],
+        out: &mut Vec<Output>,
+    ) -> Result<(), RestoreRefused> {
+        match &self.mode {
+            Mode::Ensemble(_) => return Err(RestoreRefused::Ensemble),
+            Mode::Standalone { in_flight } if !in_flight.is_empty() => return Err(RestoreRefused::WritesInFlight),
+            Mode::Standalone { .. } => {}
+        }
+        let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        conns.sort_unstable();
+        for conn in conns {
+            self.drop_conn(conn);
+            out.push(Output::Close { conn });
+        }
+        self.session_conn.clear();
+        let live: Vec<i64> = self.sessions.iter().map(|s| s.id).collect();
+        for id in live {
+            self.sessions.remove(id);
+        }
+        self.last_zxid = tree.last_processed_zxid();
+        self.tree = tree;
+        self.prep = Prep::new();
+        for &(id, timeout_ms) in sessions {
+            self.sessions.add(id, timeout_ms.max(0) as u32, self.now.mono_ms);
+        }
+        Ok(())
     }
 
     /// What a snapshot needs, taken at a zxid boundary: the tree (a cheap structural-sharing clone)

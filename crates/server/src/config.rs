@@ -521,6 +521,12 @@ impl Config {
                 Err(_) => tracing::warn!(value = val, "admin.serverPort is not a port; keeping {}", self.admin.port),
             },
             "admin.commandURL" => self.admin.command_url = val.trim_end_matches('/').to_string(),
+            "admin.snapshot.enabled" => self.admin.snapshot_enabled = !val.eq_ignore_ascii_case("false"),
+            "admin.restore.enabled" => self.admin.restore_enabled = !val.eq_ignore_ascii_case("false"),
+            "admin.rateLimiterIntervalInMS" => match val.parse() {
+                Ok(ms) => self.admin.rate_limiter_interval_ms = ms,
+                Err(_) => tracing::warn!(value = val, "admin.rateLimiterIntervalInMS is not a number of milliseconds"),
+            },
             "admin.idleTimeout" => match val.parse() {
                 Ok(ms) => self.admin.idle_timeout = std::time::Duration::from_millis(ms),
                 Err(_) => tracing::warn!(value = val, "admin.idleTimeout is not a number of milliseconds"),

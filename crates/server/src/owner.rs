@@ -17,12 +17,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{mpsc, oneshot, watch};
 use warden_driver::{Command, Driver, DriverConfig, Event as DriverEvent};
-use warden_node::{Clock, ConnId, Input, Node, NodeConfig, QuorumSetup, RoleKind};
+use warden_node::{Clock, ConnId, Input, Node, NodeConfig, QuorumSetup, RestoreRefused, RoleKind, SnapshotData};
 use warden_proto::frame::FourLetterWord;
 use warden_proto::{Txn, TxnHeader};
 use warden_storage::{Report, StoreOp};
 use warden_tree::DataTree;
 
+use crate::admin::backup::Refusal;
 use crate::config::{Config, PeerRole};
 use crate::ensemble::{EnsEvent, Ensemble};
 use crate::fourlw;
@@ -77,6 +78,25 @@ pub(crate) enum Event {
         cmd: &'static crate::admin::commands::Command,
         args: std::collections::BTreeMap<String, String>,
         reply: oneshot::Sender<crate::admin::commands::Answer>,
+    },
+    /// The admin `snapshot` command: authenticate (`Authorization` header, caller's address),
+    /// limit, and answer the tree and sessions as they stand.
+    AdminSnapshot {
+        authorization: Option<String>,
+        peer: std::net::IpAddr,
+        reply: oneshot::Sender<Result<SnapshotData, Refusal>>,
+    },
+    /// The admin `restore` command, before its body is read: authenticated, enabled, not limited?
+    AdminRestoreAllowed {
+        authorization: Option<String>,
+        peer: std::net::IpAddr,
+        reply: oneshot::Sender<Result<(), Refusal>>,
+    },
+    /// The admin `restore` command's decoded snapshot: replace the data; the answer (the zxid)
+    /// comes once it is durable.
+    AdminRestore {
+        snapshot: SnapshotData,
+        reply: oneshot::Sender<Result<i64, Refusal>>,
     },
 }
 
@@ -143,6 +163,10 @@ pub(crate) struct Owner {
     fatal: Option<Fatal>,
     /// Quorum mode: the election and quorum ports.
     ens: Option<Ensemble>,
+    /// The admin `snapshot` / `restore` rate limiters.
+    backup: crate::admin::backup::Backup,
+    /// A restore waiting for its snapshot to be durable: its zxid and whom to tell.
+    restoring: Option<(i64, oneshot::Sender<Result<i64, Refusal>>)>,
 }
 
 impl Owner {
@@ -191,6 +215,7 @@ impl Owner {
         };
         let driver = Driver::new(node, driver_cfg);
         Self {
+            backup: crate::admin::backup::Backup::new(&cfg.admin),
             cfg,
             driver,
             conns: HashMap::new(),
@@ -206,6 +231,7 @@ impl Owner {
             snapshots,
             fatal: None,
             ens: quorum.map(|(e, _)| e),
+            restoring: None,
         }
     }
 
@@ -417,6 +443,58 @@ impl Owner {
         }
     }
 
+    /// The admin `snapshot` command (`admin/backup.rs`): the tree as it stands now.
+    fn admin_snapshot(&mut self, authorization: Option<&str>, peer: std::net::IpAddr) -> Result<SnapshotData, Refusal> {
+        crate::admin::backup::authorize(authorization, peer, self.driver.node(), self.cfg.super_digest.as_deref())?;
+        if !self.cfg.admin.snapshot_enabled {
+            return Err(Refusal::Disabled);
+        }
+        if !self.backup.snapshot_limiter.allow(Instant::now()) {
+            return Err(Refusal::RateLimited);
+        }
+        let (tree, sessions) = self.driver.node().snapshot_state();
+        Ok(SnapshotData { zxid: tree.last_processed_zxid(), tree, sessions })
+    }
+
+    /// The admin `restore` command's checks before its body is read.
+    fn admin_restore_allowed(&mut self, authorization: Option<&str>, peer: std::net::IpAddr) -> Result<(), Refusal> {
+        crate::admin::backup::authorize(authorization, peer, self.driver.node(), self.cfg.super_digest.as_deref())?;
+        if !self.cfg.admin.restore_enabled {
+            return Err(Refusal::Disabled);
+        }
+        if self.ens.is_some() {
+            return Err(Refusal::Failed(RestoreRefused::Ensemble.to_string()));
+        }
+        if !self.backup.restore_limiter.allow(Instant::now()) {
+            return Err(Refusal::RateLimited);
+        }
+        Ok(())
+    }
+
+    /// The admin `restore` command: the data is replaced now; the answer waits until the
+    /// snapshot is durable. A snapshot still being written (of the old data, perhaps above the
+    /// restored zxid) would outlive the restore on disk: the restore waits for none to be in hand.
+    fn admin_restore(&mut self, snapshot: SnapshotData, reply: oneshot::Sender<Result<i64, Refusal>>) {
+        if self.snapshots.in_hand() {
+            let _ = reply.send(Err(Refusal::Failed("a snapshot is being written; retry in a moment".into())));
+            return;
+        }
+        if self.restoring.is_some() {
+            let _ = reply.send(Err(Refusal::Failed("another restore is in progress".into())));
+            return;
+        }
+        let zxid = snapshot.zxid;
+        match self.driver.replace_data(snapshot, &mut self.cmds) {
+            Ok(()) => {
+                self.route();
+                self.restoring = Some((zxid, reply));
+            }
+            Err(why) => {
+                let _ = reply.send(Err(Refusal::Failed(why.to_string())));
+            }
+        }
+    }
+
     /// Counts the snapshot written since the last look in `snapshottime` (before a new one
     /// starts, and before the metrics are read, so none is missed).
     fn collect_snapshot_time(&mut self) {
@@ -524,7 +602,15 @@ impl Owner {
             }
             Event::Synced { report, fsync } => {
                 self.record_sync(fsync, report.appended);
-                self.step(DriverEvent::Synced(report))
+                let durable = report.last;
+                self.step(DriverEvent::Synced(report));
+                if let (Some(at), Some((zxid, _))) = (durable, &self.restoring) {
+                    if at >= *zxid {
+                        if let Some((zxid, reply)) = self.restoring.take() {
+                            let _ = reply.send(Ok(zxid));
+                        }
+                    }
+                }
             }
             Event::FourLetter { cmd, reply } => {
                 self.collect_snapshot_time();
@@ -541,6 +627,13 @@ impl Owner {
                     crate::admin::commands::run(cmd, &args, self.driver.node_mut(), &self.cfg, &mut self.metrics);
                 let _ = reply.send(answer);
             }
+            Event::AdminSnapshot { authorization, peer, reply } => {
+                let _ = reply.send(self.admin_snapshot(authorization.as_deref(), peer));
+            }
+            Event::AdminRestoreAllowed { authorization, peer, reply } => {
+                let _ = reply.send(self.admin_restore_allowed(authorization.as_deref(), peer));
+            }
+            Event::AdminRestore { snapshot, reply } => self.admin_restore(snapshot, reply),
         }
         1
     }

@@ -59,6 +59,11 @@ impl Snapshots {
         Some(self.written_ms.swap(u64::MAX, Ordering::AcqRel)).filter(|&ms| ms != u64::MAX)
     }
 
+    /// Whether a snapshot is being written (or waits to be).
+    pub fn in_hand(&self) -> bool {
+        self.busy.load(Ordering::Acquire)
+    }
+
     /// Builds the job and hands it to the thread, unless the thread still has one.
     pub fn try_start(&self, job: impl FnOnce() -> SnapshotJob) -> Start {
         if self.busy.swap(true, Ordering::AcqRel) {

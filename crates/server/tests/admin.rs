@@ -400,3 +400,159 @@ async fn prometheus_metrics_carry_zookeepers_names_and_mntrs_figures() {
     let (status, _) = tokio::task::spawn_blocking(move || get(addr, "/")).await.unwrap();
     assert_eq!(status, 404);
 }
+
+/// An HTTP exchange with the status, the raw header block and the body bytes of the answer.
+fn http_bytes(addr: SocketAddr, request: &[u8]) -> (u16, String, Vec<u8>) {
+    let mut s = TcpStream::connect(addr).expect("connect to the AdminServer");
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(request).unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("a header block");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, head, raw[split + 4..].to_vec())
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim()))
+}
+
+fn snapshot_request(auth: Option<&str>, query: &str) -> Vec<u8> {
+    let auth = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    format!("GET /commands/snapshot{query} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n").into_bytes()
+}
+
+fn restore_request(auth: &str, body: &[u8]) -> Vec<u8> {
+    let mut r = format!(
+        "POST /commands/restore HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    r.extend_from_slice(body);
+    r
+}
+
+/// ZooKeeper 3.9's `snapshot` and `restore`: authentication against the root ACL, the rate
+/// limiter, a consistent stream whose `last_zxid` is the server's, and a restore that replaces a
+/// standalone server's data (older or newer than its own) durably, across a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_and_restore_move_a_tree_with_authentication() {
+    let admin_settings = |port| AdminSettings {
+        port,
+        address: "127.0.0.1".parse().unwrap(),
+        // One snapshot per 10 s (3.9 counts this interval in microseconds for snapshots).
+        rate_limiter_interval_ms: 10_000_000,
+        ..Default::default()
+    };
+    let port_a = oracle::free_port();
+    let a = TestServer::start_with(|c| c.admin = admin_settings(port_a)).await;
+    let admin_a = SocketAddr::from(([127, 0, 0, 1], port_a));
+    let client = a.client().await;
+    let open = CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    client.create("/app", b"root of app", &open).await.unwrap();
+    for i in 0..20 {
+        client.create(&format!("/app/n{i}"), format!("v{i}").as_bytes(), &open).await.unwrap();
+    }
+    client.set_data("/app/n3", b"changed", None).await.unwrap();
+    // Only alice may do everything on /: others authenticate, and are not authorized.
+    client.auth("digest", b"alice:secret").await.unwrap();
+    let alice_only = [zk::Acl::new(zk::Permission::ALL, zk::AuthId::new("digest", &digest_id("alice", "secret")))];
+    client.set_acl("/", &alice_only, None).await.unwrap();
+
+    let ask = move |req: Vec<u8>| tokio::task::spawn_blocking(move || http_bytes(admin_a, &req));
+    let (status, _, body) = ask(snapshot_request(None, "")).await.unwrap();
+    assert_eq!(status, 401);
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (v["command"].as_str(), v["error"].as_str()),
+        (Some("snapshot"), Some("Auth info is missing for the command"))
+    );
+    let (status, _, body) = ask(snapshot_request(Some("Basic YWxpY2U6c2VjcmV0"), "")).await.unwrap();
+    assert_eq!(
+        (status, serde_json::from_slice::<Value>(&body).unwrap()["error"].clone()),
+        (401, "Not authenticated".into())
+    );
+    let (status, _, body) = ask(snapshot_request(Some("digest bob:secret"), "")).await.unwrap();
+    assert_eq!(
+        (status, serde_json::from_slice::<Value>(&body).unwrap()["error"].clone()),
+        (403, "Not authorized".into())
+    );
+
+    let srvr = four_letter(a.addr, "srvr").await;
+    let zxid = srvr.lines().find_map(|l| l.strip_prefix("Zxid: ")).unwrap().to_string();
+    let (status, head, stream) = ask(snapshot_request(Some("digest alice:secret"), "")).await.unwrap();
+    assert_eq!(status, 200, "{head}");
+    assert_eq!(header(&head, "content-type"), Some("application/octet-stream"));
+    assert_eq!(header(&head, "last_zxid"), Some(zxid.as_str()), "the stream stands at the server's zxid");
+    assert_eq!(header(&head, "snapshot_size"), Some(stream.len().to_string().as_str()));
+    let decoded = warden_storage::decode_snapshot_stream(&stream).expect("a snapshot stream with valid seals");
+    assert_eq!(format!("{:#x}", decoded.zxid), zxid);
+    assert_eq!(decoded.tree.node("/app/n3").unwrap().data.as_deref(), Some(&b"changed"[..]));
+    // The limiter: a second snapshot within the interval is refused.
+    let (status, _, _) = ask(snapshot_request(Some("digest alice:secret"), "?streaming=false")).await.unwrap();
+    assert_eq!(status, 429);
+    // restore is POST only.
+    let (status, _, _) =
+        ask(snapshot_request(Some("digest alice:secret"), "").replace_get_with("restore")).await.unwrap();
+    assert_eq!(status, 405);
+
+    // Server b has more history than the snapshot (its zxid is higher), then takes the snapshot.
+    let port_b = oracle::free_port();
+    let b = TestServer::start_with(|c| c.admin = admin_settings(port_b)).await;
+    let admin_b = SocketAddr::from(([127, 0, 0, 1], port_b));
+    let cb = b.client().await;
+    for i in 0..40 {
+        cb.create(&format!("/b{i}"), b"b", &open).await.unwrap();
+    }
+    let ask_b = move |req: Vec<u8>| tokio::task::spawn_blocking(move || http_bytes(admin_b, &req));
+    let (status, _, body) = ask_b(restore_request("digest anyone:x", b"not a snapshot")).await.unwrap();
+    assert_eq!(status, 500);
+    let err = serde_json::from_slice::<Value>(&body).unwrap()["error"].as_str().unwrap().to_string();
+    assert!(err.starts_with("not a snapshot stream"), "{err}");
+    // That attempt counted against the limiter (it counts once the checks pass, before the body
+    // is read: ZooKeeper's order), so a second restore now is refused; a fresh b takes the real one.
+    let (status, _, _) = ask_b(restore_request("digest anyone:x", &stream)).await.unwrap();
+    assert_eq!(status, 429);
+    drop(cb);
+    b.stop().await;
+    let b = TestServer::start_with(|c| c.admin = admin_settings(port_b)).await;
+    let cb = b.client().await;
+    for i in 0..40 {
+        cb.create(&format!("/b{i}"), b"b", &open).await.unwrap();
+    }
+    let (status, _, body) = ask_b(restore_request("digest anyone:x", &stream)).await.unwrap();
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(format!("{:#x}", v["last_zxid"].as_i64().unwrap()), zxid);
+    assert!(v["error"].is_null());
+    // b's clients were disconnected; a new one sees a's tree and none of b's own.
+    let fresh = b.client().await;
+    assert_eq!(fresh.get_data("/app/n3").await.unwrap().0, b"changed");
+    assert_eq!(fresh.get_children("/app").await.unwrap().0.len(), 20);
+    assert!(fresh.check_stat("/b0").await.unwrap().is_none());
+    // The next write follows the restored zxid; all of it survives a restart.
+    fresh.auth("digest", b"alice:secret").await.unwrap();
+    let (stat, _) = fresh.create("/after", b"x", &open).await.unwrap();
+    // zxid + 1 was the new client's createSession.
+    assert_eq!(stat.czxid, decoded.zxid + 2);
+    drop(fresh);
+    let dir = b.stop_keeping_dir().await;
+    let b = TestServer::start_in(dir, |c| c.admin = admin_settings(oracle::free_port())).await;
+    let again = b.client().await;
+    assert_eq!(again.get_data("/app/n3").await.unwrap().0, b"changed");
+    assert!(again.check_stat("/after").await.unwrap().is_some());
+    assert!(again.check_stat("/b39").await.unwrap().is_none(), "b's own history is gone for good");
+}
+
+trait ReplaceGet {
+    fn replace_get_with(self, command: &str) -> Vec<u8>;
+}
+
+impl ReplaceGet for Vec<u8> {
+    /// The same request for another command name.
+    fn replace_get_with(self, command: &str) -> Vec<u8> {
+        String::from_utf8(self).unwrap().replace("/commands/snapshot", &format!("/commands/{command}")).into_bytes()
+    }
+}

@@ -200,6 +200,21 @@ pub fn encode_snapshot(tree: &DataTree, sessions: &[(i64, i32)]) -> Vec<u8> {
     w.inner
 }
 
+/// The snapshot stream ZooKeeper 3.9's `snapshot` admin command sends and its `restore` command
+/// reads: a plain snapshot file (header, sessions and tree, digest) plus the lastProcessedZxid
+/// section (`zookeeper.serializeLastProcessedZxid.enabled`, on by default in 3.9) and its seal,
+/// which tells the restoring server where the data stands.
+pub fn encode_snapshot_with_last_zxid(tree: &DataTree, sessions: &[(i64, i32)]) -> Vec<u8> {
+    let mut w = Checked { inner: Vec::new(), adler: simd_adler32::Adler32::new() };
+    let mut last = Writer::new();
+    last.write_i64(tree.last_processed_zxid());
+    write_body(&mut w, tree, sessions)
+        .and_then(|()| w.put(last.as_slice()))
+        .and_then(|()| w.seal())
+        .expect("a Vec takes every write; only a tree whose child counts are broken fails");
+    w.inner
+}
+
 fn write_body<W: Write>(out: &mut Checked<W>, tree: &DataTree, sessions: &[(i64, i32)]) -> io::Result<()> {
     let mut w = Writer::new();
     w.write_i32(SNAP_FILE_MAGIC);
@@ -621,6 +636,28 @@ pub fn read_snapshot(fs: &dyn Fs, path: &Path) -> Result<Snapshot, StorageError>
         Compression::Snappy => snappy_java_decode(&raw).map_err(|r| corrupt(path, r))?,
     };
     decode_snapshot(&bytes, zxid).map_err(|reason| corrupt(path, reason))
+}
+
+/// A snapshot stream as the `restore` admin command receives it (no file name): the tree, its
+/// sessions and the zxid it stands at, which is the lastProcessedZxid section when the stream has
+/// one (ZooKeeper 3.9, Warden's `snapshot` command), else the highest zxid any node records
+/// (a 3.8 snapshot file: every txn up to it is in the tree, as far as the tree can tell).
+pub fn decode_snapshot_stream(bytes: &[u8]) -> Result<StreamSnapshot, String> {
+    let mut snapshot = decode_snapshot(bytes, 0)?;
+    let zxid = snapshot.last_processed_zxid.unwrap_or_else(|| {
+        snapshot.nodes.iter().map(|(_, n)| n.stat.czxid.max(n.stat.mzxid).max(n.stat.pzxid)).max().unwrap_or(0)
+    });
+    snapshot.zxid = zxid;
+    let tree = DataTree::from_snapshot(snapshot.nodes, zxid)?;
+    Ok(StreamSnapshot { tree, sessions: snapshot.sessions, zxid })
+}
+
+/// What [`decode_snapshot_stream`] rebuilds: the tree (standing at `zxid`) and its sessions.
+#[derive(Debug)]
+pub struct StreamSnapshot {
+    pub tree: DataTree,
+    pub sessions: Vec<(i64, i32)>,
+    pub zxid: i64,
 }
 
 /// Parses an uncompressed snapshot stream; `zxid` is the one from its file name.

@@ -9,8 +9,8 @@ use std::time::Duration;
 use common::snap::{dump, sample_tree, EPH_SESSION};
 use warden_proto::{perms, Acl, Id, Txn, TxnHeader};
 use warden_storage::{
-    encode_snapshot, read_snapshot, snapshot_file_name, Compression, DataDir, RealFs, SnapshotDigest, SnapshotOptions,
-    StorageError,
+    decode_snapshot_stream, encode_snapshot, encode_snapshot_with_last_zxid, read_snapshot, snapshot_file_name,
+    Compression, DataDir, RealFs, SnapshotDigest, SnapshotOptions, StorageError,
 };
 use warden_tree::DataTree;
 
@@ -38,6 +38,29 @@ fn round_trip_every_node_kind() {
     // No temp file is left behind.
     let names: Vec<_> = fs::read_dir(dir.path().join("version-2")).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(names, vec!["snapshot.13"]);
+}
+
+/// The admin `snapshot` stream carries 3.9's lastProcessedZxid section; `restore` reads the zxid
+/// from it, and from a 3.8 stream (no section) takes the highest zxid a node records.
+#[test]
+fn admin_stream_round_trips_with_its_zxid() {
+    let t = sample_tree();
+    let with = encode_snapshot_with_last_zxid(&t, SESSIONS);
+    let plain = encode_snapshot(&t, SESSIONS);
+    assert_eq!(with.len(), plain.len() + 8 + 13, "one 8-byte section and its seal more");
+    assert_eq!(&with[..plain.len()], &plain[..]);
+    let back = decode_snapshot_stream(&with).unwrap();
+    assert_eq!(back.zxid, t.last_processed_zxid());
+    assert_eq!((back.tree.last_processed_zxid(), back.sessions.as_slice()), (back.zxid, SESSIONS));
+    assert_eq!(dump(&back.tree), dump(&t));
+    let from_nodes = decode_snapshot_stream(&plain).unwrap().zxid;
+    assert!(from_nodes > 0 && from_nodes <= t.last_processed_zxid(), "{from_nodes:#x}");
+    // A damaged stream is refused: its seal no longer matches.
+    let mut bad = with.clone();
+    let mid = bad.len() / 2;
+    bad[mid] ^= 0xff;
+    assert!(decode_snapshot_stream(&bad).is_err());
+    assert!(decode_snapshot_stream(&with[..with.len() - 3]).is_err());
 }
 
 #[test]

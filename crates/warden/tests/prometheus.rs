@@ -80,10 +80,8 @@ async fn prometheus_scrapes_an_ensemble_under_load() {
     std::fs::create_dir_all(&prom_dir).unwrap();
     let mut targets = String::new();
     for (i, port) in metric_ports.iter().enumerate() {
-        targets.push_str(&format!(
-            "      - targets: ['127.0.0.1:{port}']\n        labels: {{ server: '{}' }}\n",
-            i + 1
-        ));
+        targets
+            .push_str(&format!("      - targets: ['127.0.0.1:{port}']\n        labels: {{ server: '{}' }}\n", i + 1));
     }
     let yml = format!(
         "global:\n  scrape_interval: 500ms\n  scrape_timeout: 400ms\nscrape_configs:\n  - job_name: warden\n    \

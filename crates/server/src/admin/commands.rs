@@ -54,11 +54,13 @@ pub const COMMANDS: &[Command] = &[
     cmd("monitor", &["mntr"], false),
     cmd("observer_connection_stat_reset", &["orst"], true),
     absent("observers", &["obsr"], "the observers command is not supported by Warden yet"),
-    absent("restore", &["rest"], "restore is not supported by Warden yet"),
+    // Answered by `backup.rs` (POST, authenticated), never by `run`.
+    cmd("restore", &["rest"], true),
     cmd("ruok", &[], true),
     cmd("server_stats", &["srvr"], true),
     cmd("set_trace_mask", &["stmk"], false),
-    absent("snapshot", &["snap"], "snapshot is not supported by Warden yet"),
+    // Answered by `backup.rs` (authenticated, a stream), never by `run`.
+    cmd("snapshot", &["snap"], true),
     cmd("stat_reset", &["srst"], true),
     cmd("stats", &["stat"], true),
     cmd("system_properties", &["sysp"], false),

@@ -6,24 +6,26 @@
 //! - `GET <commandURL>/<name>` (a primary name or an alias; query parameters are the command's
 //!   arguments) answers JSON in ZooKeeper's shape and print (`commands.rs`, `json.rs`); an unknown
 //!   name answers 200 with `"error" : "Unknown command: <name>"`.
-//! - Other paths get 404, other methods 405 (ZooKeeper 3.9's only POST command, `restore`, is
-//!   not built yet).
+//! - `GET <commandURL>/snapshot` and `POST <commandURL>/restore` need authentication
+//!   (`backup.rs`).
+//! - Other paths get 404, other methods 405.
 //!
 //! The HTTP side only parses and formats: each command runs in the owner task
 //! (`Event::Admin`), like a four-letter word, so it sees the node between two of its steps.
 //! Connections idle for `admin.idleTimeout` are closed; a malformed request gets hyper's 400 and
 //! costs nothing else.
 
+pub(crate) mod backup;
 pub mod commands;
 pub mod json;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -31,6 +33,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::owner::Event;
+use backup::Refusal;
 
 /// The `admin.*` settings of zoo.cfg (also `-Dzookeeper.admin.*`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +48,11 @@ pub struct AdminSettings {
     pub command_url: String,
     /// `admin.idleTimeout`.
     pub idle_timeout: Duration,
+    /// `zookeeper.admin.snapshot.enabled`, `zookeeper.admin.restore.enabled`.
+    pub snapshot_enabled: bool,
+    pub restore_enabled: bool,
+    /// `zookeeper.admin.rateLimiterIntervalInMS` (`backup.rs`).
+    pub rate_limiter_interval_ms: u64,
 }
 
 impl Default for AdminSettings {
@@ -55,6 +63,9 @@ impl Default for AdminSettings {
             port: 8080,
             command_url: "/commands".into(),
             idle_timeout: Duration::from_millis(30_000),
+            snapshot_enabled: true,
+            restore_enabled: true,
+            rate_limiter_interval_ms: 300_000,
         }
     }
 }
@@ -144,7 +155,7 @@ pub(crate) async fn serve(
                         let (events, site) = (events.clone(), site.clone());
                         async move {
                             let resp = match &site {
-                                Site::Admin { command_url } => handle(req, command_url, &events).await,
+                                Site::Admin { command_url } => handle(req, command_url, peer.ip(), &events).await,
                                 Site::Metrics => metrics(req, &events).await,
                             };
                             Ok::<_, Infallible>(resp)
@@ -164,7 +175,12 @@ pub(crate) async fn serve(
     conns.abort_all();
 }
 
-async fn handle(req: Request<Incoming>, command_url: &str, events: &mpsc::Sender<Event>) -> Response<Full<Bytes>> {
+async fn handle(
+    req: Request<Incoming>,
+    command_url: &str,
+    peer: IpAddr,
+    events: &mpsc::Sender<Event>,
+) -> Response<Full<Bytes>> {
     let path = req.uri().path();
     let Some(rest) = path.strip_prefix(command_url) else {
         return plain(StatusCode::NOT_FOUND, "Not Found\n");
@@ -174,6 +190,13 @@ async fn handle(req: Request<Incoming>, command_url: &str, events: &mpsc::Sender
         r if r.starts_with('/') => Some(percent_decode(&r[1..])),
         _ => return plain(StatusCode::NOT_FOUND, "Not Found\n"),
     };
+    // The two commands 3.9 guards with authentication: GET snapshot, POST restore.
+    match (name.as_deref().and_then(commands::find).map(|c| c.name), req.method()) {
+        (Some("snapshot"), &Method::GET) => return snapshot(req, peer, events).await,
+        (Some("restore"), &Method::POST) => return restore(req, peer, events).await,
+        (Some("snapshot" | "restore"), _) => return plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n"),
+        _ => {}
+    }
     if req.method() != Method::GET {
         return plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n");
     }
@@ -191,6 +214,107 @@ async fn handle(req: Request<Incoming>, command_url: &str, events: &mpsc::Sender
     typed(json::to_jackson(&body), "application/json")
 }
 
+/// A JSON answer in ZooKeeper's shape with this status.
+fn json_answer(status: StatusCode, command: &str, answer: commands::Answer) -> Response<Full<Bytes>> {
+    let mut resp = typed(json::to_jackson(&answer.into_json(command)), "application/json");
+    *resp.status_mut() = status;
+    resp
+}
+
+fn refused(command: &str, why: Refusal) -> Response<Full<Bytes>> {
+    let answer = commands::Answer { error: why.error(), ..Default::default() };
+    json_answer(why.status(), command, answer)
+}
+
+fn authorization(req: &Request<Incoming>) -> Option<String> {
+    req.headers().get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(str::to_string)
+}
+
+const STOPPING: &str = "the server is stopping\n";
+
+/// `GET snapshot[?streaming=false]` (`backup.rs`).
+async fn snapshot(req: Request<Incoming>, peer: IpAddr, events: &mpsc::Sender<Event>) -> Response<Full<Bytes>> {
+    // Java's Boolean.parseBoolean: only "true" (any case) is true; absent means streaming.
+    let streaming =
+        query_args(req.uri().query().unwrap_or("")).get("streaming").is_none_or(|v| v.eq_ignore_ascii_case("true"));
+    let authorization = authorization(&req);
+    let taken = match ask_owner(events, |reply| Event::AdminSnapshot { authorization, peer, reply }).await {
+        None => return plain(StatusCode::SERVICE_UNAVAILABLE, STOPPING),
+        Some(Err(why)) => return refused("snapshot", why),
+        Some(Ok(taken)) => taken,
+    };
+    let zxid = taken.zxid;
+    let encoded = tokio::task::spawn_blocking(move || {
+        warden_storage::encode_snapshot_with_last_zxid(&taken.tree, &taken.sessions)
+    })
+    .await;
+    let Ok(bytes) = encoded else {
+        return refused("snapshot", Refusal::Failed("encoding the snapshot failed".into()));
+    };
+    tracing::info!(%peer, zxid = format_args!("{zxid:#x}"), bytes = bytes.len(), streaming, "admin snapshot");
+    let size = bytes.len();
+    let mut resp = if streaming {
+        typed_bytes(Bytes::from(bytes), "application/octet-stream")
+    } else {
+        json_answer(StatusCode::OK, "snapshot", commands::Answer::default())
+    };
+    let headers = resp.headers_mut();
+    headers.insert("last_zxid", hyper::header::HeaderValue::from_str(&format!("0x{zxid:x}")).expect("hex"));
+    headers.insert("snapshot_size", hyper::header::HeaderValue::from(size));
+    resp
+}
+
+/// `POST restore` with a snapshot stream as the body (`backup.rs`): checked before the body is
+/// read, decoded on a blocking thread, carried out by the owner.
+async fn restore(req: Request<Incoming>, peer: IpAddr, events: &mpsc::Sender<Event>) -> Response<Full<Bytes>> {
+    let authorization = authorization(&req);
+    match ask_owner(events, |reply| Event::AdminRestoreAllowed { authorization, peer, reply }).await {
+        None => return plain(StatusCode::SERVICE_UNAVAILABLE, STOPPING),
+        Some(Err(why)) => return refused("restore", why),
+        Some(Ok(())) => {}
+    }
+    let body = match Limited::new(req.into_body(), backup::MAX_RESTORE_BYTES).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            tracing::warn!(%peer, error = %e, "admin restore: the body could not be read");
+            let status = if e.is::<http_body_util::LengthLimitError>() {
+                StatusCode::PAYLOAD_TOO_LARGE
+            } else {
+                StatusCode::BAD_REQUEST
+            };
+            let answer = commands::Answer {
+                error: Some(format!("the snapshot stream could not be read: {e}")),
+                ..Default::default()
+            };
+            return json_answer(status, "restore", answer);
+        }
+    };
+    if body.is_empty() {
+        // ZooKeeper: no input stream, 400.
+        return json_answer(StatusCode::BAD_REQUEST, "restore", commands::Answer::default());
+    }
+    let decoded = tokio::task::spawn_blocking(move || warden_storage::decode_snapshot_stream(&body)).await;
+    let warden_storage::StreamSnapshot { tree, sessions, zxid } = match decoded {
+        Ok(Ok(d)) => d,
+        Ok(Err(why)) => {
+            tracing::warn!(%peer, %why, "admin restore: not a snapshot stream");
+            return refused("restore", Refusal::Failed(format!("not a snapshot stream: {why}")));
+        }
+        Err(_) => return refused("restore", Refusal::Failed("decoding the snapshot failed".into())),
+    };
+    let snapshot = warden_node::SnapshotData { zxid, tree, sessions };
+    match ask_owner(events, |reply| Event::AdminRestore { snapshot, reply }).await {
+        None => plain(StatusCode::SERVICE_UNAVAILABLE, STOPPING),
+        Some(Err(why)) => refused("restore", why),
+        Some(Ok(zxid)) => {
+            tracing::info!(%peer, zxid = format_args!("{zxid:#x}"), "admin restore: data replaced");
+            let mut answer = commands::Answer::default();
+            answer.fields.insert("last_zxid".into(), serde_json::json!(zxid));
+            json_answer(StatusCode::OK, "restore", answer)
+        }
+    }
+}
+
 /// Sends the owner the event `make` builds around a reply channel and waits for the reply;
 /// `None` when the owner has stopped.
 async fn ask_owner<T>(events: &mpsc::Sender<Event>, make: impl FnOnce(oneshot::Sender<T>) -> Event) -> Option<T> {
@@ -201,7 +325,11 @@ async fn ask_owner<T>(events: &mpsc::Sender<Event>, make: impl FnOnce(oneshot::S
 
 /// A 200 answer with this body and content type.
 fn typed(body: String, content_type: &'static str) -> Response<Full<Bytes>> {
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    typed_bytes(Bytes::from(body), content_type)
+}
+
+fn typed_bytes(body: Bytes, content_type: &'static str) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(body));
     resp.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static(content_type));
     resp
 }
