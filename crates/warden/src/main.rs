@@ -86,9 +86,24 @@ enum DataCommand {
     },
 }
 
+/// How `warden serve` writes its log lines to standard error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines: time, level, target, message and fields (colours only on a terminal).
+    Plain,
+    /// One JSON object per line: `timestamp`, `level`, `target`, `fields` (`message` among them)
+    /// and, inside spans, `span` and `spans`; for journald, Loki, Elasticsearch and the like.
+    Json,
+}
+
 #[derive(clap::Args)]
+#[command(after_help = "Environment: ZOO_CFG (the zoo.cfg path, when not given as an argument), \
+WARDEN_LOG_FORMAT (--log-format), RUST_LOG (wins over --log), SERVER_JVMFLAGS and JVMFLAGS \
+(-Dzookeeper.* system properties, as zkServer.sh passes them), TOKIO_WORKER_THREADS.")]
 struct ServeArgs {
-    /// A Java-style zoo.cfg (tickTime, dataDir, clientPort, ...). Unknown keys are accepted with a warning.
+    /// A Java-style zoo.cfg (tickTime, dataDir, clientPort, ...). Unknown keys are accepted with a
+    /// warning.
+    #[arg(env = "ZOO_CFG")]
     zoo_cfg: Option<PathBuf>,
     /// Super user digest `user:BASE64(SHA1(user:password))`, as
     /// -Dzookeeper.DigestAuthenticationProvider.superDigest; a client authenticated as it bypasses ACLs.
@@ -110,6 +125,9 @@ struct ServeArgs {
     /// Log filter, e.g. `info` or `warden_server=debug` (also RUST_LOG).
     #[arg(long, default_value = "info")]
     log: String,
+    /// Log line format on standard error: `plain` text or `json` (one object per line).
+    #[arg(long, value_enum, default_value_t = LogFormat::Plain, env = "WARDEN_LOG_FORMAT")]
+    log_format: LogFormat,
     /// Threads that run the connections and the request pipeline. Default: the
     /// TOKIO_WORKER_THREADS environment variable if set, else one fewer than the CPUs available,
     /// at least one: the transaction log and snapshots have threads of their own. With one, the
@@ -224,11 +242,26 @@ fn data(cmd: DataCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The log subscriber: RUST_LOG (when set and valid) else `--log` as the filter, lines in `format`
+/// on standard error. Plain lines are coloured only when standard error is a terminal and
+/// NO_COLOR is unset, so a journal or a file gets no escape codes.
+fn init_logging(filter: &str, format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Plain => {
+            let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            builder.with_ansi(ansi).init()
+        }
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
 #[inline(never)]
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&args.log));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    init_logging(&args.log, args.log_format);
     let mut cfg = match &args.zoo_cfg {
         Some(path) => Config::load(path).with_context(|| format!("loading {}", path.display()))?,
         None => Config::default(),
