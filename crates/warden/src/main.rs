@@ -30,6 +30,9 @@ enum Command {
     /// Measure the floor of a synchronous standalone write on this machine (loopback round trip
     /// plus append and fdatasync), to compare servers' synchronous write latency with.
     Floor(floor::FloorArgs),
+    /// Print every zoo.cfg key Warden reads (what it does, its default, its other spellings) and
+    /// the ZooKeeper keys it accepts but ignores, with the reason; as Markdown (docs/zoo-cfg.md).
+    ConfigKeys,
 }
 
 #[derive(Subcommand)]
@@ -99,10 +102,13 @@ enum LogFormat {
 #[derive(clap::Args)]
 #[command(after_help = "Environment: ZOO_CFG (the zoo.cfg path, when not given as an argument), \
 WARDEN_LOG_FORMAT (--log-format), RUST_LOG (wins over --log), SERVER_JVMFLAGS and JVMFLAGS \
-(-Dzookeeper.* system properties, as zkServer.sh passes them), TOKIO_WORKER_THREADS.")]
+(-Dzookeeper.* system properties, as zkServer.sh passes them), TOKIO_WORKER_THREADS.
+
+Every zoo.cfg key Warden reads, and those it accepts but ignores: `warden config-keys` \
+(also docs/zoo-cfg.md).")]
 struct ServeArgs {
-    /// A Java-style zoo.cfg (tickTime, dataDir, clientPort, ...). Unknown keys are accepted with a
-    /// warning.
+    /// A Java-style zoo.cfg (tickTime, dataDir, clientPort, ...); `warden config-keys` lists the
+    /// keys. Unknown keys are accepted with a warning.
     #[arg(env = "ZOO_CFG")]
     zoo_cfg: Option<PathBuf>,
     /// Super user digest `user:BASE64(SHA1(user:password))`, as
@@ -183,6 +189,10 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(args),
         Command::Floor(args) => floor::run(args),
         Command::Data(cmd) => data(cmd),
+        Command::ConfigKeys => {
+            print!("{}", warden_server::config_keys::reference());
+            Ok(())
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! `warden serve` as a service manager runs it: the log format (`--log-format`, WARDEN_LOG_FORMAT),
-//! the zoo.cfg path from ZOO_CFG, a clean exit on SIGTERM.
+//! the zoo.cfg path from ZOO_CFG, a clean exit on SIGTERM, and the zoo.cfg key reference
+//! (`warden config-keys`, committed as docs/zoo-cfg.md).
 
 mod common;
 
@@ -173,7 +174,27 @@ fn serve_help_names_the_environment_the_key_reference_and_the_log_format() {
     let out = Command::new(env!("CARGO_BIN_EXE_warden")).args(["serve", "--help"]).output().expect("run warden");
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    for needle in ["ZOO_CFG", "WARDEN_LOG_FORMAT", "--log-format", "SERVER_JVMFLAGS"] {
+    for needle in ["ZOO_CFG", "WARDEN_LOG_FORMAT", "--log-format", "warden config-keys", "SERVER_JVMFLAGS"] {
         assert!(help.contains(needle), "{needle} missing from serve --help:\n{help}");
     }
+}
+
+/// docs/zoo-cfg.md is what `warden config-keys` prints: regenerate it with
+/// `cargo run -p warden -- config-keys > docs/zoo-cfg.md` when the table changes.
+#[test]
+fn the_committed_key_reference_is_what_config_keys_prints() {
+    let out = Command::new(env!("CARGO_BIN_EXE_warden")).arg("config-keys").output().expect("run warden");
+    assert!(out.status.success());
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/zoo-cfg.md"))
+        .expect("docs/zoo-cfg.md");
+    assert!(
+        printed == committed,
+        "docs/zoo-cfg.md is stale: run `cargo run -p warden -- config-keys > docs/zoo-cfg.md`"
+    );
+    for key in ["| `tickTime` |", "| `server.<N>` |", "| `ssl.keyStore.location` |", "| `localSessionsEnabled` |"] {
+        assert!(printed.contains(key), "{key} missing");
+    }
+    let ignored = printed.split("## Accepted and ignored").nth(1).expect("the ignored keys' section");
+    assert!(ignored.contains("`group.<N>`") && !ignored.contains("`tickTime`"));
 }
