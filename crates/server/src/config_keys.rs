@@ -78,32 +78,32 @@ pub const ZOO_CFG_KEYS: &[ZooCfgKey] = &[
     read("tickTime", Plain, "3000", "2000", "The tick in milliseconds: the unit of initLimit and syncLimit and of the default session timeout bounds."),
     read("dataDir", Plain, "required (./warden-data without a zoo.cfg)", "/var/lib/warden", "Snapshots, and the transaction log unless dataLogDir is set; `myid` is read from here."),
     read("dataLogDir", Plain, "dataDir", "/var/lib/warden", "Where the transaction log is written (a separate disk keeps fsyncs off the snapshot writes)."),
-    read("clientPort", Plain, "2181", "2181", "The client port (0: any free port, reported by `conf`)."),
+    read("clientPort", Plain, "2181", "2182", "The client port (0: any free port, reported by `conf`)."),
     read("clientPortAddress", Plain, "0.0.0.0 (127.0.0.1 without a zoo.cfg)", "127.0.0.1", "The address the client port is bound on (`localhost` or an IP address)."),
-    read("maxClientCnxns", Plain, "60", "60", "Connections one client IP address may hold (0: no limit)."),
+    read("maxClientCnxns", Plain, "60", "200", "Connections one client IP address may hold (0: no limit)."),
     read("minSessionTimeout", Plain, "2 × tickTime", "4000", "The shortest session timeout granted, in milliseconds."),
     read("maxSessionTimeout", Plain, "20 × tickTime", "40000", "The longest session timeout granted, in milliseconds."),
     read("4lw.commands.whitelist", Plain, "srvr", "srvr,ruok,mntr", "The four-letter words answered, comma-separated (`*`: all)."),
     read("extendedTypesEnabled", Prefixed, "false", "true", "Allows TTL nodes (and the extended session-id layout they need)."),
     read("jute.maxbuffer", Plain, "1048575", "4194304", "The largest request or znode in bytes (at least 1024)."),
-    read("znode.container.checkIntervalMs", Plain, "60000", "60000", "How often empty containers and expired TTL nodes are looked for, in milliseconds."),
+    read("znode.container.checkIntervalMs", Plain, "60000", "10000", "How often empty containers and expired TTL nodes are looked for, in milliseconds."),
     read("readonlymode.enabled", Plain, "false", "true", "Read-only mode (also `--read-only`): a partitioned ensemble member serves reads to read-only clients."),
     ZooCfgKey {
         aliases: &["warden.linearizableReads"],
         ..read("linearizableReads", Plain, "false", "true", "Warden's own: every read in an ensemble is answered as if a sync had preceded it (ZooKeeper has no such key).")
     },
     read("reconfigEnabled", Plain, "false", "true", "Warden has no dynamic reconfiguration: with this set, `reconfig` is answered UNIMPLEMENTED rather than RECONFIGDISABLED."),
-    read("forceSync", Prefixed, "yes", "yes", "`no` skips the fdatasync before a write is acknowledged (data can be lost on a crash)."),
-    read("preAllocSize", Prefixed, "65536", "65536", "The transaction log grows in blocks of this many KiB."),
-    read("snapCount", Prefixed, "100000", "100000", "A snapshot (and a new log file) after a random count of txns between snapCount/2 + 1 and snapCount."),
-    read("autopurge.snapRetainCount", Plain, "3", "3", "Snapshots kept by the purge, with the logs they need (at least 3)."),
-    read("autopurge.purgeInterval", Plain, "unset (purge on)", "1", "0 turns the purge off; a positive value keeps it on (Warden purges after every snapshot, not on an hourly timer)."),
-    read("autopurge.enabled", Plain, "true", "true", "Warden's own switch for the purge (ZooKeeper's is purgeInterval)."),
+    read("forceSync", Prefixed, "yes", "no", "`no` skips the fdatasync before a write is acknowledged (data can be lost on a crash)."),
+    read("preAllocSize", Prefixed, "65536", "16384", "The transaction log grows in blocks of this many KiB."),
+    read("snapCount", Prefixed, "100000", "50000", "A snapshot (and a new log file) after a random count of txns between snapCount/2 + 1 and snapCount."),
+    read("autopurge.snapRetainCount", Plain, "3", "5", "Snapshots kept by the purge, with the logs they need (at least 3)."),
+    read("autopurge.purgeInterval", Plain, "unset (purge on)", "0", "0 turns the purge off; a positive value keeps it on (Warden purges after every snapshot, not on an hourly timer)."),
+    read("autopurge.enabled", Plain, "true", "false", "Warden's own switch for the purge (ZooKeeper's is purgeInterval)."),
     // The ensemble.
     read("server.<N>", Plain, "none (standalone)", "127.0.0.1:2888:3888:participant;2181", "An ensemble member `host:quorumPort:electionPort[:participant|observer][;[clientHost:]clientPort]`; this server is the one named in dataDir/myid."),
-    read("initLimit", Plain, "10", "10", "Ticks a follower may take to connect to the leader and sync."),
-    read("syncLimit", Plain, "5", "5", "Ticks a follower may fall behind the leader before it is dropped."),
-    read("peerType", Plain, "participant", "participant", "This server's role: `participant` or `observer`."),
+    read("initLimit", Plain, "10", "20", "Ticks a follower may take to connect to the leader and sync."),
+    read("syncLimit", Plain, "5", "10", "Ticks a follower may fall behind the leader before it is dropped."),
+    read("peerType", Plain, "participant", "observer", "This server's role: `participant` or `observer`."),
     // Client TLS and x509.
     read("secureClientPort", Plain, "none", "2281", "A TLS-only client port (needs ssl.keyStore.location)."),
     read("secureClientPortAddress", Plain, "clientPortAddress", "127.0.0.1", "The address the secure client port is bound on (needs secureClientPort)."),
@@ -124,14 +124,14 @@ pub const ZOO_CFG_KEYS: &[ZooCfgKey] = &[
     read("ssl.enabledProtocols", Tls, "TLSv1.2,TLSv1.3", "TLSv1.3", "The TLS versions offered (TLSv1.2, TLSv1.3; `TLS` means both)."),
     read("ssl.protocol", Tls, "TLSv1.2,TLSv1.3", "TLSv1.2", "The TLS version, when ssl.enabledProtocols is not set."),
     read("ssl.ciphersuites", Tls, "rustls's defaults", "TLS_AES_128_GCM_SHA256", "The cipher suites offered, comma-separated."),
-    read("ssl.handshakeDetectionTimeoutMillis", Tls, "5000", "5000", "How long a connection may take to show (and complete) its TLS handshake."),
-    read("ssl.hostnameVerification", Tls, "true", "true", "Peer certificates must name the peer's host (quorum connections)."),
+    read("ssl.handshakeDetectionTimeoutMillis", Tls, "5000", "2000", "How long a connection may take to show (and complete) its TLS handshake."),
+    read("ssl.hostnameVerification", Tls, "true", "false", "Peer certificates must name the peer's host (quorum connections)."),
     read("ssl.crl", Tls, "false", "false", "`true` is refused: Warden does not check certificate revocation lists."),
     read("ssl.ocsp", Tls, "false", "false", "`true` is refused: Warden does not check OCSP."),
     read("ssl.authProvider", SystemProperty, "x509", "x509", "The scheme client certificates authenticate as; only `x509` is accepted."),
     ignored("ssl.sslProvider", Tls, "JDK", "Warden's TLS is rustls; there is no JSSE provider to choose"),
     ignored("ssl.context.supplier.class", Tls, "com.example.Supplier", "Warden's TLS is rustls; a Java SSLContext supplier cannot be loaded"),
-    read("client.certReload", SystemProperty, "true", "true", "Changed key and trust store files are reloaded for new connections."),
+    read("client.certReload", SystemProperty, "true", "false", "Changed key and trust store files are reloaded for new connections."),
     read("netty.server.outstandingHandshake.limit", SystemProperty, "none (no limit)", "100", "TLS handshakes in progress at once; more connections wait."),
     read("X509AuthenticationProvider.superUser", SystemProperty, "none", "CN=admin", "The certificate subject that is the super user."),
     // TLS between servers.
@@ -143,11 +143,11 @@ pub const ZOO_CFG_KEYS: &[ZooCfgKey] = &[
         aliases: &["warden.jaasLoginConfig"],
         ..read("jaasLoginConfig", Plain, "none", "/etc/warden/jaas.conf", "Warden's own: the JAAS file for SASL (`--jaas` wins; else -Djava.security.auth.login.config in SERVER_JVMFLAGS/JVMFLAGS).")
     },
-    read("sasl.serverconfig", SystemProperty, "Server", "Server", "The JAAS section the server logs in with."),
+    read("sasl.serverconfig", SystemProperty, "Server", "WardenServer", "The JAAS section the server logs in with."),
     read("SASLAuthenticationProvider.superPassword", SystemProperty, "none", "secret", "A DIGEST-MD5 password for the `super` user."),
     read("kerberos.removeHostFromPrincipal", SystemProperty, "false", "true", "Drops the host part of a Kerberos principal from the client's id."),
     read("kerberos.removeRealmFromPrincipal", SystemProperty, "false", "true", "Drops the realm of a Kerberos principal from the client's id."),
-    read("security.auth_to_local", SystemProperty, "DEFAULT", "DEFAULT", "Hadoop-style rules that map Kerberos principals to short names."),
+    read("security.auth_to_local", SystemProperty, "DEFAULT", "RULE:[1:$1@$0](.*@EXAMPLE.COM)s/@.*//", "Hadoop-style rules that map Kerberos principals to short names."),
     read("authProvider.<name>", SystemProperty, "none", "org.apache.zookeeper.server.auth.SASLAuthenticationProvider", "An authentication provider; Warden knows SASLAuthenticationProvider and X509AuthenticationProvider (digest and ip are built in)."),
     read("superUser", SystemProperty, "none", "admin", "A SASL id that is also `super`."),
     read("superUser.<suffix>", SystemProperty, "none", "admin", "More SASL ids that are also `super`."),
@@ -161,18 +161,18 @@ pub const ZOO_CFG_KEYS: &[ZooCfgKey] = &[
     read("quorum.auth.enableSasl", Plain, "false", "true", "Servers authenticate each other with SASL."),
     read("quorum.auth.learnerRequireSasl", Plain, "false", "true", "A learner refuses a leader that does not authenticate."),
     read("quorum.auth.serverRequireSasl", Plain, "false", "true", "A server refuses peers that do not authenticate."),
-    read("quorum.auth.learner.saslLoginContext", Plain, "QuorumLearner", "QuorumLearner", "The JAAS section a learner logs in with."),
-    read("quorum.auth.server.saslLoginContext", Plain, "QuorumServer", "QuorumServer", "The JAAS section a server accepts peers with."),
+    read("quorum.auth.learner.saslLoginContext", Plain, "QuorumLearner", "WardenLearner", "The JAAS section a learner logs in with."),
+    read("quorum.auth.server.saslLoginContext", Plain, "QuorumServer", "WardenQuorum", "The JAAS section a server accepts peers with."),
     read("quorum.auth.kerberos.servicePrincipal", Plain, "zkquorum/localhost", "zkquorum/_HOST", "The Kerberos service principal of the servers (`_HOST` becomes the peer's host)."),
     // AdminServer and metrics.
     read("admin.enableServer", SystemProperty, "true", "false", "The AdminServer (HTTP commands)."),
     read("admin.serverAddress", SystemProperty, "0.0.0.0", "127.0.0.1", "The AdminServer's address."),
-    read("admin.serverPort", SystemProperty, "8080", "8080", "The AdminServer's port (one that cannot be bound is logged; the server runs on)."),
-    read("admin.commandURL", SystemProperty, "/commands", "/commands", "The AdminServer's URL prefix."),
-    read("admin.idleTimeout", SystemProperty, "30000", "30000", "Milliseconds an idle AdminServer connection is kept."),
+    read("admin.serverPort", SystemProperty, "8080", "9090", "The AdminServer's port (one that cannot be bound is logged; the server runs on)."),
+    read("admin.commandURL", SystemProperty, "/commands", "/admin", "The AdminServer's URL prefix."),
+    read("admin.idleTimeout", SystemProperty, "30000", "60000", "Milliseconds an idle AdminServer connection is kept."),
     read("metricsProvider.className", SystemProperty, "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider", "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider", "The Prometheus provider also serves the metrics over HTTP; any other class means the default (mntr and monitor only)."),
     read("metricsProvider.httpHost", SystemProperty, "0.0.0.0", "127.0.0.1", "The Prometheus endpoint's address."),
-    read("metricsProvider.httpPort", SystemProperty, "7000", "7000", "The Prometheus endpoint's port."),
+    read("metricsProvider.httpPort", SystemProperty, "7000", "7001", "The Prometheus endpoint's port."),
     ZooCfgKey {
         status: KeyStatus::Ignored { why: "the JVM's metric families: Warden has no JVM", warn: false },
         ..ignored("metricsProvider.exportJvmInfo", SystemProperty, "true", "")
@@ -360,6 +360,45 @@ mod tests {
         let c = Config::parse("dataDir=/d\nnoSuchKey=1\nssl.noSuchKey=2\n").unwrap();
         assert_eq!(c.unknown_keys(), ["noSuchKey", "ssl.noSuchKey"]);
         assert!(c.ssl.is_empty());
+    }
+
+    /// A read key is acted on: its example (never its default) changes the parsed settings, or for
+    /// a TLS key the settings `TlsSettings::from_keys` makes of them, for `ssl.` and `ssl.quorum.`.
+    #[test]
+    fn every_read_key_changes_what_warden_does() {
+        let settings = |text: &str| {
+            let mut c = Config::parse(&format!("dataDir=/d\n{text}")).unwrap();
+            c.file_keys.clear();
+            c
+        };
+        for k in ZOO_CFG_KEYS.iter().filter(|k| k.status == KeyStatus::Read) {
+            // ssl.crl and ssl.ocsp: `false`, the default, is the one value accepted; `true` is refused.
+            // ssl.authProvider: `x509`, the default, is the one value accepted.
+            let refused = matches!(k.key, "ssl.crl" | "ssl.ocsp");
+            let one_value = refused || k.key == "ssl.authProvider";
+            assert!(one_value || k.example != k.default, "{}: the example must differ from the default", k.key);
+            let line = format!("{}={}\n", sample(k.key), k.example);
+            if k.spelling == Tls || k.key == "client.certReload" || k.key == "netty.server.outstandingHandshake.limit" {
+                // Kept in `Config::ssl` for TlsSettings::from_keys, which must see the difference.
+                for prefix in ["ssl.", "ssl.quorum."] {
+                    let stores = format!("{prefix}keyStore.location=/k.p12\n{prefix}trustStore.location=/t.p12\n");
+                    let line =
+                        line.replacen("ssl.", prefix, 1).replace("=false", if refused { "=true" } else { "=false" });
+                    let tls = |text: &str| crate::tls::TlsSettings::from_keys(&settings(text).ssl, prefix);
+                    let (before, after) = (tls(&stores), tls(&format!("{stores}{line}")));
+                    assert!(before.is_ok(), "{before:?}");
+                    match after {
+                        Err(_) => assert!(refused || k.key.ends_with("passwordPath"), "{line} refused"),
+                        Ok(after) => assert_ne!(after, before.unwrap(), "{line} changes nothing"),
+                    }
+                }
+            } else if k.key != "ssl.authProvider" {
+                // ssl.authProvider: x509 is the only provider; any other value is refused (tested above).
+                let needs = if k.key == "secureClientPortAddress" { "secureClientPort=2281\n" } else { "" };
+                let (before, after) = (settings(needs), settings(&format!("{needs}{line}")));
+                assert_ne!(format!("{after:?}"), format!("{before:?}"), "{line} changes nothing");
+            }
+        }
     }
 
     /// The other way round: every key the parser's match arms name is in the table. Read from
