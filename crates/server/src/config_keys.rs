@@ -84,8 +84,8 @@ pub const ZOO_CFG_KEYS: &[ZooCfgKey] = &[
     read("minSessionTimeout", Plain, "2 × tickTime", "4000", "The shortest session timeout granted, in milliseconds."),
     read("maxSessionTimeout", Plain, "20 × tickTime", "40000", "The longest session timeout granted, in milliseconds."),
     read("4lw.commands.whitelist", Plain, "srvr", "srvr,ruok,mntr", "The four-letter words answered, comma-separated (`*`: all)."),
-    read("extendedTypesEnabled", Prefixed, "false", "true", "Allows TTL nodes (and the extended session-id layout they need)."),
-    read("jute.maxbuffer", Plain, "1048575", "4194304", "The largest request or znode in bytes (at least 1024)."),
+    read("extendedTypesEnabled", Prefixed, "false", "true", "Allows TTL nodes (ZooKeeper's extended types)."),
+    read("jute.maxbuffer", Plain, "1048575", "4194304", "The largest packet a client may send, in bytes (at least 1024); quorum connections accept packets at least this large."),
     read("znode.container.checkIntervalMs", Plain, "60000", "10000", "How often empty containers and expired TTL nodes are looked for, in milliseconds."),
     read("readonlymode.enabled", Plain, "false", "true", "Read-only mode (also `--read-only`): a partitioned ensemble member serves reads to read-only clients."),
     ZooCfgKey {
