@@ -9,6 +9,8 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+use crate::config_keys::{self, KeyStatus};
+
 #[derive(Debug, Error)]
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
@@ -167,7 +169,8 @@ pub struct Config {
     pub quorum_sasl: crate::sasl::quorum::QuorumSaslSettings,
     /// `zookeeper.X509AuthenticationProvider.superUser`.
     pub x509_super_user: Option<String>,
-    /// `key=value` pairs Warden does not act on (yet); kept for `conf` and warnings.
+    /// `key=value` pairs Warden does not act on: the keys [`config_keys`] lists as accepted and
+    /// ignored, and unknown ones ([`Config::unknown_keys`]); kept for `conf` and warnings.
     pub ignored: BTreeMap<String, String>,
 }
 
@@ -271,6 +274,12 @@ impl Config {
         crate::sasl::quorum::QuorumSasl::new(&self.quorum_sasl, text.as_deref(), &hosts).map_err(anyhow::Error::msg)
     }
 
+    /// The keys of `ignored` that are not in [`config_keys::ZOO_CFG_KEYS`]: ones Warden has never
+    /// heard of (a typo, or a ZooKeeper key the table lacks).
+    pub fn unknown_keys(&self) -> Vec<&str> {
+        self.ignored.keys().map(String::as_str).filter(|k| config_keys::lookup(k).is_none()).collect()
+    }
+
     /// Is the four-letter word `cmd` allowed by the whitelist?
     pub fn four_letter_allowed(&self, cmd: &str) -> bool {
         self.four_letter_whitelist.iter().any(|w| w == "*" || w == cmd)
@@ -361,6 +370,13 @@ impl Config {
             let err =
                 |reason: &str| ConfigError::Value { line: idx + 1, key: key.to_string(), reason: reason.to_string() };
             let num = |v: &str| v.parse::<i64>().map_err(|_| err("not a number"));
+            // ZooKeeper keys Warden accepts and ignores (crate::config_keys says which and why).
+            if let Some(KeyStatus::Ignored { warn, .. }) = config_keys::lookup(key).map(|k| k.status) {
+                if warn {
+                    cfg.ignored.insert(key.to_string(), val.to_string());
+                }
+                continue;
+            }
             match key {
                 "tickTime" => {
                     let t = num(val)?;
@@ -417,8 +433,6 @@ impl Config {
                 "client.portUnification" | "zookeeper.client.portUnification" => {
                     cfg.client_port_unification = parse_bool(val)
                 }
-                // TLS needs Netty's factory in ZooKeeper; Warden has one connection layer for both.
-                "serverCnxnFactory" | "zookeeper.serverCnxnFactory" => {}
                 "X509AuthenticationProvider.superUser" | "zookeeper.X509AuthenticationProvider.superUser" => {
                     cfg.x509_super_user = Some(val.to_string())
                 }
@@ -439,7 +453,11 @@ impl Config {
                     if k.ends_with("ssl.authProvider") && val != "x509" {
                         return Err(err("Warden authenticates client certificates with the x509 provider only"));
                     }
-                    cfg.ssl.insert(k.trim_start_matches("zookeeper.").to_string(), val.to_string());
+                    if config_keys::lookup(k).is_some() {
+                        cfg.ssl.insert(k.trim_start_matches("zookeeper.").to_string(), val.to_string());
+                    } else {
+                        cfg.ignored.insert(key.to_string(), val.to_string());
+                    }
                 }
                 "forceSync" | "zookeeper.forceSync" => cfg.force_sync = !val.eq_ignore_ascii_case("no"),
                 "preAllocSize" | "zookeeper.preAllocSize" => cfg.pre_alloc_bytes = (num(val)?.max(1) as u64) * 1024,
@@ -508,8 +526,6 @@ impl Config {
                 Ok(p) => self.metrics.port = p,
                 Err(_) => tracing::warn!(value = val, "metricsProvider.httpPort is not a port"),
             },
-            // The JVM's families (jvm_*, process_*): Warden has no JVM.
-            "metricsProvider.exportJvmInfo" => {}
             "admin.serverAddress" => match parse_host(val) {
                 Some(a) => self.admin.address = a,
                 None => {
@@ -560,7 +576,7 @@ impl Config {
                     provider = val,
                     "-Dzookeeper.ssl.authProvider: Warden has the x509 provider only; ignored"
                 );
-            } else if key.starts_with("ssl.")
+            } else if (key.starts_with("ssl.") && config_keys::lookup(key).is_some_and(|k| k.status == KeyStatus::Read))
                 || key == "client.certReload"
                 || key == "netty.server.outstandingHandshake.limit"
                 || key == "X509AuthenticationProvider.superUser"

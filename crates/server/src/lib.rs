@@ -5,6 +5,7 @@
 pub mod admin;
 mod civil;
 pub mod config;
+pub mod config_keys;
 mod connection;
 pub mod election;
 mod ensemble;
@@ -94,7 +95,12 @@ impl Server {
             cfg.secure_client_port = Some(a.port());
         }
         for (k, v) in &cfg.ignored {
-            tracing::warn!(key = %k, value = %v, "zoo.cfg key not used by Warden; accepted and ignored");
+            match config_keys::lookup(k).map(|row| row.status) {
+                Some(config_keys::KeyStatus::Ignored { why, .. }) => {
+                    tracing::warn!(key = %k, value = %v, why, "zoo.cfg key accepted and ignored")
+                }
+                _ => tracing::warn!(key = %k, value = %v, "unknown zoo.cfg key; ignored (see `warden config-keys`)"),
+            }
         }
         let started = std::time::Instant::now();
         let data = DataDir::real(&cfg.data_dir, &cfg.data_log_dir);

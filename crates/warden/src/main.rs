@@ -30,6 +30,9 @@ enum Command {
     /// Measure the floor of a synchronous standalone write on this machine (loopback round trip
     /// plus append and fdatasync), to compare servers' synchronous write latency with.
     Floor(floor::FloorArgs),
+    /// Print every zoo.cfg key Warden reads (what it does, its default, its other spellings) and
+    /// the ZooKeeper keys it accepts but ignores, with the reason; as Markdown (docs/zoo-cfg.md).
+    ConfigKeys,
 }
 
 #[derive(Subcommand)]
@@ -86,9 +89,27 @@ enum DataCommand {
     },
 }
 
+/// How `warden serve` writes its log lines to standard error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines: time, level, target, message and fields (colours only on a terminal).
+    Plain,
+    /// One JSON object per line: `timestamp`, `level`, `target`, `fields` (`message` among them)
+    /// and, inside spans, `span` and `spans`; for journald, Loki, Elasticsearch and the like.
+    Json,
+}
+
 #[derive(clap::Args)]
+#[command(after_help = "Environment: ZOO_CFG (the zoo.cfg path, when not given as an argument), \
+WARDEN_LOG_FORMAT (--log-format), RUST_LOG (wins over --log), SERVER_JVMFLAGS and JVMFLAGS \
+(-Dzookeeper.* system properties, as zkServer.sh passes them), TOKIO_WORKER_THREADS.
+
+Every zoo.cfg key Warden reads, and those it accepts but ignores: `warden config-keys` \
+(also docs/zoo-cfg.md).")]
 struct ServeArgs {
-    /// A Java-style zoo.cfg (tickTime, dataDir, clientPort, ...). Unknown keys are accepted with a warning.
+    /// A Java-style zoo.cfg (tickTime, dataDir, clientPort, ...); `warden config-keys` lists the
+    /// keys. Unknown keys are accepted with a warning.
+    #[arg(env = "ZOO_CFG")]
     zoo_cfg: Option<PathBuf>,
     /// Super user digest `user:BASE64(SHA1(user:password))`, as
     /// -Dzookeeper.DigestAuthenticationProvider.superDigest; a client authenticated as it bypasses ACLs.
@@ -110,6 +131,9 @@ struct ServeArgs {
     /// Log filter, e.g. `info` or `warden_server=debug` (also RUST_LOG).
     #[arg(long, default_value = "info")]
     log: String,
+    /// Log line format on standard error: `plain` text or `json` (one object per line).
+    #[arg(long, value_enum, default_value_t = LogFormat::Plain, env = "WARDEN_LOG_FORMAT")]
+    log_format: LogFormat,
     /// Threads that run the connections and the request pipeline. Default: the
     /// TOKIO_WORKER_THREADS environment variable if set, else one fewer than the CPUs available,
     /// at least one: the transaction log and snapshots have threads of their own. With one, the
@@ -165,6 +189,10 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(args),
         Command::Floor(args) => floor::run(args),
         Command::Data(cmd) => data(cmd),
+        Command::ConfigKeys => {
+            print!("{}", warden_server::config_keys::reference());
+            Ok(())
+        }
     }
 }
 
@@ -224,11 +252,26 @@ fn data(cmd: DataCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The log subscriber: RUST_LOG (when set and valid) else `--log` as the filter, lines in `format`
+/// on standard error. Plain lines are coloured only when standard error is a terminal and
+/// NO_COLOR is unset, so a journal or a file gets no escape codes.
+fn init_logging(filter: &str, format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Plain => {
+            let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            builder.with_ansi(ansi).init()
+        }
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
 #[inline(never)]
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&args.log));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    init_logging(&args.log, args.log_format);
     let mut cfg = match &args.zoo_cfg {
         Some(path) => Config::load(path).with_context(|| format!("loading {}", path.display()))?,
         None => Config::default(),
