@@ -556,3 +556,58 @@ impl ReplaceGet for Vec<u8> {
         String::from_utf8(self).unwrap().replace("/commands/snapshot", &format!("/commands/{command}")).into_bytes()
     }
 }
+
+/// Bad input on both HTTP ports costs nothing else: a client that sends half a request and
+/// stalls is cut after `admin.idleTimeout` while others are answered meanwhile, huge headers are
+/// refused, a hundred idle connections do not stop anyone else, and garbage on the Prometheus
+/// port gets 400 or a closed connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_huge_headers_and_garbage_cost_nothing_else() {
+    let (port, metrics_port) = (oracle::free_port(), oracle::free_port());
+    let srv = TestServer::start_with(|c| {
+        c.admin = AdminSettings {
+            port,
+            address: "127.0.0.1".parse().unwrap(),
+            idle_timeout: Duration::from_millis(1000),
+            ..Default::default()
+        };
+        c.metrics_provider = warden_server::config::MetricsProvider::Prometheus;
+        c.metrics = warden_server::admin::MetricsSettings { address: "127.0.0.1".parse().unwrap(), port: metrics_port };
+    })
+    .await;
+    let admin = SocketAddr::from(([127, 0, 0, 1], port));
+    let metrics = SocketAddr::from(([127, 0, 0, 1], metrics_port));
+    let client = srv.client().await;
+    tokio::task::spawn_blocking(move || {
+        // Half a request, then silence.
+        let mut slow = TcpStream::connect(admin).unwrap();
+        slow.write_all(b"GET /commands/ruok HTTP/1.1\r\nHost: x\r\n").unwrap();
+        let started = std::time::Instant::now();
+        let idle: Vec<TcpStream> = (0..100).map(|_| TcpStream::connect(admin).unwrap()).collect();
+        assert_eq!(command(admin, "ruok")["command"], "ruok", "answered while others stall");
+        assert_eq!(get(metrics, "/metrics").0, 200);
+        slow.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut rest = Vec::new();
+        let _ = slow.read_to_end(&mut rest);
+        let waited = started.elapsed();
+        assert!(waited < Duration::from_secs(8), "the stalled request was cut after {waited:?}");
+        let text = String::from_utf8_lossy(&rest);
+        assert!(rest.is_empty() || text.starts_with("HTTP/1.1 408"), "{text}");
+        drop(idle);
+        // Huge headers: one 200 KiB header, and 2000 small ones.
+        let big = format!("GET /commands/ruok HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "b".repeat(200 << 10));
+        let (status, _) = http(admin, big.as_bytes());
+        assert!(status == 431 || status == 0, "a 200 KiB header answered {status}");
+        let many: String = (0..2000).map(|i| format!("X-H{i}: v\r\n")).collect();
+        let (status, _) = http(admin, format!("GET /commands/ruok HTTP/1.1\r\nHost: x\r\n{many}\r\n").as_bytes());
+        assert!(status == 431 || status == 0, "2000 headers answered {status}");
+        let (status, _) = http(metrics, b"\x00\x01\x02 not http at all\r\n\r\n");
+        assert!(status == 400 || status == 0, "garbage on /metrics answered {status}");
+        assert_eq!(command(admin, "ruok")["error"], Value::Null);
+        assert_eq!(get(metrics, "/metrics").0, 200);
+    })
+    .await
+    .unwrap();
+    client.create("/still", b"ok", &CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await.unwrap();
+    assert_eq!(client.get_data("/still").await.unwrap().0, b"ok", "clients unaffected");
+}

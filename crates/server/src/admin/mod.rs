@@ -127,6 +127,9 @@ pub(crate) async fn bind_metrics(s: &MetricsSettings) -> anyhow::Result<TcpListe
     Ok(l)
 }
 
+/// The most a request's line and headers may take.
+const MAX_HEAD_BYTES: usize = 64 << 10;
+
 /// Serves HTTP on `listener` until `shutdown`.
 pub(crate) async fn serve(
     listener: TcpListener,
@@ -164,6 +167,8 @@ pub(crate) async fn serve(
                     let conn = hyper::server::conn::http1::Builder::new()
                         .timer(TokioTimer::new())
                         .header_read_timeout(idle)
+                        // A request's head beyond this is refused (431); Jetty's default is 8 KiB.
+                        .max_buf_size(MAX_HEAD_BYTES)
                         .serve_connection(TokioIo::new(stream), service);
                     if let Err(e) = conn.await {
                         tracing::debug!(%peer, error = %e, "AdminServer connection ended");
