@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use warden_server::{Config, Server};
 
 mod bench;
+mod cli;
 mod data_export;
 mod data_tools;
 mod floor;
@@ -30,6 +31,9 @@ enum Command {
     /// Measure the floor of a synchronous standalone write on this machine (loopback round trip
     /// plus append and fdatasync), to compare servers' synchronous write latency with.
     Floor(floor::FloorArgs),
+    /// A command-line client like Apache ZooKeeper's zkCli.sh: `warden cli -server host:port
+    /// [-timeout ms] [-r] [cmd args...]`; interactive (history, Tab completion) without a command.
+    Cli(cli::CliArgs),
 }
 
 #[derive(Subcommand)]
@@ -164,6 +168,7 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => serve(args),
         Command::Bench(args) => bench::run(args),
         Command::Floor(args) => floor::run(args),
+        Command::Cli(args) => std::process::exit(cli::run(args)?),
         Command::Data(cmd) => data(cmd),
     }
 }

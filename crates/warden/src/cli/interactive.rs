@@ -1,0 +1,152 @@
+//! The interactive loop: a zkCli prompt with line editing, history and tab completion of
+//! command names and of znode paths (the children of the typed path's parent, read from the
+//! server), or, when standard input is not a terminal, commands read line by line.
+
+use std::io::BufRead;
+use std::time::Duration;
+
+use rustyline::completion::{Completer, Pair};
+use rustyline::error::ReadlineError;
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::validate::Validator;
+use rustyline::{Context, Editor, Helper};
+use zookeeper_client as zk;
+
+use super::command;
+use super::exec::{Flow, Shell};
+
+/// Where the word being completed starts, and its text.
+fn current_word(line: &str, pos: usize) -> (usize, &str) {
+    let start = line[..pos].rfind(char::is_whitespace).map_or(0, |i| i + 1);
+    (start, &line[start..pos])
+}
+
+/// A path being typed split into the parent to list and the prefix of the child's name.
+pub fn split_path(word: &str) -> (&str, &str) {
+    let slash = word.rfind('/').unwrap_or(0);
+    let parent = if slash == 0 { "/" } else { &word[..slash] };
+    (parent, &word[slash + 1..])
+}
+
+/// Candidates for the word under the cursor: command names for the first word, znode paths
+/// for a word starting with `/` (children listed by `list`).
+pub fn candidates(line: &str, pos: usize, list: &mut dyn FnMut(&str) -> Vec<String>) -> (usize, Vec<String>) {
+    let (start, word) = current_word(line, pos);
+    if line[..start].trim().is_empty() {
+        let mut names: Vec<String> =
+            command::command_names().filter(|n| n.starts_with(word)).map(String::from).collect();
+        names.sort();
+        return (start, names);
+    }
+    if !word.starts_with('/') {
+        return (start, Vec::new());
+    }
+    let (parent, prefix) = split_path(word);
+    let mut children: Vec<String> = list(parent)
+        .into_iter()
+        .filter(|c| c.starts_with(prefix))
+        .map(|c| if parent == "/" { format!("/{c}") } else { format!("{parent}/{c}") })
+        .collect();
+    children.sort();
+    (start, children)
+}
+
+/// rustyline's helper: completion from the live tree.
+pub struct CliHelper {
+    pub client: Option<zk::Client>,
+    pub rt: tokio::runtime::Handle,
+}
+
+impl CliHelper {
+    fn children(&self, parent: &str) -> Vec<String> {
+        let Some(client) = &self.client else { return Vec::new() };
+        let listing = self.rt.block_on(tokio::time::timeout(Duration::from_secs(2), client.list_children(parent)));
+        match listing {
+            Ok(Ok(children)) => children,
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl Completer for CliHelper {
+    type Candidate = Pair;
+
+    fn complete(&self, line: &str, pos: usize, _ctx: &Context<'_>) -> rustyline::Result<(usize, Vec<Pair>)> {
+        let (start, found) = candidates(line, pos, &mut |parent| self.children(parent));
+        let pairs = found.into_iter().map(|c| Pair { display: c.clone(), replacement: c }).collect();
+        Ok((start, pairs))
+    }
+}
+
+impl Hinter for CliHelper {
+    type Hint = String;
+}
+impl Highlighter for CliHelper {}
+impl Validator for CliHelper {}
+impl Helper for CliHelper {}
+
+/// The terminal loop: zkCli's prompt, rustyline's editing and history (up arrow), Tab to
+/// complete. Ctrl-D (end of input) leaves; Ctrl-C abandons the line.
+pub fn run_terminal(shell: &mut Shell) -> anyhow::Result<()> {
+    let config = rustyline::Config::builder().completion_type(rustyline::CompletionType::List).build();
+    let mut editor: Editor<CliHelper, rustyline::history::DefaultHistory> = Editor::with_config(config)?;
+    editor.set_helper(Some(CliHelper { client: shell.client(), rt: shell.runtime() }));
+    loop {
+        shell.flush_events();
+        if let Some(h) = editor.helper_mut() {
+            h.client = shell.client();
+        }
+        match editor.readline(&shell.prompt()) {
+            Ok(line) => {
+                if !line.trim().is_empty() {
+                    let _ = editor.add_history_entry(line.as_str());
+                }
+                if shell.execute_line(&line) == Flow::Quit {
+                    break;
+                }
+            }
+            Err(ReadlineError::Interrupted) => continue,
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Commands read line by line (standard input not a terminal), without a prompt, as zkCli
+/// does without JLine.
+pub fn run_lines(shell: &mut Shell, input: impl BufRead) -> anyhow::Result<()> {
+    shell.flush_events();
+    for line in input.lines() {
+        if shell.execute_line(&line?) == Flow::Quit {
+            break;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completes_commands_and_paths() {
+        let mut tree = |parent: &str| -> Vec<String> {
+            match parent {
+                "/" => vec!["apps".into(), "zookeeper".into(), "alpha".into()],
+                "/apps" => vec!["one".into(), "two".into()],
+                _ => Vec::new(),
+            }
+        };
+        assert_eq!(
+            candidates("get", 3, &mut tree),
+            (0, vec!["get".into(), "getAcl".into(), "getAllChildrenNumber".into(), "getEphemerals".into()])
+        );
+        assert_eq!(candidates("ls /a", 5, &mut tree), (3, vec!["/alpha".into(), "/apps".into()]));
+        assert_eq!(candidates("ls -s /apps/t", 13, &mut tree), (6, vec!["/apps/two".into()]));
+        assert_eq!(candidates("ls /apps/", 9, &mut tree), (3, vec!["/apps/one".into(), "/apps/two".into()]));
+        assert_eq!(candidates("set /a x", 8, &mut tree), (7, Vec::<String>::new()));
+        assert_eq!(split_path("/"), ("/", ""));
+    }
+}
