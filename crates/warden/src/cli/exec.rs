@@ -90,6 +90,8 @@ pub struct Shell {
     opts: Options,
     host: String,
     client: Option<zk::Client>,
+    /// The same client for the completer, which must not keep a closed session alive.
+    shared: std::sync::Arc<std::sync::Mutex<Option<zk::Client>>>,
     state_watcher: Option<zk::StateWatcher>,
     watches: Vec<WatchReg>,
     /// Events to print (state, type, path), in order.
@@ -205,6 +207,7 @@ impl Shell {
             opts,
             host,
             client: None,
+            shared: Default::default(),
             state_watcher: None,
             watches: Vec::new(),
             pending: Vec::new(),
@@ -231,9 +234,29 @@ impl Shell {
         format!("[zk: {}({}) {}] ", self.host, self.state().prompt_name(), self.count)
     }
 
-    /// The live client, for completion.
-    pub fn client(&self) -> Option<zk::Client> {
-        self.client.clone()
+    /// The slot holding the live client, for completion.
+    pub fn shared_client(&self) -> std::sync::Arc<std::sync::Mutex<Option<zk::Client>>> {
+        self.shared.clone()
+    }
+
+    fn set_client(&mut self, client: Option<zk::Client>) {
+        *self.shared.lock().unwrap_or_else(|e| e.into_inner()) = client.clone();
+        self.client = client;
+    }
+
+    /// Closes the session (its last client dropped, the crate sends closeSession) and waits,
+    /// briefly, until the server has answered, as zkCli's `close` does; queues the `Closed` event.
+    fn close_session(&mut self) {
+        if self.client.is_none() {
+            return;
+        }
+        self.set_client(None);
+        self.watches.clear();
+        if let Some(mut w) = self.state_watcher.take() {
+            let wait = async { while !w.changed().await.is_terminated() {} };
+            let _ = self.rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), wait).await });
+        }
+        self.pending.push(("Closed".into(), "None".into(), None));
     }
 
     pub fn runtime(&self) -> tokio::runtime::Handle {
@@ -241,11 +264,7 @@ impl Shell {
     }
 
     fn connect(&mut self, host: &str) {
-        if self.client.take().is_some() {
-            self.watches.clear();
-            self.state_watcher = None;
-            self.pending.push(("Closed".into(), "None".into(), None));
-        }
+        self.close_session();
         self.host = host.to_string();
         let connector =
             zk::Client::connector().with_session_timeout(self.opts.timeout).with_readonly(self.opts.readonly);
@@ -256,7 +275,7 @@ impl Shell {
                 let state = if client.session().is_readonly() { "ConnectedReadOnly" } else { "SyncConnected" };
                 self.pending.push((state.into(), "None".into(), None));
                 self.state_watcher = Some(client.state_watcher());
-                self.client = Some(client);
+                self.set_client(Some(client));
             }
             Ok(Err(e)) => eprintln!("warden cli: cannot connect to {host}: {e}"),
             Err(_) => eprintln!("warden cli: cannot connect to {host}: no session within {limit:?}"),
@@ -315,7 +334,7 @@ impl Shell {
                 if state.is_terminated() {
                     self.state_watcher = None;
                     if state != zk::SessionState::Closed {
-                        self.client = None;
+                        self.set_client(None);
                     }
                     break;
                 }
@@ -342,11 +361,11 @@ impl Shell {
         flow
     }
 
-    /// Runs a command given on the command line (one-shot mode).
+    /// Runs a command given on the command line (one-shot mode). Like zkCli, which exits as
+    /// soon as the command is done, it prints the connection's event only before a command that
+    /// goes to the server, and no event after the command.
     pub fn execute_words(&mut self, words: &[String]) -> Flow {
-        let flow = self.process(words);
-        self.flush_events();
-        flow
+        self.process(words)
     }
 
     fn process(&mut self, words: &[String]) -> Flow {
@@ -375,14 +394,15 @@ impl Shell {
         // Commands of the shell itself run without a connection; for the others zkCli checks the
         // connection before it parses their flags.
         let shell_cmd = matches!(name, "quit" | "redo" | "history" | "printwatches" | "connect" | "help");
-        if !shell_cmd {
-            self.flush_events();
-            if self.client.is_none() {
-                println!("Not connected");
-                return Ok(Flow::Continue);
-            }
+        if !shell_cmd && self.client.is_none() {
+            println!("Not connected");
+            return Ok(Flow::Continue);
         }
         let cmd = parsed.map_err(|e| CliError { message: e.message, exit_code: e.exit_code })?;
+        if !shell_cmd {
+            // Events so far (the connection's, in one-shot mode) come before the command's output.
+            self.flush_events();
+        }
         self.run(cmd)
     }
 
@@ -405,7 +425,8 @@ impl Shell {
     fn run(&mut self, cmd: CliCommand) -> Res<Flow> {
         match cmd {
             CliCommand::Quit => {
-                self.client = None;
+                self.close_session();
+                self.pending.clear();
                 return Ok(Flow::Quit);
             }
             CliCommand::Help => eprint!("{}", format::usage()),
@@ -435,13 +456,7 @@ impl Shell {
                 let host = host.unwrap_or_else(|| self.host.clone());
                 self.connect(&host);
             }
-            CliCommand::Close => {
-                if self.client.take().is_some() {
-                    self.watches.clear();
-                    self.state_watcher = None;
-                    self.pending.push(("Closed".into(), "None".into(), None));
-                }
-            }
+            CliCommand::Close => self.close_session(),
             CliCommand::Version => {
                 println!("ZooKeeper CLI version: Warden {} (zkCli 3.8 compatible)", env!("CARGO_PKG_VERSION"))
             }

@@ -54,14 +54,17 @@ pub fn candidates(line: &str, pos: usize, list: &mut dyn FnMut(&str) -> Vec<Stri
 
 /// rustyline's helper: completion from the live tree.
 pub struct CliHelper {
-    pub client: Option<zk::Client>,
+    pub client: std::sync::Arc<std::sync::Mutex<Option<zk::Client>>>,
     pub rt: tokio::runtime::Handle,
 }
 
 impl CliHelper {
     fn children(&self, parent: &str) -> Vec<String> {
-        let Some(client) = &self.client else { return Vec::new() };
-        let listing = self.rt.block_on(tokio::time::timeout(Duration::from_secs(2), client.list_children(parent)));
+        let client = self.client.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let Some(client) = client else { return Vec::new() };
+        let listing = self
+            .rt
+            .block_on(async { tokio::time::timeout(Duration::from_secs(2), client.list_children(parent)).await });
         match listing {
             Ok(Ok(children)) => children,
             _ => Vec::new(),
@@ -91,12 +94,9 @@ impl Helper for CliHelper {}
 pub fn run_terminal(shell: &mut Shell) -> anyhow::Result<()> {
     let config = rustyline::Config::builder().completion_type(rustyline::CompletionType::List).build();
     let mut editor: Editor<CliHelper, rustyline::history::DefaultHistory> = Editor::with_config(config)?;
-    editor.set_helper(Some(CliHelper { client: shell.client(), rt: shell.runtime() }));
+    editor.set_helper(Some(CliHelper { client: shell.shared_client(), rt: shell.runtime() }));
     loop {
         shell.flush_events();
-        if let Some(h) = editor.helper_mut() {
-            h.client = shell.client();
-        }
         match editor.readline(&shell.prompt()) {
             Ok(line) => {
                 if !line.trim().is_empty() {

@@ -79,7 +79,7 @@ pub fn run(args: CliArgs) -> anyhow::Result<i32> {
     let mut shell = exec::Shell::new(opts)?;
     if !inv.command.is_empty() {
         shell.execute_words(&inv.command);
-        return Ok(shell.exit_code);
+        return Ok(leave(shell));
     }
     println!("Welcome to ZooKeeper!");
     if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
@@ -89,7 +89,15 @@ pub fn run(args: CliArgs) -> anyhow::Result<i32> {
         println!("JLine support is disabled");
         interactive::run_lines(&mut shell, std::io::stdin().lock())?;
     }
-    Ok(shell.exit_code)
+    Ok(leave(shell))
+}
+
+/// The exit code, the session left open: zkCli exits without closing its session (only `close`
+/// and `quit` do), so its ephemeral nodes live until the session times out; so do ours.
+fn leave(shell: exec::Shell) -> i32 {
+    let code = shell.exit_code;
+    std::mem::forget(shell);
+    code
 }
 
 #[cfg(test)]
