@@ -404,6 +404,20 @@ fn interactive_prompt_completes_and_keeps_history() {
     }
     tmux.keys(&["redo 1", "Enter"]);
     tmux.wait_for(&format!("[zk: {}(CONNECTED) 5]", w.addr));
+    // A watch that fires while the prompt waits is printed at once, no key pressed, and the
+    // prompt comes back with what was being typed.
+    tmux.keys(&["get -w /alpha", "Enter"]);
+    tmux.wait_for(&format!("[zk: {}(CONNECTED) 6]", w.addr));
+    tmux.keys(&["getAllChildrenNumber /ap"]);
+    tmux.wait_for("getAllChildrenNumber /ap");
+    let other = warden_cli(&w.addr, &["set", "/alpha", "changed"], None);
+    assert!(other.status.success(), "{}", String::from_utf8_lossy(&other.stderr));
+    tmux.wait_for(&format!(
+        "WatchedEvent state:SyncConnected type:NodeDataChanged path:/alpha\n[zk: {}(CONNECTED) 6] getAllChildrenNumber /ap",
+        w.addr
+    ));
+    tmux.keys(&["ps", "Enter"]);
+    tmux.wait_for(&format!("(CONNECTED) 6] getAllChildrenNumber /apps\n2\n[zk: {}(CONNECTED) 7]", w.addr));
     tmux.keys(&["quit", "Enter"]);
     let deadline = Instant::now() + Duration::from_secs(10);
     while tmux.cmd().args(["has-session", "-t", "cli"]).status().is_ok_and(|s| s.success()) {

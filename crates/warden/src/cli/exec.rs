@@ -283,9 +283,15 @@ impl Shell {
     }
 
     /// Collects the watch and session events that have arrived and prints them (unless
-    /// `printwatches off`). A server notification that several of this client's watches
-    /// share is printed once, as zkCli's single watcher sees it once.
+    /// `printwatches off`).
     pub fn flush_events(&mut self) {
+        print!("{}", self.take_events());
+    }
+
+    /// The watch and session events that have arrived, as zkCli prints them (nothing with
+    /// `printwatches off`). A server notification that several of this client's watches share
+    /// is printed once, as zkCli's single watcher sees it once.
+    pub fn take_events(&mut self) -> String {
         let mut fired = Vec::new();
         let mut i = 0;
         while i < self.watches.len() {
@@ -340,11 +346,13 @@ impl Shell {
                 }
             }
         }
+        let mut text = String::new();
         for (state, kind, path) in std::mem::take(&mut self.pending) {
             if self.print_watches {
-                print!("{}", format::watch_event(&state, &kind, path.as_deref()));
+                text.push_str(&format::watch_event(&state, &kind, path.as_deref()));
             }
         }
+        text
     }
 
     /// Runs one line as zkCli's `executeLine` does: a blank line is ignored; otherwise the line

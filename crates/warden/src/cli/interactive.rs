@@ -56,6 +56,9 @@ pub fn candidates(line: &str, pos: usize, list: &mut dyn FnMut(&str) -> Vec<Stri
 pub struct CliHelper {
     pub client: std::sync::Arc<std::sync::Mutex<Option<zk::Client>>>,
     pub rt: tokio::runtime::Handle,
+    /// The line being edited and the cursor in it, as of the last edit (rustyline asks the
+    /// hinter after each), so that it can be shown again below an event printed meanwhile.
+    pub typed: std::sync::Arc<std::sync::Mutex<(String, usize)>>,
 }
 
 impl CliHelper {
@@ -84,34 +87,84 @@ impl Completer for CliHelper {
 
 impl Hinter for CliHelper {
     type Hint = String;
+
+    fn hint(&self, line: &str, pos: usize, _ctx: &Context<'_>) -> Option<String> {
+        *self.typed.lock().unwrap_or_else(|e| e.into_inner()) = (line.to_string(), pos);
+        None
+    }
 }
 impl Highlighter for CliHelper {}
 impl Validator for CliHelper {}
 impl Helper for CliHelper {}
 
 /// The terminal loop: zkCli's prompt, rustyline's editing and history (up arrow), Tab to
-/// complete. Ctrl-D (end of input) leaves; Ctrl-C abandons the line.
+/// complete. Ctrl-D (end of input) leaves; Ctrl-C abandons the line. The editor runs on a
+/// thread of its own so that watch events arriving while the prompt waits are printed at once,
+/// as zkCli prints them, followed by the prompt and the line being typed again. rustyline's
+/// external printer is not used: with it, input that arrives in one burst (a paste) stalls after
+/// its first character.
 pub fn run_terminal(shell: &mut Shell) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::sync::mpsc;
+
     let config = rustyline::Config::builder().completion_type(rustyline::CompletionType::List).build();
     let mut editor: Editor<CliHelper, rustyline::history::DefaultHistory> = Editor::with_config(config)?;
-    editor.set_helper(Some(CliHelper { client: shell.shared_client(), rt: shell.runtime() }));
-    loop {
-        shell.flush_events();
-        match editor.readline(&shell.prompt()) {
-            Ok(line) => {
-                if !line.trim().is_empty() {
-                    let _ = editor.add_history_entry(line.as_str());
-                }
-                if shell.execute_line(&line) == Flow::Quit {
-                    break;
+    let typed = std::sync::Arc::new(std::sync::Mutex::new((String::new(), 0)));
+    editor.set_helper(Some(CliHelper { client: shell.shared_client(), rt: shell.runtime(), typed: typed.clone() }));
+    let (prompt_tx, prompt_rx) = mpsc::channel::<String>();
+    let (line_tx, line_rx) = mpsc::channel::<Result<String, ReadlineError>>();
+    let reader = std::thread::spawn(move || {
+        for prompt in prompt_rx {
+            let line = editor.readline(&prompt);
+            if let Ok(l) = &line {
+                if !l.trim().is_empty() {
+                    let _ = editor.add_history_entry(l.as_str());
                 }
             }
-            Err(ReadlineError::Interrupted) => continue,
-            Err(ReadlineError::Eof) => break,
-            Err(e) => return Err(e.into()),
+            if line_tx.send(line).is_err() {
+                break;
+            }
         }
-    }
-    Ok(())
+    });
+    let result = loop {
+        shell.flush_events();
+        *typed.lock().unwrap_or_else(|e| e.into_inner()) = (String::new(), 0);
+        if prompt_tx.send(shell.prompt()).is_err() {
+            break Ok(());
+        }
+        let line = loop {
+            match line_rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(line) => break Some(line),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let events = shell.take_events();
+                    if !events.is_empty() {
+                        let (line, pos) = typed.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                        let back = line.get(pos..).map_or(0, |rest| rest.chars().count());
+                        let mut out = std::io::stdout().lock();
+                        let _ = write!(out, "{events}{}{line}", shell.prompt());
+                        if back > 0 {
+                            let _ = write!(out, "\x1b[{back}D");
+                        }
+                        let _ = out.flush();
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+            }
+        };
+        match line {
+            Some(Ok(line)) => {
+                if shell.execute_line(&line) == Flow::Quit {
+                    break Ok(());
+                }
+            }
+            Some(Err(ReadlineError::Interrupted)) => continue,
+            Some(Err(ReadlineError::Eof)) | None => break Ok(()),
+            Some(Err(e)) => break Err(e.into()),
+        }
+    };
+    drop(prompt_tx);
+    let _ = reader.join();
+    result
 }
 
 /// Commands read line by line (standard input not a terminal), without a prompt, as zkCli
