@@ -22,7 +22,13 @@ struct Server {
 
 fn server(name: &str) -> Server {
     let dir = common::WorkDir::new(name);
-    let (server, port) = common::start_standalone(dir.path(), |_| {});
+    // TTL nodes on (ZooKeeper's extended types); no AdminServer (tests run side by side).
+    let cfg = dir.path().join("zoo.cfg");
+    let (server, port) = common::start_standalone(dir.path(), |_| {
+        let mut text = std::fs::read_to_string(&cfg).expect("zoo.cfg written");
+        text.push_str("extendedTypesEnabled=true\nadmin.enableServer=false\n");
+        std::fs::write(&cfg, text).expect("zoo.cfg");
+    });
     Server { _dir: dir, _server: server, addr: format!("127.0.0.1:{port}") }
 }
 
@@ -193,6 +199,36 @@ set /app silent
 getAllChildrenNumber /app
 printwatches on
 addWatch -m FOO /app
+create /app/nodata
+create /app/p a world:anyone:xyz
+create /app/q b foo
+create /app/r c digest:bob
+getAcl /app/p
+create /app/t t
+create /app/t/u u
+ls -R -w /app/t
+create /app/t/u/deep x
+set /app/t x
+setAcl -R /app/t world:anyone:cdrwa
+getAcl -s /app/t/u
+setAcl -v 9 /app/t/u world:anyone:r
+setAcl /app/t/u nothing
+get /app/t extra
+stat /app/t extra
+ls /app/t extra
+delete /app/t/u/deep 5
+delete /app/t/u/deep 0
+redo -1
+config -c
+getEphemerals
+create -e /app/eph/child x
+create -s -e /app/es- x
+getEphemerals /app
+sync /nope
+addauth digest
+printwatches foo
+printwatches
+printwatches on
 setquota -n 10 /app
 listquota /app
 setquota -B 1000 /app
@@ -250,6 +286,7 @@ fn a_piped_session_prints_what_zkcli_prints() {
     }
     for expected in [
         "Node already exists: /app\n",
+        "Created /app/ttl\n",
         "Node does not exist: /nope\n",
         "version No is not valid : /app\n",
         "Node not empty: /app\n",
@@ -420,7 +457,7 @@ fn interactive_prompt_completes_and_keeps_history() {
     tmux.wait_for(&format!("(CONNECTED) 6] getAllChildrenNumber /apps\n2\n[zk: {}(CONNECTED) 7]", w.addr));
     tmux.keys(&["quit", "Enter"]);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while tmux.cmd().args(["has-session", "-t", "cli"]).status().is_ok_and(|s| s.success()) {
+    while tmux.cmd().args(["has-session", "-t", "cli"]).stderr(Stdio::null()).status().is_ok_and(|s| s.success()) {
         assert!(Instant::now() < deadline, "quit did not end warden cli:\n{}", tmux.screen());
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -371,7 +371,8 @@ pub fn parse_words(words: &[String]) -> Result<CliCommand, ParseError> {
         if p.args.len() > 2 {
             p.args.truncate(2);
             p.opts.push(("w", None));
-            eprintln!("'{what} path [watch]' has been deprecated. Please use '{what} [-w] path' instead.");
+            let now = if what == "get" { "get [-s] [-w]".to_string() } else { format!("{what} [-w]") };
+            eprintln!("'{what} path [watch]' has been deprecated. Please use '{now} path' instead.");
         }
     };
     let cmd = match name {
@@ -434,15 +435,13 @@ pub fn parse_words(words: &[String]) -> Result<CliCommand, ParseError> {
             CliCommand::Set { path: p.args[1].clone(), data: p.args[2].clone(), version, stat: p.has("s") }
         }
         "delete" => {
-            let mut p = parse_opts(words, &[valued("v")])?;
+            let p = parse_opts(words, &[valued("v")])?;
             need_args(&p, 2, name)?;
             if p.args.len() > 2 {
+                // zkCli warns, then ignores the old positional version.
                 eprintln!(
                     "'delete path [version]' has been deprecated. Please use 'delete [-v version] path' instead."
                 );
-                let v = p.args.remove(2);
-                p.args.truncate(2);
-                p.opts.push(("v", Some(v)));
             }
             let version = p.value("v").map(parse_i32).transpose()?;
             CliCommand::Delete { path: p.args[1].clone(), version }

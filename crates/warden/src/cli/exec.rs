@@ -538,7 +538,8 @@ impl Shell {
                     }
                 } else {
                     if acls.is_empty() {
-                        return Err(CliError::new(keeper_error(&zk::Error::InvalidAcl, &path)));
+                        // ZooKeeper's client refuses an empty list itself, naming no path.
+                        return Err(CliError::new("Acl is not valid : null"));
                     }
                     let st = self.block(self.c().set_acl(&path, &acls, version)).map_err(|e| self.err(&e, &path))?;
                     if stat {
