@@ -58,8 +58,14 @@ pub enum QuotaField {
 /// A reconfiguration: incremental (joining / leaving servers) or a whole new membership.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reconfig {
-    Incremental { add: Vec<String>, remove: Vec<String> },
+    Incremental {
+        add: Vec<String>,
+        remove: Vec<String>,
+    },
     Members(Vec<String>),
+    /// `-file`: a dynamic configuration file whose `server.N=...` lines are the new membership
+    /// (read when the command runs).
+    File(String),
 }
 
 /// One zkCli command, its flags parsed.
@@ -361,18 +367,25 @@ pub fn parse_line(line: &str) -> Result<Option<CliCommand>, ParseError> {
     if words.is_empty() {
         return Ok(None);
     }
-    parse_words(&words).map(Some)
+    parse_words(&words).map(|(cmd, _)| Some(cmd))
 }
 
-/// The words of a command (the command name first) to a command.
-pub fn parse_words(words: &[String]) -> Result<CliCommand, ParseError> {
+/// The words of a command (the command name first) to a command, with the warnings zkCli prints
+/// (on standard error) about deprecated forms before it runs the command.
+pub fn parse_words(words: &[String]) -> Result<(CliCommand, Vec<String>), ParseError> {
+    let mut warnings = Vec::new();
+    let cmd = parse_command(words, &mut warnings)?;
+    Ok((cmd, warnings))
+}
+
+fn parse_command(words: &[String], warnings: &mut Vec<String>) -> Result<CliCommand, ParseError> {
     let name = words[0].as_str();
-    let deprecated_watch = |p: &mut Parsed, what: &str| {
+    let mut deprecated_watch = |p: &mut Parsed, what: &str| {
         if p.args.len() > 2 {
             p.args.truncate(2);
             p.opts.push(("w", None));
             let now = if what == "get" { "get [-s] [-w]".to_string() } else { format!("{what} [-w]") };
-            eprintln!("'{what} path [watch]' has been deprecated. Please use '{now} path' instead.");
+            warnings.push(format!("'{what} path [watch]' has been deprecated. Please use '{now} path' instead."));
         }
     };
     let cmd = match name {
@@ -439,8 +452,9 @@ pub fn parse_words(words: &[String]) -> Result<CliCommand, ParseError> {
             need_args(&p, 2, name)?;
             if p.args.len() > 2 {
                 // zkCli warns, then ignores the old positional version.
-                eprintln!(
+                warnings.push(
                     "'delete path [version]' has been deprecated. Please use 'delete [-v version] path' instead."
+                        .into(),
                 );
             }
             let version = p.value("v").map(parse_i32).transpose()?;
@@ -617,9 +631,7 @@ pub fn parse_words(words: &[String]) -> Result<CliCommand, ParseError> {
                     .unwrap_or_default()
             };
             let change = if let Some(f) = p.value("file") {
-                let text =
-                    std::fs::read_to_string(f).map_err(|e| ParseError::new(format!("Error processing {f}{e}")))?;
-                Reconfig::Members(dynamic_config_members(&text))
+                Reconfig::File(f.to_string())
             } else if members {
                 Reconfig::Members(list(p.value("members")))
             } else {
@@ -679,7 +691,7 @@ fn java_decode(s: &str) -> Option<i64> {
 }
 
 /// The `server.N=...` lines of a dynamic configuration file, as `reconfig -file` sends them.
-fn dynamic_config_members(text: &str) -> Vec<String> {
+pub fn dynamic_config_members(text: &str) -> Vec<String> {
     text.lines()
         .map(str::trim)
         .filter(|l| l.starts_with("server."))
@@ -718,6 +730,10 @@ mod tests {
         assert_eq!(parse("ls -sw /a"), CliCommand::Ls { path: "/a".into(), stat: true, watch: true, recursive: false });
         assert_eq!(error("ls"), "ls [-s] [-w] [-R] path");
         assert_eq!(error("ls -x /"), "org.apache.commons.cli.UnrecognizedOptionException: Unrecognized option: -x");
+        let words: Vec<String> = ["get", "/a", "watch"].map(String::from).into();
+        let (cmd, warnings) = parse_words(&words).unwrap();
+        assert_eq!(cmd, CliCommand::Get { path: "/a".into(), stat: false, watch: true });
+        assert_eq!(warnings, ["'get path [watch]' has been deprecated. Please use 'get [-s] [-w] path' instead."]);
     }
 
     #[test]

@@ -406,7 +406,10 @@ impl Shell {
             println!("Not connected");
             return Ok(Flow::Continue);
         }
-        let cmd = parsed.map_err(|e| CliError { message: e.message, exit_code: e.exit_code })?;
+        let (cmd, warnings) = parsed.map_err(|e| CliError { message: e.message, exit_code: e.exit_code })?;
+        for w in warnings {
+            eprintln!("{w}");
+        }
         if !shell_cmd {
             // Events so far (the connection's, in one-shot mode) come before the command's output.
             self.flush_events();
@@ -644,18 +647,27 @@ impl Shell {
                 }
             }
             CliCommand::Reconfig { change, version, stat } => {
+                let change = match change {
+                    Reconfig::File(f) => {
+                        let text = std::fs::read_to_string(&f)
+                            .map_err(|e| CliError::new(format!("Error processing {f}{e}")))?;
+                        Reconfig::Members(command::dynamic_config_members(&text))
+                    }
+                    other => other,
+                };
                 let result = match &change {
                     Reconfig::Incremental { add, remove } => {
-                        let joinings = add.iter().map(String::as_str);
-                        let leavings = remove.iter().map(String::as_str);
-                        let update = zk::EnsembleUpdate::Incremental { joinings: joinings.clone(), leavings };
-                        let _ = joinings;
+                        let update = zk::EnsembleUpdate::Incremental {
+                            joinings: add.iter().map(String::as_str),
+                            leavings: remove.iter().map(String::as_str),
+                        };
                         self.block(self.c().update_ensemble(update, version))
                     }
                     Reconfig::Members(members) => {
                         let update = zk::EnsembleUpdate::New { ensemble: members.iter().map(String::as_str) };
                         self.block(self.c().update_ensemble(update, version))
                     }
+                    Reconfig::File(_) => unreachable!("read above"),
                 };
                 let (data, st) = result.map_err(|e| CliError::new(keeper_error_no_path(&e)))?;
                 println!("Committed new configuration:\n{}", String::from_utf8_lossy(&data));
