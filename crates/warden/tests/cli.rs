@@ -32,7 +32,7 @@ fn server(name: &str) -> Server {
     Server { _dir: dir, _server: server, addr: format!("127.0.0.1:{port}") }
 }
 
-/// Runs a command with `input` on standard input (none when `None`), a line every 40 ms, and a
+/// Runs a command with `input` on standard input (none when `None`), a line every 100 ms, and a
 /// time limit. zkCli prints watch events from a thread of its own (and checks `printwatches` when
 /// it prints), so a script piped at once races them; a `# pause` line waits 1.5 s instead (the
 /// `Closed` event of zkCli's `close` can take over a second).
@@ -54,7 +54,7 @@ fn run(mut cmd: Command, input: Option<&str>) -> Output {
                 if stdin.write_all(line.as_bytes()).and_then(|()| stdin.flush()).is_err() {
                     break;
                 }
-                std::thread::sleep(Duration::from_millis(40));
+                std::thread::sleep(Duration::from_millis(100));
             }
         });
     }
@@ -262,8 +262,11 @@ quit
 #[test]
 fn a_piped_session_prints_what_zkcli_prints() {
     let (w, z) = (server("cli-w"), server("cli-z"));
-    let ours = warden_cli(&w.addr, &[], Some(&SESSION.replace("SERVER", &w.addr)));
+    // Both at once (each against its own server): the paced script takes a while.
+    let (w_addr, script) = (w.addr.clone(), SESSION.replace("SERVER", &w.addr));
+    let ours = std::thread::spawn(move || warden_cli(&w_addr, &[], Some(&script)));
     let theirs = zkcli(&z.addr, &[], Some(&SESSION.replace("SERVER", &z.addr)));
+    let ours = ours.join().expect("the warden cli run");
     let (ours, theirs) = (outcome(&ours, &w.addr), outcome(&theirs, &z.addr));
     assert_eq!(ours.1, theirs.1, "standard output differs (left: warden cli, right: zkCli.sh)");
     assert_eq!(ours.2, theirs.2, "standard error differs (left: warden cli, right: zkCli.sh)");
