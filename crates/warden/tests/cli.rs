@@ -465,3 +465,13 @@ fn interactive_prompt_completes_and_keeps_history() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// No server: where zkCli would wait forever, a one-shot command says so and fails.
+#[test]
+fn an_unreachable_server_fails_a_one_shot_command() {
+    let addr = format!("127.0.0.1:{}", common::free_port());
+    let out = warden_cli(&addr, &["-timeout", "1000", "ls", "/"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("Connecting to {addr}\nNot connected\n"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("warden cli: cannot connect to"));
+}

@@ -106,6 +106,11 @@ const QUOTA_ROOT: &str = "/zookeeper/quota";
 const LIMIT_NODE: &str = "zookeeper_limits";
 const STAT_NODE: &str = "zookeeper_stats";
 
+/// The commands of the shell itself, which need no connection.
+pub fn is_shell_command(name: &str) -> bool {
+    matches!(name, "quit" | "redo" | "history" | "printwatches" | "connect" | "help")
+}
+
 /// zkCli's message for a server error on `path` (`CliWrapperException`'s wording, else
 /// `KeeperException`'s `KeeperErrorCode = ... for path`).
 pub fn keeper_error(e: &zk::Error, path: &str) -> String {
@@ -219,6 +224,10 @@ impl Shell {
         let host = shell.host.clone();
         shell.connect(&host);
         Ok(shell)
+    }
+
+    pub fn connected(&self) -> bool {
+        self.client.is_some()
     }
 
     pub fn state(&self) -> ConnState {
@@ -401,7 +410,7 @@ impl Shell {
         }
         // Commands of the shell itself run without a connection; for the others zkCli checks the
         // connection before it parses their flags.
-        let shell_cmd = matches!(name, "quit" | "redo" | "history" | "printwatches" | "connect" | "help");
+        let shell_cmd = is_shell_command(name);
         if !shell_cmd && self.client.is_none() {
             println!("Not connected");
             return Ok(Flow::Continue);

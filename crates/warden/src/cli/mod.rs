@@ -79,6 +79,10 @@ pub fn run(args: CliArgs) -> anyhow::Result<i32> {
     let mut shell = exec::Shell::new(opts)?;
     if !inv.command.is_empty() {
         shell.execute_words(&inv.command);
+        if !shell.connected() && !exec::is_shell_command(&inv.command[0]) && shell.exit_code == 0 {
+            // zkCli would wait for the server forever; a script learns it is unreachable.
+            shell.exit_code = 1;
+        }
         return Ok(leave(shell));
     }
     println!("Welcome to ZooKeeper!");
