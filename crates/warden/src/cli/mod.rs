@@ -51,6 +51,14 @@ pub fn parse_invocation(args: &[String]) -> Result<Invocation, String> {
                 inv.timeout_ms = v.parse().map_err(|_| format!("Error: -timeout needs milliseconds, not {v:?}"))?;
             }
             "-r" | "--readonly" => inv.readonly = true,
+            // warden cli always waits for the connection before the first command.
+            "-waitforconnection" | "--waitforconnection" => {}
+            "-client-configuration" | "--client-configuration" => {
+                return Err(format!(
+                    "warden cli: {arg} is not supported: ZooKeeper's client properties (TLS, SASL, ...) \
+                     cannot be read by the zookeeper-client crate warden cli is built on"
+                ))
+            }
             a if a.starts_with('-') => {}
             _ => {
                 inv.command.push(arg.clone());
@@ -123,5 +131,9 @@ mod tests {
         assert_eq!((inv.server.as_str(), inv.command.len(), inv.timeout_ms), ("h:3", 0, 30_000));
         assert_eq!(parse_invocation(&words("-server")).unwrap_err(), "Error: no argument found for option -server");
         assert_eq!(parse_invocation(&words("-x get /a")).unwrap().command, words("get /a"));
+        assert_eq!(parse_invocation(&words("-waitforconnection ls /")).unwrap().command, words("ls /"));
+        assert!(parse_invocation(&words("-client-configuration c.properties ls /"))
+            .unwrap_err()
+            .contains("-client-configuration is not supported"));
     }
 }
