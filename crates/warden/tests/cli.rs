@@ -132,6 +132,11 @@ create -c -e /app/bad
 create -t abc /app/bad
 create noslash
 create /app/a//b
+create /x/
+create -s /x/
+listquota /
+setquota -n 3 /
+setquota -n 3 /zookeeper/quota
 ls /app
 ls -s /app
 ls -R /app
@@ -337,6 +342,9 @@ fn one_shot_commands_match_zkcli_with_exit_codes() {
         "removewatches /",
         "deleteall /one",
         "ls /",
+        // Last: zkCli's requests make failed transactions (zxids) that warden cli's do not.
+        "create /",
+        "delete /",
     ];
     let mut codes = Vec::new();
     for c in commands {

@@ -772,6 +772,10 @@ impl Shell {
     ) -> Res<()> {
         let sequential = matches!(kind, CreateKind::PersistentSequential | CreateKind::EphemeralSequential);
         validate_path(&if sequential { format!("{path}1") } else { path.to_string() })?;
+        if path == "/" && !sequential {
+            // The crate refuses to send this; the server's answer to zkCli is that it exists.
+            return Err(self.err(&zk::Error::NodeExists, path));
+        }
         let acls = match acl {
             None => vec![zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())],
             Some(text) => {
@@ -853,7 +857,8 @@ impl Shell {
     fn list_quota(&mut self, path: &str) -> Res<()> {
         let limits = format!("{}/{LIMIT_NODE}", quota_path(path));
         eprintln!("absolute path is {limits}");
-        validate_path(path)?;
+        // As zkCli, the quota nodes' paths are checked, not the path given.
+        validate_path(&limits)?;
         let stats = format!("{}/{STAT_NODE}", quota_path(path));
         let read = |p: &str| self.get_string(p).map(|s| StatsTrack::parse(&s));
         match read(&limits).and_then(|q| Ok((q, read(&stats)?))) {
@@ -893,6 +898,7 @@ impl Shell {
         }
         // No quota below this node (in its quota subtree, other than its own)...
         let own = quota_path(path);
+        validate_path(&own)?;
         let mut below = Vec::new();
         if self.exists(&own)? {
             let mut nodes = Vec::new();
@@ -979,7 +985,7 @@ impl Shell {
     fn del_quota(&mut self, path: &str, field: Option<QuotaField>) -> Res<()> {
         let parent = quota_path(path);
         let limits = format!("{parent}/{LIMIT_NODE}");
-        validate_path(path)?;
+        validate_path(&limits)?;
         if !self.exists(&limits)? {
             println!("Quota does not exist for {path}");
             return Ok(());
