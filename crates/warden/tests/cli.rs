@@ -483,3 +483,13 @@ fn an_unreachable_server_fails_a_one_shot_command() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), format!("Connecting to {addr}\nNot connected\n"));
     assert!(String::from_utf8_lossy(&out.stderr).contains("warden cli: cannot connect to"));
 }
+
+/// Credentials the server refuses end the session: one `AuthFailed` event, then `Not connected`.
+#[test]
+fn refused_credentials_end_the_session() {
+    let w = server("cli-auth");
+    let out = warden_cli(&w.addr, &[], Some("addauth nosuchscheme secret\nwhoami\n"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.matches("WatchedEvent state:AuthFailed type:None path:null\n").count(), 1, "{stdout}");
+    assert!(stdout.ends_with("path:null\nNot connected\n"), "{stdout}");
+}

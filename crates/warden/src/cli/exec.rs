@@ -561,14 +561,11 @@ impl Shell {
             }
             CliCommand::AddAuth { scheme, auth } => {
                 let auth = auth.unwrap_or_default();
-                if let Err(e) = self.block(self.c().auth(&scheme, auth.as_bytes())) {
-                    if e == zk::Error::AuthFailed {
-                        // The server refuses the credentials and closes the session, as it does
-                        // for zkCli, which then reports the state change.
-                        self.pending.push(("AuthFailed".into(), "None".into(), None));
-                    } else {
-                        return Err(CliError::new(keeper_error_no_path(&e)));
-                    }
+                match self.block(self.c().auth(&scheme, auth.as_bytes())) {
+                    // Refused credentials end the session, as for zkCli; the session's state
+                    // change (an `AuthFailed` event) is the report.
+                    Ok(()) | Err(zk::Error::AuthFailed) => {}
+                    Err(e) => return Err(CliError::new(keeper_error_no_path(&e))),
                 }
             }
             CliCommand::Sync { path } => {
