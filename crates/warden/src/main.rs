@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use warden_server::{Config, Server};
 
 mod bench;
+mod cli;
 mod data_export;
 mod data_tools;
 mod floor;
@@ -33,6 +34,9 @@ enum Command {
     /// Print every zoo.cfg key Warden reads (what it does, its default, its other spellings) and
     /// the ZooKeeper keys it accepts but ignores, with the reason; as Markdown (docs/zoo-cfg.md).
     ConfigKeys,
+    /// A command-line client like Apache ZooKeeper's zkCli.sh: `warden cli -server host:port
+    /// [-timeout ms] [-r] [cmd args...]`; interactive (history, Tab completion) without a command.
+    Cli(cli::CliArgs),
 }
 
 #[derive(Subcommand)]
@@ -188,6 +192,7 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => serve(args),
         Command::Bench(args) => bench::run(args),
         Command::Floor(args) => floor::run(args),
+        Command::Cli(args) => std::process::exit(cli::run(args)?),
         Command::Data(cmd) => data(cmd),
         Command::ConfigKeys => {
             print!("{}", warden_server::config_keys::reference());
