@@ -239,7 +239,7 @@ async fn names_keys_and_types_match_zookeepers_admin_server() {
                 assert!(w.as_object().unwrap().values().all(|v| v.is_string() || v.is_null()), "{name}: {w}");
                 continue;
             }
-            same_shape(name, &z, &w, !["monitor", "mntr"].contains(&name));
+            oracle::same_shape(name, &z, &w, !["monitor", "mntr"].contains(&name));
         }
         // Whole bodies print alike where the values agree.
         for name in ["ruok", "nope", "watch_summary", "leader"] {
@@ -252,52 +252,6 @@ async fn names_keys_and_types_match_zookeepers_admin_server() {
     .await
     .unwrap();
     drop(clients);
-}
-
-/// Warden's keys appear in ZooKeeper's answer, in the same order (when `ordered`: `monitor`'s
-/// order in ZooKeeper is a hash map's) and with the same JSON types, down through objects (maps
-/// keyed by session id or path are compared by their values' shape).
-fn same_shape(what: &str, z: &Value, w: &Value, ordered: bool) {
-    let short = |v: &Value| v.to_string().chars().take(1500).collect::<String>();
-    let (zs, ws) = (short(z), short(w));
-    match (z, w) {
-        (Value::Object(zm), Value::Object(wm)) => {
-            let data_keyed = zm.keys().chain(wm.keys()).any(|k| k.starts_with('/') || k.parse::<i64>().is_ok());
-            if data_keyed {
-                // ZooKeeper's session expiry map keeps a bucket a session moved out of (an empty
-                // list) until its time passes; count the entries that hold something.
-                let held = |m: &serde_json::Map<String, Value>| {
-                    m.values().filter(|v| v.as_array().is_none_or(|a| !a.is_empty())).count()
-                };
-                assert_eq!(held(zm), held(wm), "{what}: entries\nZK: {zs}\nWarden: {ws}");
-                if let (Some(zv), Some(wv)) = (zm.values().next(), wm.values().next()) {
-                    same_shape(&format!("{what}[*]"), zv, wv, ordered);
-                }
-                return;
-            }
-            let mut order: Vec<&String> = zm.keys().filter(|k| wm.contains_key(*k)).collect();
-            let mut mine: Vec<&String> = wm.keys().collect();
-            if !ordered {
-                order.sort();
-                mine.sort();
-            }
-            assert_eq!(mine, order, "{what}: Warden's keys, in ZooKeeper's order\nZK: {zs}\nWarden: {ws}");
-            for (k, wv) in wm {
-                same_shape(&format!("{what}.{k}"), &zm[k], wv, ordered);
-            }
-        }
-        (Value::Array(za), Value::Array(wa)) => {
-            assert_eq!(za.len(), wa.len(), "{what}: items\nZK: {zs}\nWarden: {ws}");
-            for (zv, wv) in za.iter().zip(wa) {
-                same_shape(&format!("{what}[]"), zv, wv, ordered);
-            }
-        }
-        (Value::Number(_), Value::Number(_))
-        | (Value::String(_), Value::String(_))
-        | (Value::Bool(_), Value::Bool(_)) => {}
-        (Value::Null, _) | (_, Value::Null) => {}
-        _ => panic!("{what}: ZooKeeper has {zs}, Warden {ws}"),
-    }
 }
 
 /// `metricsProvider.className=...PrometheusMetricsProvider`: `/metrics` in the text format, with

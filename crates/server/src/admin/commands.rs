@@ -231,8 +231,15 @@ fn connections(node: &Node, full: bool) -> Vec<Value> {
 }
 
 fn dump(f: &mut Map<String, Value>, node: &Node) {
-    let expiry: Map<String, Value> =
-        node.session_buckets().into_iter().map(|(at_ms, ids)| (at_ms.to_string(), json!(ids))).collect();
+    // Only the leader (or a standalone server) expires sessions; a learner's expiry map is empty
+    // in ZooKeeper too (its session tracker does not time sessions out).
+    let expiring = matches!(node.role(), RoleKind::Leader | RoleKind::Standalone);
+    let expiry: Map<String, Value> = node
+        .session_buckets()
+        .into_iter()
+        .filter(|_| expiring)
+        .map(|(at_ms, ids)| (at_ms.to_string(), json!(ids)))
+        .collect();
     let ephemerals: Map<String, Value> =
         node.session_ephemerals().into_iter().map(|(sid, paths)| (sid.to_string(), json!(paths))).collect();
     f.insert("expiry_time_to_session_ids".into(), Value::Object(expiry));
@@ -349,7 +356,24 @@ fn voting_view(f: &mut Map<String, Value>, node: &Node, cfg: &Config) {
     f.insert("current_config".into(), Value::Object(view));
 }
 
-/// ZooKeeper dumps its address objects here; Warden gives `host:port` strings.
+/// ZooKeeper's `MultipleAddresses` of one address as Jackson prints the bean: the address in each
+/// of its views (Warden's server lines carry one address per port).
+fn multiple_addresses(host: &str, port: u16) -> Value {
+    let addr = host_port(host, port);
+    json!({
+        "empty": false,
+        "all_addresses": [addr],
+        "all_reachable_addresses": [addr],
+        "one": addr,
+        "reachable_address": addr,
+        "wildcard_addresses": [format!("0.0.0.0:{port}")],
+        "all_ports": [port],
+        "all_host_strings": [host],
+        "all_reachable_addresses_or_all": [addr],
+        "reachable_or_one": addr,
+    })
+}
+
 fn zabstate(f: &mut Map<String, Value>, node: &Node, cfg: &Config) {
     let Some(my_sid) = node.my_sid() else {
         f.insert("voting".into(), json!(false));
@@ -366,8 +390,8 @@ fn zabstate(f: &mut Map<String, Value>, node: &Node, cfg: &Config) {
     };
     f.insert("myid".into(), json!(my_sid));
     f.insert("is_leader".into(), json!(node.role() == RoleKind::Leader));
-    f.insert("quorum_address".into(), json!(me.map(|s| host_port(&s.host, s.quorum_port))));
-    f.insert("election_address".into(), json!(me.map(|s| host_port(&s.host, s.election_port))));
+    f.insert("quorum_address".into(), me.map_or(Value::Null, |s| multiple_addresses(&s.host, s.quorum_port)));
+    f.insert("election_address".into(), me.map_or(Value::Null, |s| multiple_addresses(&s.host, s.election_port)));
     f.insert("client_address".into(), Value::Null);
     f.insert("voting".into(), json!(me.is_some_and(|s| s.role == PeerRole::Participant)));
     f.insert("last_zxid".into(), json!(format!("0x{zxid:x}")));

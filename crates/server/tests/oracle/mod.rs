@@ -301,3 +301,64 @@ impl RawConn {
         }
     }
 }
+
+/// Warden's keys appear in ZooKeeper's answer, in the same order (when `ordered`: `monitor`'s
+/// order in ZooKeeper is a hash map's) and with the same JSON types, down through objects (maps
+/// keyed by session id or path are compared by their values' shape).
+pub fn same_shape(what: &str, z: &serde_json::Value, w: &serde_json::Value, ordered: bool) {
+    use serde_json::Value;
+    let short = |v: &Value| v.to_string().chars().take(1500).collect::<String>();
+    let (zs, ws) = (short(z), short(w));
+    match (z, w) {
+        (Value::Object(zm), Value::Object(wm)) => {
+            let data_keyed = zm.keys().chain(wm.keys()).any(|k| k.starts_with('/') || k.parse::<i64>().is_ok());
+            if data_keyed {
+                // Maps of lists (sessions by expiry bucket, paths by session, sessions by path)
+                // are compared by the items they hold: which bucket a session sits in depends on
+                // when it was last touched, and ZooKeeper keeps a bucket a session moved out of
+                // (an empty list) until its time passes. Other maps by their entries.
+                let held = |m: &serde_json::Map<String, Value>| -> usize {
+                    if m.values().all(Value::is_array) {
+                        m.values().filter_map(Value::as_array).map(Vec::len).sum()
+                    } else {
+                        m.len()
+                    }
+                };
+                assert_eq!(held(zm), held(wm), "{what}: entries\nZK: {zs}\nWarden: {ws}");
+                if let (Some(zv), Some(wv)) = (first_held(zm), first_held(wm)) {
+                    // For lists, the shape of an item (their lengths were counted above).
+                    let item =
+                        |v: &'_ Value| v.as_array().and_then(|a| a.first()).cloned().unwrap_or_else(|| v.clone());
+                    same_shape(&format!("{what}[*]"), &item(zv), &item(wv), ordered);
+                }
+                return;
+            }
+            let mut order: Vec<&String> = zm.keys().filter(|k| wm.contains_key(*k)).collect();
+            let mut mine: Vec<&String> = wm.keys().collect();
+            if !ordered {
+                order.sort();
+                mine.sort();
+            }
+            assert_eq!(mine, order, "{what}: Warden's keys, in ZooKeeper's order\nZK: {zs}\nWarden: {ws}");
+            for (k, wv) in wm {
+                same_shape(&format!("{what}.{k}"), &zm[k], wv, ordered);
+            }
+        }
+        (Value::Array(za), Value::Array(wa)) => {
+            assert_eq!(za.len(), wa.len(), "{what}: items\nZK: {zs}\nWarden: {ws}");
+            for (zv, wv) in za.iter().zip(wa) {
+                same_shape(&format!("{what}[]"), zv, wv, ordered);
+            }
+        }
+        (Value::Number(_), Value::Number(_))
+        | (Value::String(_), Value::String(_))
+        | (Value::Bool(_), Value::Bool(_)) => {}
+        (Value::Null, _) | (_, Value::Null) => {}
+        _ => panic!("{what}: ZooKeeper has {zs}, Warden {ws}"),
+    }
+}
+
+/// The first value of a data-keyed map that holds something (not an empty list).
+fn first_held(m: &serde_json::Map<String, serde_json::Value>) -> Option<&serde_json::Value> {
+    m.values().find(|v| v.as_array().is_none_or(|a| !a.is_empty()))
+}

@@ -89,6 +89,34 @@ impl Mixed {
         Mixed { dir, classpath: zk_classpath(), members }
     }
 
+    /// Makes server.`id` an observer (before any start): its `server.N` line says so in every
+    /// member's config, and its own config has `peerType=observer`.
+    pub fn make_observer(&mut self, id: u64) {
+        let prefix = format!("server.{id}=");
+        for m in &mut self.members {
+            m.base = m
+                .base
+                .lines()
+                .map(|l| if l.starts_with(&prefix) { format!("{l}:observer\n") } else { format!("{l}\n") })
+                .collect();
+            if m.id == id {
+                m.base.push_str("peerType=observer\n");
+            }
+            std::fs::write(&m.cfg, &m.base).unwrap();
+        }
+    }
+
+    /// The classpath ZooKeeper members start with (e.g. `oracle::zk_admin_classpath()`, which
+    /// adds Jetty and Jackson for the AdminServer).
+    pub fn set_classpath(&mut self, classpath: String) {
+        self.classpath = classpath;
+    }
+
+    /// Each live server's `srvr` mode, by id.
+    pub async fn modes(&self) -> Vec<(u64, Option<String>)> {
+        self.live_modes().await
+    }
+
     /// Rewrites server.`id`'s zoo.cfg as the shared lines plus `extra`; read at its next start.
     pub fn set_extra(&mut self, id: u64, extra: &str) {
         let m = self.members.iter().find(|m| m.id == id).unwrap();
