@@ -498,8 +498,9 @@ impl Owner {
     /// Counts the snapshot written since the last look in `snapshottime` (before a new one
     /// starts, and before the metrics are read, so none is missed).
     fn collect_snapshot_time(&mut self) {
-        if let Some(ms) = self.snapshots.take_written_ms() {
+        if let Some((ms, paused_ms)) = self.snapshots.take_written_ms() {
             self.metrics.snapshot.record(ms);
+            self.metrics.snapshot_paused.record(paused_ms);
         }
     }
 

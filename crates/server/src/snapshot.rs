@@ -41,6 +41,9 @@ pub(crate) struct Snapshots {
     /// How long the last successful snapshot took to write (ms), until the owner takes it
     /// (`u64::MAX`: none new). One job at a time, so none is overwritten before it is taken.
     written_ms: Arc<AtomicU64>,
+    /// How long that snapshot paused to let the transaction log's fsyncs through (the pacer),
+    /// stored before `written_ms`.
+    paused_ms: Arc<AtomicU64>,
 }
 
 /// What `Snapshots::try_start` did.
@@ -55,8 +58,10 @@ pub(crate) enum Start {
 
 impl Snapshots {
     /// How long the snapshot written since the last call took (ZooKeeper's `snapshottime`).
-    pub fn take_written_ms(&self) -> Option<u64> {
-        Some(self.written_ms.swap(u64::MAX, Ordering::AcqRel)).filter(|&ms| ms != u64::MAX)
+    /// With it, how long it paused for the log (Warden's `warden_snapshot_paused_ms`).
+    pub fn take_written_ms(&self) -> Option<(u64, u64)> {
+        let written = Some(self.written_ms.swap(u64::MAX, Ordering::AcqRel)).filter(|&ms| ms != u64::MAX)?;
+        Some((written, self.paused_ms.load(Ordering::Acquire)))
     }
 
     /// Whether a snapshot is being written (or waits to be).
@@ -88,7 +93,9 @@ pub(crate) fn spawn(
     let (tx, mut jobs) = mpsc::channel::<SnapshotJob>(1);
     let busy = Arc::new(AtomicBool::new(false));
     let written_ms = Arc::new(AtomicU64::new(u64::MAX));
-    let handle = Snapshots { jobs: tx, busy: busy.clone(), written_ms: written_ms.clone() };
+    let paused_ms = Arc::new(AtomicU64::new(0));
+    let handle =
+        Snapshots { jobs: tx, busy: busy.clone(), written_ms: written_ms.clone(), paused_ms: paused_ms.clone() };
     let thread = std::thread::Builder::new().name("warden-snapshot".into()).spawn(move || {
         lower_priority();
         while let Some(job) = jobs.blocking_recv() {
@@ -106,6 +113,7 @@ pub(crate) fn spawn(
                 SnapshotOptions { pace: Some(&mut pace), ..Default::default() },
             ) {
                 Ok(path) => {
+                    paused_ms.store(pacer.paused.as_millis() as u64, Ordering::Release);
                     written_ms.store(started.elapsed().as_millis() as u64, Ordering::Release);
                     tracing::info!(
                         file = %path.display(),

@@ -344,6 +344,9 @@ async fn prometheus_metrics_carry_zookeepers_names_and_mntrs_figures() {
         let (_, text) = tokio::task::spawn_blocking(move || get(addr, "/metrics")).await.unwrap();
         let count = text.lines().find_map(|l| l.strip_prefix("snapshottime_count ")).map(|v| v.parse::<f64>().unwrap());
         if count.is_some_and(|c| c >= 1.0) {
+            // Warden's own: the same snapshot's pause for the log, counted with it.
+            let paused = text.lines().find_map(|l| l.strip_prefix("warden_snapshot_paused_ms_count "));
+            assert_eq!(paused.map(|v| v.parse::<f64>().unwrap()), count, "{text}");
             break;
         }
         assert!(std::time::Instant::now() < deadline, "no snapshot counted in snapshottime:\n{text}");
