@@ -283,13 +283,7 @@ impl Node {
             Mode::Standalone { in_flight } if !in_flight.is_empty() => return Err(RestoreRefused::WritesInFlight),
             Mode::Standalone { .. } => {}
         }
-        let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
-        conns.sort_unstable();
-        for conn in conns {
-            self.drop_conn(conn);
-            out.push(Output::Close { conn });
-        }
-        self.session_conn.clear();
+        self.close_all_connections(out);
         let live: Vec<i64> = self.sessions.iter().map(|s| s.id).collect();
         for id in live {
             self.sessions.remove(id);
@@ -448,6 +442,17 @@ impl Node {
 
     /// Forgets a connection: its state, its watches, a revalidation it waited for, and its
     /// session's link to it (the session itself lives on until it is closed or expires).
+    /// Closes every client connection (in id order), with its watches.
+    pub(crate) fn close_all_connections(&mut self, out: &mut Vec<Output>) {
+        let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        conns.sort_unstable();
+        for conn in conns {
+            self.drop_conn(conn);
+            out.push(Output::Close { conn });
+        }
+        self.session_conn.clear();
+    }
+
     pub(crate) fn drop_conn(&mut self, conn: ConnId) {
         self.forget_revalidation(conn);
         if let Some(c) = self.conns.remove(&conn) {

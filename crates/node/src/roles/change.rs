@@ -5,13 +5,7 @@ use super::*;
 impl Node {
     /// Closes every client connection, forgets what they waited for, and applies the whole log.
     pub(super) fn reset_for_role(&mut self, out: &mut Vec<Output>) {
-        let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
-        conns.sort_unstable();
-        for conn in conns {
-            self.drop_conn(conn);
-            out.push(Output::Close { conn });
-        }
-        self.session_conn.clear();
+        self.close_all_connections(out);
         self.forget_local_sessions();
         self.prep.clear();
         let applied = self.tree.last_processed_zxid();
