@@ -219,11 +219,8 @@ impl Driver {
     /// write acknowledged after the restore finds it on disk. Refused while anything persisted is
     /// not durable and applied yet.
     pub fn replace_data(&mut self, snapshot: SnapshotData, cmds: &mut Vec<Command>) -> Result<(), RestoreRefused> {
-        if self.my_sid.is_some() {
-            return Err(RestoreRefused::Ensemble);
-        }
-        if !self.to_persist.is_empty() || self.persisted != self.durable || self.applied_to != self.durable {
-            return Err(RestoreRefused::WritesInFlight);
+        if let Some(why) = self.replace_data_refused() {
+            return Err(why);
         }
         let SnapshotData { zxid, tree, sessions } = snapshot;
         let mut out = std::mem::take(&mut self.out);
@@ -242,6 +239,17 @@ impl Driver {
         self.snapshots.last_zxid = zxid;
         self.store(StoreOp::Install { tree, sessions, zxid }, cmds);
         Ok(())
+    }
+
+    /// Why [`Driver::replace_data`] would refuse now, if it would.
+    pub fn replace_data_refused(&self) -> Option<RestoreRefused> {
+        if self.my_sid.is_some() {
+            Some(RestoreRefused::Ensemble)
+        } else if !self.to_persist.is_empty() || self.persisted != self.durable || self.applied_to != self.durable {
+            Some(RestoreRefused::WritesInFlight)
+        } else {
+            None
+        }
     }
 
     /// The vote an election round starts with: (last zxid, current epoch).

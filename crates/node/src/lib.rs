@@ -18,6 +18,6 @@ mod writes;
 pub use node::{Clock, ConnId, Input, Node, NodeConfig, Output, RestoreRefused};
 pub use roles::{QuorumOutput, QuorumSetup, RoleKind, SnapshotData};
 pub use sasl::SaslOutcome;
-pub use stats::{ConnInfo, Counters, LatencyKind, NodeStats, Summaries, Summary};
+pub use stats::{ConnInfo, Counters, LatencyKind, NodeStats, ResponseSizes, Summaries, Summary};
 #[cfg(test)]
 mod tests;

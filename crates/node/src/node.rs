@@ -209,6 +209,7 @@ pub struct Node {
     pub(crate) latency: Latency,
     pub(crate) counters: crate::stats::Counters,
     pub(crate) summaries: crate::stats::Summaries,
+    pub(crate) response_sizes: crate::stats::ResponseSizes,
     /// Standalone, or a member of an ensemble.
     pub(crate) mode: Mode,
     /// Read-only mode: sessions created locally, never replicated (`read_only.rs`).
@@ -233,6 +234,7 @@ impl Node {
             latency: Latency::default(),
             counters: Default::default(),
             summaries: Default::default(),
+            response_sizes: Default::default(),
             mode: Mode::Standalone { in_flight: VecDeque::new() },
             local_sessions: BTreeSet::new(),
         }
@@ -728,7 +730,11 @@ impl Node {
     fn notify(&mut self, conn: ConnId, zxid: i64, ev: WatcherEvent, out: &mut Vec<Output>) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.sent += 1;
-            out.push(Output::Send { conn, frame: encode_notification(zxid, &ev), completes_request: false });
+            let frame = encode_notification(zxid, &ev);
+            let size = frame.len().saturating_sub(4);
+            self.counters.watch_bytes += size as u64;
+            self.response_sizes.record(size);
+            out.push(Output::Send { conn, frame, completes_request: false });
         }
     }
 
@@ -781,6 +787,9 @@ impl Node {
             c.sent += 1;
             c.last_zxid = self.tree.last_processed_zxid();
         }
+        let size = frame.len().saturating_sub(4);
+        self.counters.response_bytes += size as u64;
+        self.response_sizes.record(size);
         out.push(Output::Send { conn, frame, completes_request: true });
     }
 

@@ -143,6 +143,35 @@ pub struct Counters {
     pub stale_sessions_expired: u64,
     /// Authentications refused: a bad digest, a failed SASL exchange (`auth_failed_count`).
     pub auth_failed_count: u64,
+    /// Bytes of request replies (`response_bytes`) and of watch notifications (`watch_bytes`)
+    /// sent, frames without their 4-byte length.
+    pub response_bytes: u64,
+    pub watch_bytes: u64,
+}
+
+/// ZooKeeper's `client_response_stats` (`BufferStats`): the size of the last packet sent to a
+/// client (a reply or a notification, without its length prefix) and the smallest and largest
+/// since the last reset; -1 before the first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResponseSizes {
+    pub last: i64,
+    pub min: i64,
+    pub max: i64,
+}
+
+impl Default for ResponseSizes {
+    fn default() -> Self {
+        Self { last: -1, min: -1, max: -1 }
+    }
+}
+
+impl ResponseSizes {
+    pub fn record(&mut self, size: usize) {
+        let size = size as i64;
+        self.last = size;
+        self.min = if self.min == -1 { size } else { self.min.min(size) };
+        self.max = self.max.max(size);
+    }
 }
 
 /// ZooKeeper's summaries this node keeps (milliseconds, or counts where the name says so), reset
@@ -279,6 +308,11 @@ impl Node {
         self.counters
     }
 
+    /// The sizes of the packets sent to clients (`last_client_response_size`, ...).
+    pub fn response_sizes(&self) -> ResponseSizes {
+        self.response_sizes
+    }
+
     /// ZooKeeper's summaries this node keeps.
     pub fn summaries(&self) -> &Summaries {
         &self.summaries
@@ -288,6 +322,7 @@ impl Node {
     pub fn reset_stats(&mut self) {
         self.latency = Latency::default();
         self.summaries.reset();
+        self.response_sizes = ResponseSizes::default();
         for c in self.conns.values_mut() {
             c.received = 0;
             c.sent = 0;

@@ -151,6 +151,12 @@ async fn serve(stream: TcpStream, wire: Wire, ctx: ConnCtx, _slot: IpSlot) {
     };
     match tls {
         None => {
+            let plain = if ctx.peer.ip().is_loopback() {
+                &ctx.edge.non_mtls_local_conn
+            } else {
+                &ctx.edge.non_mtls_remote_conn
+            };
+            EdgeCounters::add(plain, 1);
             let (rd, wr) = stream.into_split();
             serve_stream(rd, wr, None, ctx).await
         }
@@ -166,7 +172,9 @@ async fn serve(stream: TcpStream, wire: Wire, ctx: ConnCtx, _slot: IpSlot) {
             };
             let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
             let timeout = tls.settings().handshake_timeout;
+            EdgeCounters::add(&ctx.edge.outstanding_tls_handshake, 1);
             let handshake = tokio::time::timeout(timeout, acceptor.accept(stream)).await;
+            ctx.edge.outstanding_tls_handshake.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             drop(slot);
             let stream = match handshake {
                 Ok(Ok(s)) => s,

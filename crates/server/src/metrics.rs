@@ -38,6 +38,14 @@ pub(crate) struct ShellMetrics {
     /// Warden's own: how long each snapshot paused so the transaction log's fsyncs went first
     /// (`warden_snapshot_paused_ms`; the snapshot thread's pacing).
     pub snapshot_paused: Summary,
+    /// The admin `snapshot` / `restore` commands: refused by the rate limiter, failed, and how
+    /// long a restore took (`snapshot_rate_limited_count`, `snapshot_error_count`,
+    /// `restore_rate_limited_count`, `restore_error_count`, `restore_time`; ZooKeeper 3.9).
+    pub snapshot_rate_limited: u64,
+    pub snapshot_errors: u64,
+    pub restore_rate_limited: u64,
+    pub restore_errors: u64,
+    pub restore_time: Summary,
     /// Loading the data at start-up (`dbinittime`).
     pub dbinit: Summary,
 }
@@ -55,6 +63,11 @@ impl ShellMetrics {
             fsync: Summary::default(),
             snapshot: Summary::default(),
             snapshot_paused: Summary::default(),
+            snapshot_rate_limited: 0,
+            snapshot_errors: 0,
+            restore_rate_limited: 0,
+            restore_errors: 0,
+            restore_time: Summary::default(),
             dbinit: Summary::default(),
         }
     }
@@ -68,6 +81,7 @@ impl ShellMetrics {
         self.fsync.reset();
         self.snapshot.reset();
         self.snapshot_paused.reset();
+        self.restore_time.reset();
         self.dbinit.reset();
         self.batch_size.reset();
     }
@@ -88,6 +102,13 @@ pub(crate) struct EdgeCounters {
     /// TLS connections closed because too many handshakes were in flight
     /// (`netty.server.outstandingHandshake.limit`; `tls_handshake_exceeded`).
     pub tls_handshake_exceeded: AtomicU64,
+    /// TLS handshakes with clients in progress (`outstanding_tls_handshake`).
+    pub outstanding_tls_handshake: AtomicU64,
+    /// Client connections accepted without TLS, from a non-loopback and a loopback address
+    /// (`non_mtls_remote_conn_count`, `non_mtls_local_conn_count`, as ZooKeeper's Netty factory
+    /// counts them).
+    pub non_mtls_remote_conn: AtomicU64,
+    pub non_mtls_local_conn: AtomicU64,
     /// Connections closed for sending no ConnectRequest in time
     /// (`sessionless_connections_expired`).
     pub sessionless_connections_expired: AtomicU64,
@@ -181,6 +202,15 @@ pub(crate) fn families<'a>(node: &'a Node, shell: &'a ShellMetrics) -> Vec<(&'st
         ("tls_handshake_exceeded", EdgeCounters::get(&e.tls_handshake_exceeded)),
         ("sessionless_connections_expired", EdgeCounters::get(&e.sessionless_connections_expired)),
         ("sync_processor_request_queued", shell.txns_queued),
+        ("snapshot_rate_limited_count", shell.snapshot_rate_limited),
+        ("snapshot_error_count", shell.snapshot_errors),
+        ("restore_rate_limited_count", shell.restore_rate_limited),
+        ("restore_error_count", shell.restore_errors),
+        ("response_bytes", c.response_bytes),
+        ("watch_bytes", c.watch_bytes),
+        // ZooKeeper counts plain HTTP on an AdminServer port unified with HTTPS; Warden's
+        // AdminServer has no HTTPS to unify with, so, as on a ZooKeeper without it, none.
+        ("insecure_admin_count", 0),
         // Counted by ZooKeeper's `ensemble` auth scheme (`zookeeper.ensembleAuthName`), which
         // Warden does not offer: as on a ZooKeeper server without it, nothing is ever counted.
         ("ensemble_auth_success", 0),
@@ -190,6 +220,14 @@ pub(crate) fn families<'a>(node: &'a Node, shell: &'a ShellMetrics) -> Vec<(&'st
     v.extend(counters.into_iter().map(|(name, n)| (name, Family::Counter(n))));
     // ZooKeeper's `auth_failed_count` counts refused auth packets and failed TLS handshakes.
     v.push(("auth_failed_count", int(c.auth_failed_count + EdgeCounters::get(&e.unsuccessful_handshake))));
+    v.push(("outstanding_tls_handshake", int(EdgeCounters::get(&e.outstanding_tls_handshake))));
+    v.push(("non_mtls_remote_conn_count", int(EdgeCounters::get(&e.non_mtls_remote_conn))));
+    v.push(("non_mtls_local_conn_count", int(EdgeCounters::get(&e.non_mtls_local_conn))));
+    let sizes = node.response_sizes();
+    let signed = |v: i64| Family::Gauge(Metric::Int(v));
+    v.push(("last_client_response_size", signed(sizes.last)));
+    v.push(("min_client_response_size", signed(sizes.min)));
+    v.push(("max_client_response_size", signed(sizes.max)));
     if let Some(n) = node.quorum_size() {
         v.push(("quorum_size", int(n as u64)));
     }
@@ -210,6 +248,7 @@ pub(crate) fn families<'a>(node: &'a Node, shell: &'a ShellMetrics) -> Vec<(&'st
     v.push(("startup_txns_loaded", basic(&shell.startup_txns_loaded)));
     v.push(("startup_txns_load_time", basic(&shell.startup_txns_load_time)));
     v.push(("startup_snap_load_time", basic(&shell.startup_snap_load_time)));
+    v.push(("restore_time", basic(&shell.restore_time)));
     // Warden's own, under its prefix.
     v.push(("warden_snapshot_paused_ms", basic(&shell.snapshot_paused)));
     v

@@ -23,7 +23,7 @@ use warden_proto::{Txn, TxnHeader};
 use warden_storage::{Report, StoreOp};
 use warden_tree::DataTree;
 
-use crate::admin::backup::Refusal;
+use crate::admin::backup::{Refusal, RestoreAnswer};
 use crate::config::{Config, PeerRole};
 use crate::ensemble::{EnsEvent, Ensemble};
 use crate::fourlw;
@@ -95,8 +95,9 @@ pub(crate) enum Event {
     /// The admin `restore` command's decoded snapshot: replace the data; the answer (the zxid)
     /// comes once it is durable.
     AdminRestore {
-        snapshot: SnapshotData,
-        reply: oneshot::Sender<Result<i64, Refusal>>,
+        /// The decoded stream, or why it could not be decoded (counted in `restore_error_count`).
+        snapshot: Result<SnapshotData, String>,
+        reply: oneshot::Sender<RestoreAnswer>,
     },
 }
 
@@ -166,7 +167,7 @@ pub(crate) struct Owner {
     /// The admin `snapshot` / `restore` rate limiters.
     backup: crate::admin::backup::Backup,
     /// A restore waiting for its snapshot to be durable: its zxid and whom to tell.
-    restoring: Option<(i64, oneshot::Sender<Result<i64, Refusal>>)>,
+    restoring: Option<(i64, Instant, oneshot::Sender<RestoreAnswer>)>,
 }
 
 impl Owner {
@@ -450,6 +451,7 @@ impl Owner {
             return Err(Refusal::Disabled);
         }
         if !self.backup.snapshot_limiter.allow(Instant::now()) {
+            self.metrics.snapshot_rate_limited += 1;
             return Err(Refusal::RateLimited);
         }
         let (tree, sessions) = self.driver.node().snapshot_state();
@@ -466,6 +468,7 @@ impl Owner {
             return Err(Refusal::Failed(RestoreRefused::Ensemble.to_string()));
         }
         if !self.backup.restore_limiter.allow(Instant::now()) {
+            self.metrics.restore_rate_limited += 1;
             return Err(Refusal::RateLimited);
         }
         Ok(())
@@ -474,23 +477,40 @@ impl Owner {
     /// The admin `restore` command: the data is replaced now; the answer waits until the
     /// snapshot is durable. A snapshot still being written (of the old data, perhaps above the
     /// restored zxid) would outlive the restore on disk: the restore waits for none to be in hand.
-    fn admin_restore(&mut self, snapshot: SnapshotData, reply: oneshot::Sender<Result<i64, Refusal>>) {
-        if self.snapshots.in_hand() {
-            let _ = reply.send(Err(Refusal::Failed("a snapshot is being written; retry in a moment".into())));
-            return;
+    fn admin_restore(&mut self, snapshot: Result<SnapshotData, String>, reply: oneshot::Sender<RestoreAnswer>) {
+        let snapshot = match snapshot {
+            Ok(s) => s,
+            Err(why) => {
+                self.metrics.restore_errors += 1;
+                let _ = reply.send(RestoreAnswer::Refused(Refusal::Failed(why)));
+                return;
+            }
+        };
+        match self.driver.replace_data_refused() {
+            Some(RestoreRefused::WritesInFlight) => {
+                let _ = reply.send(RestoreAnswer::Busy(snapshot));
+                return;
+            }
+            Some(why) => {
+                self.metrics.restore_errors += 1;
+                let _ = reply.send(RestoreAnswer::Refused(Refusal::Failed(why.to_string())));
+                return;
+            }
+            None => {}
         }
-        if self.restoring.is_some() {
-            let _ = reply.send(Err(Refusal::Failed("another restore is in progress".into())));
+        if self.snapshots.in_hand() || self.restoring.is_some() {
+            let _ = reply.send(RestoreAnswer::Busy(snapshot));
             return;
         }
         let zxid = snapshot.zxid;
         match self.driver.replace_data(snapshot, &mut self.cmds) {
             Ok(()) => {
                 self.route();
-                self.restoring = Some((zxid, reply));
+                self.restoring = Some((zxid, Instant::now(), reply));
             }
             Err(why) => {
-                let _ = reply.send(Err(Refusal::Failed(why.to_string())));
+                self.metrics.restore_errors += 1;
+                let _ = reply.send(RestoreAnswer::Refused(Refusal::Failed(why.to_string())));
             }
         }
     }
@@ -605,10 +625,11 @@ impl Owner {
                 self.record_sync(fsync, report.appended);
                 let durable = report.last;
                 self.step(DriverEvent::Synced(report));
-                if let (Some(at), Some((zxid, _))) = (durable, &self.restoring) {
+                if let (Some(at), Some((zxid, _, _))) = (durable, &self.restoring) {
                     if at >= *zxid {
-                        if let Some((zxid, reply)) = self.restoring.take() {
-                            let _ = reply.send(Ok(zxid));
+                        if let Some((zxid, started, reply)) = self.restoring.take() {
+                            self.metrics.restore_time.record(started.elapsed().as_millis() as u64);
+                            let _ = reply.send(RestoreAnswer::Done(zxid));
                         }
                     }
                 }

@@ -313,6 +313,13 @@ async fn prometheus_metrics_carry_zookeepers_names_and_mntrs_figures() {
     assert_eq!((sample("node_changed_watch_count_count"), sample("node_changed_watch_count_sum")), (1.0, 1.0));
     assert_eq!(sample("node_created_watch_count_count"), 0.0);
     assert_eq!(sample("auth_failed_count"), 1.0);
+    // Reply and notification bytes; the last, smallest and largest packet sent.
+    assert!(sample("response_bytes") > 100.0 && sample("watch_bytes") > 10.0, "{text}");
+    let (last, min, max) =
+        (sample("last_client_response_size"), sample("min_client_response_size"), sample("max_client_response_size"));
+    assert!(min > 0.0 && min <= last && last <= max, "{last} {min} {max}");
+    assert!(sample("non_mtls_local_conn_count") >= 2.0 && sample("non_mtls_remote_conn_count") == 0.0, "{text}");
+    assert_eq!(sample("outstanding_tls_handshake"), 0.0);
     assert!(sample("bytes_received_count") > 100.0, "{text}");
     // Every txn applied counts a propagation latency; start-up loaded one empty directory once.
     assert!(sample("propagation_latency_count") >= 3.0, "sessions, create, setData: {text}");
@@ -472,6 +479,12 @@ async fn snapshot_and_restore_move_a_tree_with_authentication() {
     // is read: ZooKeeper's order), so a second restore now is refused; a fresh b takes the real one.
     let (status, _, _) = ask_b(restore_request("digest anyone:x", &stream)).await.unwrap();
     assert_eq!(status, 429);
+    let mntr = four_letter(b.addr, "mntr").await;
+    for line in ["zk_restore_error_count\t1\n", "zk_restore_rate_limited_count\t1\n", "zk_cnt_restore_time\t0\n"] {
+        assert!(mntr.contains(line), "{line:?} in {mntr}");
+    }
+    let mntr_a = four_letter(a.addr, "mntr").await;
+    assert!(mntr_a.contains("zk_snapshot_rate_limited_count\t1\n"), "{mntr_a}");
     drop(cb);
     b.stop().await;
     let b = TestServer::start_with(|c| c.admin = admin_settings(port_b)).await;
@@ -484,6 +497,7 @@ async fn snapshot_and_restore_move_a_tree_with_authentication() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(format!("{:#x}", v["last_zxid"].as_i64().unwrap()), zxid);
     assert!(v["error"].is_null());
+    assert!(four_letter(b.addr, "mntr").await.contains("zk_cnt_restore_time\t1\n"));
     // b's clients were disconnected; a new one sees a's tree and none of b's own.
     let fresh = b.client().await;
     assert_eq!(fresh.get_data("/app/n3").await.unwrap().0, b"changed");

@@ -115,6 +115,20 @@ pub(crate) fn authorize(
     }
 }
 
+/// The owner's answer to a decoded restore.
+#[derive(Debug)]
+pub(crate) enum RestoreAnswer {
+    /// The data is replaced and durable at this zxid.
+    Done(i64),
+    /// Not now (writes or a snapshot in flight, another restore): the snapshot comes back, to
+    /// be offered again shortly.
+    Busy(warden_node::SnapshotData),
+    Refused(Refusal),
+}
+
+/// How long the HTTP side keeps offering a restore the owner answers `Busy`.
+pub(crate) const RESTORE_PATIENCE: Duration = Duration::from_secs(30);
+
 /// ZooKeeper's `RateLimiter(1, interval)`: one call per interval.
 #[derive(Debug)]
 pub(crate) struct RateLimiter {

@@ -33,7 +33,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::owner::Event;
-use backup::Refusal;
+use backup::{Refusal, RestoreAnswer};
 
 /// The `admin.*` settings of zoo.cfg (also `-Dzookeeper.admin.*`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -299,16 +299,33 @@ async fn restore(req: Request<Incoming>, peer: IpAddr, events: &mpsc::Sender<Eve
         return json_answer(StatusCode::BAD_REQUEST, "restore", commands::Answer::default());
     }
     let decoded = tokio::task::spawn_blocking(move || warden_storage::decode_snapshot_stream(&body)).await;
-    let warden_storage::StreamSnapshot { tree, sessions, zxid } = match decoded {
-        Ok(Ok(d)) => d,
+    let snapshot = match decoded {
+        Ok(Ok(warden_storage::StreamSnapshot { tree, sessions, zxid })) => {
+            Ok(warden_node::SnapshotData { zxid, tree, sessions })
+        }
         Ok(Err(why)) => {
             tracing::warn!(%peer, %why, "admin restore: not a snapshot stream");
-            return refused("restore", Refusal::Failed(format!("not a snapshot stream: {why}")));
+            Err(format!("not a snapshot stream: {why}"))
         }
-        Err(_) => return refused("restore", Refusal::Failed("decoding the snapshot failed".into())),
+        Err(_) => Err("decoding the snapshot failed".to_string()),
     };
-    let snapshot = warden_node::SnapshotData { zxid, tree, sessions };
-    match ask_owner(events, |reply| Event::AdminRestore { snapshot, reply }).await {
+    let deadline = tokio::time::Instant::now() + backup::RESTORE_PATIENCE;
+    let mut snapshot = snapshot;
+    let answer = loop {
+        match ask_owner(events, |reply| Event::AdminRestore { snapshot, reply }).await {
+            None => break None,
+            Some(RestoreAnswer::Busy(back)) if tokio::time::Instant::now() < deadline => {
+                snapshot = Ok(back);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Some(RestoreAnswer::Busy(_)) => {
+                break Some(Err(Refusal::Failed("the server stayed busy; retry later".into())))
+            }
+            Some(RestoreAnswer::Refused(why)) => break Some(Err(why)),
+            Some(RestoreAnswer::Done(zxid)) => break Some(Ok(zxid)),
+        }
+    };
+    match answer {
         None => plain(StatusCode::SERVICE_UNAVAILABLE, STOPPING),
         Some(Err(why)) => refused("restore", why),
         Some(Ok(zxid)) => {
