@@ -16,6 +16,7 @@ mod stats;
 mod writes;
 
 pub use node::{Clock, ConnId, Input, Node, NodeConfig, Output, RestoreRefused};
+pub use reads::digest_identities;
 pub use roles::{QuorumOutput, QuorumSetup, RoleKind, SnapshotData};
 pub use sasl::SaslOutcome;
 pub use stats::{ConnInfo, Counters, LatencyKind, NodeStats, ResponseSizes, Summaries, Summary};

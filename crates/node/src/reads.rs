@@ -241,6 +241,14 @@ impl Node {
     }
 }
 
+/// What `digest user:password` proves (DigestAuthenticationProvider): `digest:user:<hash>`, and
+/// `super` when that is the superDigest.
+pub fn digest_identities(auth: &[u8], super_digest: Option<&str>) -> Vec<Id> {
+    let id = digest_id(auth);
+    let sup = (super_digest == Some(id.as_str())).then(|| Id::new("super", ""));
+    sup.into_iter().chain([Id::new("digest", id)]).collect()
+}
+
 /// The ids an auth packet adds to its connection, as ZooKeeper's default providers decide, or
 /// `None` when it fails (the connection is then closed). `digest` accepts any credential and adds
 /// `digest:<id>` ([`digest_id`]), plus `super` when that id is the configured super digest; `ip`
@@ -250,11 +258,7 @@ impl Node {
 /// other scheme has no provider and fails.
 pub(crate) fn authenticate(scheme: &str, auth: &[u8], super_digest: Option<&str>, held: &[Id]) -> Option<Vec<Id>> {
     match scheme {
-        "digest" => {
-            let id = digest_id(auth);
-            let sup = (super_digest == Some(id.as_str())).then(|| Id::new("super", ""));
-            Some(sup.into_iter().chain([Id::new("digest", id)]).collect())
-        }
+        "digest" => Some(digest_identities(auth, super_digest)),
         "ip" | "x509" => {
             let ids: Vec<Id> = held.iter().filter(|id| id.scheme == scheme).cloned().collect();
             (scheme == "ip" || !ids.is_empty()).then_some(ids)

@@ -172,9 +172,7 @@ async fn serve(stream: TcpStream, wire: Wire, ctx: ConnCtx, _slot: IpSlot) {
             };
             let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
             let timeout = tls.settings().handshake_timeout;
-            EdgeCounters::add(&ctx.edge.outstanding_tls_handshake, 1);
             let handshake = tokio::time::timeout(timeout, acceptor.accept(stream)).await;
-            ctx.edge.outstanding_tls_handshake.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             drop(slot);
             let stream = match handshake {
                 Ok(Ok(s)) => s,

@@ -137,7 +137,7 @@ impl Server {
         let (storage, storage_thread) = storage::spawn(store, cfg.force_sync, log_activity.clone(), events_tx.clone())?;
         let retain = cfg.purge_enabled.then_some(cfg.snap_retain_count);
         let (snapshots, snapshot_thread) = snapshot::spawn(data, retain, log_activity)?;
-        let edge = Arc::new(metrics::EdgeCounters::default());
+        let edge = Arc::new(metrics::EdgeCounters { client_tls: tls.clone(), ..Default::default() });
         let mut owner =
             owner::Owner::new(cfg.clone(), events_rx, shutdown_rx.clone(), storage, snapshots, quorum, edge.clone());
         owner.record_startup(

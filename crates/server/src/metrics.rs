@@ -88,9 +88,9 @@ impl ShellMetrics {
 }
 
 /// The counters the connection tasks keep (they run apart from the owner): a relaxed atomic add
-/// each, no lock. Shared by the accept loop, every connection task and the owner, which reads
-/// them into [`families`].
-#[derive(Debug, Default)]
+/// each, no lock; and the client port's TLS context, for its handshakes in flight. Shared by the
+/// accept loop, every connection task and the owner, which reads them into [`families`].
+#[derive(Default)]
 pub(crate) struct EdgeCounters {
     /// Bytes read from client connections (`bytes_received_count`).
     pub bytes_received: AtomicU64,
@@ -102,8 +102,9 @@ pub(crate) struct EdgeCounters {
     /// TLS connections closed because too many handshakes were in flight
     /// (`netty.server.outstandingHandshake.limit`; `tls_handshake_exceeded`).
     pub tls_handshake_exceeded: AtomicU64,
-    /// TLS handshakes with clients in progress (`outstanding_tls_handshake`).
-    pub outstanding_tls_handshake: AtomicU64,
+    /// The client port's TLS context, whose handshake slots count the handshakes in progress
+    /// (`outstanding_tls_handshake`).
+    pub client_tls: Option<Arc<crate::tls::TlsContext>>,
     /// Client connections accepted without TLS, from a non-loopback and a loopback address
     /// (`non_mtls_remote_conn_count`, `non_mtls_local_conn_count`, as ZooKeeper's Netty factory
     /// counts them).
@@ -220,7 +221,8 @@ pub(crate) fn families<'a>(node: &'a Node, shell: &'a ShellMetrics) -> Vec<(&'st
     v.extend(counters.into_iter().map(|(name, n)| (name, Family::Counter(n))));
     // ZooKeeper's `auth_failed_count` counts refused auth packets and failed TLS handshakes.
     v.push(("auth_failed_count", int(c.auth_failed_count + EdgeCounters::get(&e.unsuccessful_handshake))));
-    v.push(("outstanding_tls_handshake", int(EdgeCounters::get(&e.outstanding_tls_handshake))));
+    let handshakes = e.client_tls.as_ref().map_or(0, |t| t.handshakes_in_flight());
+    v.push(("outstanding_tls_handshake", int(handshakes as u64)));
     v.push(("non_mtls_remote_conn_count", int(EdgeCounters::get(&e.non_mtls_remote_conn))));
     v.push(("non_mtls_local_conn_count", int(EdgeCounters::get(&e.non_mtls_local_conn))));
     let sizes = node.response_sizes();

@@ -464,8 +464,8 @@ impl Owner {
         if !self.cfg.admin.restore_enabled {
             return Err(Refusal::Disabled);
         }
-        if self.ens.is_some() {
-            return Err(Refusal::Failed(RestoreRefused::Ensemble.to_string()));
+        if let Some(why @ RestoreRefused::Ensemble) = self.driver.replace_data_refused() {
+            return Err(Refusal::Failed(why.to_string()));
         }
         if !self.backup.restore_limiter.allow(Instant::now()) {
             self.metrics.restore_rate_limited += 1;

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use hyper::StatusCode;
 use warden_node::Node;
 use warden_proto::{perms, Id};
-use warden_tree::{check_acl, digest_id};
+use warden_tree::check_acl;
 
 /// Largest restore body taken (413 above): the stream is held in memory while it is decoded.
 pub(crate) const MAX_RESTORE_BYTES: usize = 1 << 30;
@@ -86,11 +86,7 @@ pub(crate) fn authenticate(header: &str, peer: IpAddr, super_digest: Option<&str
         _ => return Err(Refusal::NotAuthenticated),
     };
     match (scheme, auth) {
-        ("digest", Some(auth)) => {
-            let id = digest_id(auth.as_bytes());
-            let sup = (super_digest == Some(id.as_str())).then(|| Id::new("super", ""));
-            Ok(sup.into_iter().chain([Id::new("digest", id)]).collect())
-        }
+        ("digest", Some(auth)) => Ok(warden_node::digest_identities(auth.as_bytes(), super_digest)),
         ("ip", _) => Ok(vec![Id::new("ip", peer.to_string())]),
         _ => Err(Refusal::NotAuthenticated),
     }
@@ -172,6 +168,7 @@ impl Backup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use warden_tree::digest_id;
 
     #[test]
     fn authorization_headers_as_zookeepers_providers_read_them() {

@@ -632,6 +632,11 @@ impl TlsContext {
         }
     }
 
+    /// Handshakes in flight now (`outstanding_tls_handshake`).
+    pub fn handshakes_in_flight(&self) -> usize {
+        self.handshakes.load(Ordering::Acquire)
+    }
+
     pub fn settings(&self) -> &TlsSettings {
         &self.settings
     }
