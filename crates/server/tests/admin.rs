@@ -166,80 +166,10 @@ async fn names_keys_and_types_match_zookeepers_admin_server() {
         for line in zk_listing.lines() {
             assert!(warden_listing.contains(line), "ZooKeeper lists {line:?}; Warden does not");
         }
-        // Names Warden answers without the figure ZooKeeper has (documented in ARCHITECTURE.md).
-        let lacking = ["hash", "observers", "obsr"];
-        let names = [
-            "configuration",
-            "conf",
-            "config",
-            "connection_stat_reset",
-            "crst",
-            "connections",
-            "cons",
-            "dirs",
-            "dump",
-            "environment",
-            "env",
-            "envi",
-            "get_trace_mask",
-            "gtmk",
-            "initial_configuration",
-            "icfg",
-            "is_read_only",
-            "isro",
-            "last_snapshot",
-            "lsnp",
-            "leader",
-            "lead",
-            "monitor",
-            "mntr",
-            "observer_connection_stat_reset",
-            "orst",
-            "ruok",
-            "server_stats",
-            "srvr",
-            "set_trace_mask",
-            "stmk",
-            "stmk?traceMask=7",
-            "stat_reset",
-            "srst",
-            "stats",
-            "stat",
-            "system_properties",
-            "sysp",
-            "voting_view",
-            "watch_summary",
-            "wchs",
-            "watches",
-            "wchc",
-            "watches_by_path",
-            "wchp",
-            "zabstate",
-            "hash",
-            "observers",
-            "obsr",
-            "nope",
-        ];
-        for name in names {
+        for &name in oracle::ADMIN_NAMES {
             let z = command(zk_admin, name);
             let w = command(warden_admin, name);
-            assert_eq!(w["command"], z["command"], "{name}: primary name");
-            if lacking.contains(&name) {
-                assert!(w["error"].is_string(), "{name}: Warden says it lacks it: {w}");
-                continue;
-            }
-            assert_eq!(
-                w["error"].is_null(),
-                z["error"].is_null(),
-                "{name}: error\nZK: {:.1500}\nWarden: {w}",
-                z.to_string()
-            );
-            // Environment and system properties describe a JVM; compare only their shape.
-            if ["environment", "env", "envi", "system_properties", "sysp"].contains(&name) {
-                assert!(w.as_object().unwrap().values().all(|v| v.is_string() || v.is_null()), "{name}: {w}");
-                continue;
-            }
-            oracle::same_shape(name, &z, &w, !["monitor", "mntr"].contains(&name));
+            oracle::compare_admin_answers(name, name, &z, &w, &["monitor"]);
         }
         // Whole bodies print alike where the values agree.
         for name in ["ruok", "nope", "watch_summary", "leader"] {

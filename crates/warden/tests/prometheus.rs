@@ -8,31 +8,18 @@
 //! Every process started is killed by its PID when its guard drops (also on failure).
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 mod common;
 use common::mixed::{client, four_letters, write_many, Kind, Mixed};
-use common::{free_port, Killed};
+use common::{free_port, http_get, Killed};
 
 /// Nodes written under load through each server.
 const WRITES_PER_SERVER: usize = 300;
 /// Data watches and extra client connections placed on each server (server.N gets N of each
 /// per round, so the figures differ between servers).
 const WATCH_PATHS: usize = 5;
-
-/// `GET path` over HTTP/1.0; the status and body.
-fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw)?;
-    let status = raw.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    Ok((status, body))
-}
 
 /// What Prometheus holds now for the metric `name` (an instant query), by the scraped server's
 /// id (the `server` label of its target).

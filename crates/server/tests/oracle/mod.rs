@@ -380,3 +380,30 @@ pub const ZK_39_METRICS: &[&str] = &[
 pub fn comparable_with_38(key: &str) -> bool {
     !key.contains("warden_") && !ZK_39_METRICS.iter().any(|m| key.ends_with(m))
 }
+
+/// The AdminServer names the oracle comparisons run: every ZooKeeper 3.8 command name and alias,
+/// one with an argument, and an unknown one.
+pub const ADMIN_NAMES: &[&str] = &[];
+
+/// Names Warden answers without the figure ZooKeeper has (docs/operations.md).
+pub const ADMIN_LACKING: &[&str] = &["hash", "observers", "obsr"];
+
+/// One command's answers from ZooKeeper (`z`) and Warden (`w`), run as `name` (`what` names it in
+/// failures): the same primary name; for what Warden lacks, an error saying so; otherwise the same
+/// failing or not, and Warden's keys ZooKeeper's in ZooKeeper's order (except for the primary
+/// names in `unordered`) with the same JSON types. `environment` and `system_properties` describe
+/// a JVM: only their shape counts.
+pub fn compare_admin_answers(what: &str, name: &str, z: &serde_json::Value, w: &serde_json::Value, unordered: &[&str]) {
+    assert_eq!(w["command"], z["command"], "{what}: primary name");
+    if ADMIN_LACKING.contains(&name) {
+        assert!(w["error"].is_string(), "{what}: Warden says it lacks it: {w}");
+        return;
+    }
+    assert_eq!(w["error"].is_null(), z["error"].is_null(), "{what}: error\nZK: {:.1500}\nWarden: {w}", z.to_string());
+    let primary = w["command"].as_str().unwrap_or_default();
+    if ["environment", "system_properties"].contains(&primary) {
+        assert!(w.as_object().unwrap().values().all(|v| v.is_string() || v.is_null()), "{what}: {w}");
+        return;
+    }
+    same_shape(what, z, w, !unordered.contains(&primary));
+}
