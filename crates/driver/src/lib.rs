@@ -224,7 +224,7 @@ impl Driver {
         }
         let SnapshotData { zxid, tree, sessions } = snapshot;
         let mut out = std::mem::take(&mut self.out);
-        let replaced = self.node.replace_data(tree.clone(), &sessions, &mut out);
+        let replaced = self.node.replace_data((*tree).clone(), &sessions, &mut out);
         for o in out.drain(..) {
             if let Output::Close { conn } = o {
                 cmds.push(Command::Close { conn });

@@ -187,7 +187,7 @@ fn a_restored_snapshot_replaces_the_data_and_goes_to_storage() {
         parent_cversion: 1,
     };
     other.apply(&hdr, &txn);
-    let snapshot = || SnapshotData { zxid: 0x500, tree: other.clone(), sessions: vec![(7, 4000)] };
+    let snapshot = || SnapshotData { zxid: 0x500, tree: Box::new(other.clone()), sessions: vec![(7, 4000)] };
     let mut out = Vec::new();
     assert_eq!(d.replace_data(snapshot(), &mut out), Err(RestoreRefused::WritesInFlight));
     assert!(out.is_empty());

@@ -19,7 +19,7 @@ use warden_proto::header::ReplyHeader;
 use warden_proto::quorum::{packet_type as pt, QuorumPacket};
 use warden_proto::request::{CreateRequest, PathWatch, Request};
 use warden_proto::response::{decode_reply, Response};
-use warden_proto::{Acl, OpCode, Record, Txn, TxnHeader};
+use warden_proto::{Acl, OpCode, Record, Txn, TxnDigest, TxnHeader};
 use warden_quorum::{Elected, ServerState, Sid};
 use warden_storage::{EpochFile, Report, StoreOp};
 
@@ -98,6 +98,9 @@ struct Cluster {
     snapshots: usize,
     /// The election round, one per `elect`.
     round: i64,
+    /// A TxnDigest appended to each PROPOSAL or INFORM sent to a server, as a ZooKeeper leader
+    /// appends the tree's digest after the txn.
+    stamp_digest: BTreeMap<Sid, TxnDigest>,
 }
 
 fn node_config(sid: Sid) -> NodeConfig {
@@ -137,6 +140,7 @@ impl Cluster {
             elect_requests: Vec::new(),
             snapshots: 0,
             round: 0,
+            stamp_digest: BTreeMap::new(),
         }
     }
 
@@ -215,7 +219,12 @@ impl Cluster {
             }
             // No snapshot writer: only a restart asks for a snapshot, and no test reads it back.
             Command::Snapshot { .. } => {}
-            Command::PeerSend { to, packet } => {
+            Command::PeerSend { to, mut packet } => {
+                if let (Some(d), pt::PROPOSAL | pt::INFORM) = (self.stamp_digest.get(&to), packet.packet_type) {
+                    let mut w = warden_proto::jute::Writer::new();
+                    d.encode(&mut w);
+                    packet.data.as_mut().expect("a proposal has data").extend_from_slice(&w.into_inner());
+                }
                 self.queues.entry((sid, to)).or_default().push_back(Item::Packet(packet));
             }
             Command::SendSnapshot { to, snapshot } => {
@@ -426,6 +435,31 @@ fn a_write_on_a_follower_is_forwarded_committed_and_answered_by_the_follower() {
     assert!(c.data(2, "/obs").is_some());
     c.assert_converged();
     assert!(c.client_out.get(&3).is_none_or(Vec::is_empty), "the leader answers no forwarded request");
+}
+
+/// A ZooKeeper leader sends each txn with the tree's digest after it (`TxnDigest`); a learner
+/// compares it with its own tree's once it has applied the txn. A digest that differs is counted
+/// (`digest_mismatches_count`) and serving goes on; one of another digest version is not compared.
+#[test]
+fn a_learner_counts_a_leader_digest_that_differs_from_its_tree() {
+    let mut c = Cluster::new();
+    let leader = c.elect();
+    assert_eq!(leader, 3);
+    let wrong = TxnDigest { version: 2, tree_digest: 1 };
+    c.stamp_digest.insert(1, wrong);
+    c.stamp_digest.insert(2, TxnDigest { version: 3, tree_digest: 1 });
+    c.stamp_digest.insert(4, wrong);
+    c.connect(3, 7, 0, Vec::new());
+    for (xid, path) in [(1, "/a"), (2, "/b")] {
+        assert_eq!(c.request(3, 7, xid, create(path, b"v", 0)).0.err, 0);
+    }
+    let counts: Vec<u64> = (1..=4).map(|sid| c.node(sid).digest_mismatches()).collect();
+    // Three txns (the createSession, two creates), each with a wrong digest for 1 and 4.
+    assert_eq!(counts, [3, 0, 0, 3], "follower 1 and observer 4 got wrong digests, follower 2 another version");
+    c.assert_converged();
+    // The digest a learner computes is the leader's own.
+    let leader_digest = c.node(3).tree().zk_digest();
+    assert!((1..=4).all(|sid| c.node(sid).tree().zk_digest() == leader_digest));
 }
 
 #[test]

@@ -262,11 +262,24 @@ impl Node {
         if let Mode::Ensemble(q) = &mut self.mode {
             q.restored(self.last_zxid, replayed);
         }
-        self.tree = tree;
+        self.install_tree(tree);
         self.prep = Prep::new();
         for &(id, timeout_ms) in sessions {
             self.sessions.add(id, timeout_ms.max(0) as u32, self.now.mono_ms);
         }
+    }
+
+    /// Puts `tree` in place of the current one, keeping the count of digest mismatches the old
+    /// one saw (a server-wide counter, as ZooKeeper's).
+    pub(crate) fn install_tree(&mut self, tree: DataTree) {
+        self.counters.digest_mismatches_count += self.tree.digest_mismatches();
+        self.tree = tree;
+    }
+
+    /// Digests that differed from this server's tree, in its life (`digest_mismatches_count`):
+    /// those of loaded snapshots and of txns from a ZooKeeper leader.
+    pub fn digest_mismatches(&self) -> u64 {
+        self.counters.digest_mismatches_count + self.tree.digest_mismatches()
     }
 
     /// The admin `restore` command: `tree` (standing at its last processed zxid) and `sessions`
@@ -291,7 +304,7 @@ impl Node {
             self.sessions.remove(id);
         }
         self.last_zxid = tree.last_processed_zxid();
-        self.tree = tree;
+        self.install_tree(tree);
         self.prep = Prep::new();
         for &(id, timeout_ms) in sessions {
             self.sessions.add(id, timeout_ms.max(0) as u32, self.now.mono_ms);

@@ -139,6 +139,8 @@ pub struct Counters {
     /// Learner: sessions of reconnecting clients sent to the leader for revalidation
     /// (`revalidate_count`).
     pub revalidate_count: u64,
+    /// Digest mismatches seen by trees this server has since replaced (`Node::digest_mismatches`).
+    pub digest_mismatches_count: u64,
     /// Sessions this server expired (`stale_sessions_expired`).
     pub stale_sessions_expired: u64,
     /// Authentications refused: a bad digest, a failed SASL exchange (`auth_failed_count`).

@@ -50,4 +50,4 @@ pub use response::{
     decode_notification, decode_reply, encode_notification, encode_read_reply, encode_reply, ClientInfo, MultiResult,
     ReadReply, ReadResult, ReplyTooLarge, Response,
 };
-pub use txn::{Txn, TxnHeader};
+pub use txn::{Txn, TxnDigest, TxnHeader};

@@ -8,6 +8,31 @@ use crate::data::Acl;
 use crate::jute::{DecodeError, Reader, Record, Writer};
 use crate::opcode::OpCode;
 
+/// TxnDigest: the digest version and the tree's digest after the txn (ZooKeeper's tree digest),
+/// which ZooKeeper 3.6+ appends to a txn in its log and in PROPOSAL and INFORM packets. Optional
+/// on the wire: a record that ends after the txn has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnDigest {
+    pub version: i32,
+    pub tree_digest: i64,
+}
+
+impl TxnDigest {
+    /// The digest after a txn body, if the record goes on (`SerializeUtils.deserializeTxn`: a
+    /// record too short for one has none).
+    pub fn decode_trailing(r: &mut Reader<'_>) -> Option<Self> {
+        if r.remaining() < 12 {
+            return None;
+        }
+        Some(TxnDigest { version: r.read_i32().ok()?, tree_digest: r.read_i64().ok()? })
+    }
+
+    pub fn encode(&self, w: &mut Writer) {
+        w.write_i32(self.version);
+        w.write_i64(self.tree_digest);
+    }
+}
+
 /// TxnHeader: who issued the txn, its zxid and the leader's wall-clock time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TxnHeader {

@@ -294,6 +294,8 @@ fn a_sync_is_done_only_once_every_commit_before_it_is_applied() {
     let entry = TxnEntry {
         hdr: warden_proto::txn::TxnHeader { client_id: 7, cxid: 1, zxid, time_ms: 1, txn_type: txn.op().code() },
         txn: txn.into(),
+        // As a ZooKeeper leader sends it: the learner keeps the digest to check on applying.
+        digest: Some(warden_proto::TxnDigest { version: 2, tree_digest: 0x1234_5678_9abc }),
     };
     let out = acts(|o| f.on_packet(&codec::proposal(&entry), 0, o));
     assert!(out.contains(&Action::Persist(entry.clone())), "{out:?}");

@@ -6,7 +6,11 @@ use warden_quorum::zab::*;
 
 fn entry(zxid: Zxid) -> TxnEntry {
     let txn = Txn::SetData { path: "/x".into(), data: Some(zxid.to_be_bytes().to_vec().into()), version: -1 };
-    TxnEntry { hdr: TxnHeader { client_id: 1, cxid: 1, zxid, time_ms: 0, txn_type: txn.op().code() }, txn: txn.into() }
+    TxnEntry {
+        hdr: TxnHeader { client_id: 1, cxid: 1, zxid, time_ms: 0, txn_type: txn.op().code() },
+        txn: txn.into(),
+        digest: None,
+    }
 }
 
 fn z(e: i64, c: i64) -> Zxid {

@@ -156,7 +156,7 @@ impl Ensemble {
     pub(crate) fn send_snapshot(&mut self, to: Sid, snapshot: SnapshotData) {
         let Net::Leader(n) = &mut self.net else { return };
         tracing::info!(to, zxid = format_args!("{:#x}", snapshot.zxid), "sending snapshot");
-        if let Err(e) = n.send_snapshot(to, snapshot.tree, snapshot.sessions) {
+        if let Err(e) = n.send_snapshot(to, *snapshot.tree, snapshot.sessions) {
             tracing::info!(to, error = %e, "snapshot send failed; the connection is closed");
         }
     }
@@ -205,7 +205,7 @@ impl Ensemble {
 
 fn to_snapshot(zxid: i64, body: SnapshotBody) -> Result<SnapshotData, String> {
     let tree = DataTree::from_snapshot(body.nodes, zxid)?;
-    Ok(SnapshotData { zxid, tree, sessions: body.sessions })
+    Ok(SnapshotData { zxid, tree: Box::new(tree), sessions: body.sessions })
 }
 
 async fn net_recv(net: &mut Net) -> Option<EnsEvent> {

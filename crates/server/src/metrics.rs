@@ -197,6 +197,7 @@ pub(crate) fn families<'a>(node: &'a Node, shell: &'a ShellMetrics) -> Vec<(&'st
         ("learner_commit_received_count", c.learner_commit_received_count),
         ("revalidate_count", c.revalidate_count),
         ("stale_sessions_expired", c.stale_sessions_expired),
+        ("digest_mismatches_count", node.digest_mismatches()),
         ("bytes_received_count", EdgeCounters::get(&e.bytes_received)),
         ("connection_rejected", EdgeCounters::get(&e.connection_rejected)),
         ("unsuccessful_handshake", EdgeCounters::get(&e.unsuccessful_handshake)),

@@ -455,7 +455,7 @@ impl Owner {
             return Err(Refusal::RateLimited);
         }
         let (tree, sessions) = self.driver.node().snapshot_state();
-        Ok(SnapshotData { zxid: tree.last_processed_zxid(), tree, sessions })
+        Ok(SnapshotData { zxid: tree.last_processed_zxid(), tree: Box::new(tree), sessions })
     }
 
     /// The admin `restore` command's checks before its body is read.

@@ -610,6 +610,16 @@ async fn check_types(name: &str, addr: SocketAddr) -> Vec<String> {
     diffs
 }
 
+/// A difference when the server's `mntr` reports digest mismatches (or none at all).
+fn digest_mismatches(name: &str, addr: SocketAddr) -> Option<String> {
+    let mntr = oracle::four_letter(addr, "mntr").unwrap_or_default();
+    let count = mntr.lines().find_map(|l| l.strip_prefix("zk_digest_mismatches_count\t"));
+    match count.map(str::trim) {
+        Some("0") => None,
+        other => Some(format!("{name}: zk_digest_mismatches_count {other:?}")),
+    }
+}
+
 fn report(title: &str, diffs: &[String]) {
     if diffs.is_empty() {
         println!("{title}: no differences");
@@ -651,6 +661,9 @@ async fn zookeeper_data_dir_is_served_by_warden() {
     let started = Instant::now();
     let warden_dump = dump("warden", server.local_addr).await;
     let mut diffs = compare("zookeeper", &zk_dump, "warden", &warden_dump);
+    // ZooKeeper's snapshots carry its tree digest: the tree Warden rebuilt (snapshot, then log)
+    // has it.
+    diffs.extend(digest_mismatches("warden", server.local_addr));
     diffs.extend(check_sessions("warden", server.local_addr, started, &pop).await);
     let (list2, _, _) = listing(&data);
     println!("(A) after Warden started on it:\n{list2}");
@@ -699,6 +712,8 @@ async fn warden_data_dir_is_served_by_zookeeper() {
     let started = Instant::now();
     let zk_dump = dump("zookeeper", zk_proc.addr).await;
     diffs.extend(compare("warden", &warden_dump, "zookeeper", &zk_dump));
+    // Warden's snapshots carry the tree digest, which ZooKeeper checks as it loads one.
+    diffs.extend(digest_mismatches("zookeeper", zk_proc.addr));
     diffs.extend(check_sessions("zookeeper", zk_proc.addr, started, &pop).await);
     let (list2, _, _) = listing(&data);
     println!("(B) after ZooKeeper started on it:\n{list2}");

@@ -55,6 +55,7 @@ fn entry(zxid: Zxid, n: u64) -> TxnEntry {
     TxnEntry {
         hdr: TxnHeader { client_id: 1, cxid: n as i32, zxid, time_ms: 0, txn_type: txn.op().code() },
         txn: txn.into(),
+        digest: None,
     }
 }
 

@@ -223,7 +223,7 @@ impl Checker {
         t.applied = applied;
         t.verified = applied;
         // Digest.
-        let digest = tree.digest();
+        let digest = tree.fingerprint();
         match self.digests.get(&applied) {
             Some(&(d, other)) if d != digest => {
                 return Err(format!(

@@ -116,7 +116,7 @@ pub(crate) enum Ev {
     SnapshotWrite {
         sid: Sid,
         inc: u64,
-        tree: DataTree,
+        tree: Box<DataTree>,
         sessions: Vec<(i64, i32)>,
         zxid: i64,
     },
@@ -462,7 +462,9 @@ impl World {
             Ev::QuorumClosed { conn, sid } => self.on_quorum_closed(conn, sid)?,
             Ev::StoreWrite { sid, inc } => self.store_write(sid, inc)?,
             Ev::StoreSynced { sid, inc } => self.store_synced(sid, inc)?,
-            Ev::SnapshotWrite { sid, inc, tree, sessions, zxid } => self.snapshot_write(sid, inc, tree, sessions, zxid),
+            Ev::SnapshotWrite { sid, inc, tree, sessions, zxid } => {
+                self.snapshot_write(sid, inc, *tree, sessions, zxid)
+            }
             Ev::ToServer { conn, msg } => self.deliver_to_server(conn, msg)?,
             Ev::ToClient { conn, msg } => self.deliver_to_client(conn, msg)?,
             Ev::ClientWake { client } => self.client_wake(client)?,
@@ -710,7 +712,7 @@ impl World {
                 r.snapshot_busy = true;
                 self.check.snapshot_taken(sid, zxid);
                 let now = self.now;
-                self.at(now + delay, Ev::SnapshotWrite { sid, inc, tree, sessions, zxid });
+                self.at(now + delay, Ev::SnapshotWrite { sid, inc, tree: Box::new(tree), sessions, zxid });
             }
             Command::PeerSend { to, packet } => {
                 crate::faults::on_send(self, sid, to, &packet);
@@ -1392,7 +1394,7 @@ impl World {
             .ok_or("no leader at the end")?;
         self.check.final_leader(leader)?;
         let r = self.servers[(leader - 1) as usize].run.as_ref().expect("leader runs");
-        let (zxid, digest) = (r.driver.node().last_processed_zxid(), r.driver.node().tree().digest());
+        let (zxid, digest) = (r.driver.node().last_processed_zxid(), r.driver.node().tree().fingerprint());
         self.summary.final_zxid = zxid;
         self.summary.final_digest = digest;
         self.summary.acked_writes = self.check.acked_count();
@@ -1415,5 +1417,5 @@ fn decode_snap_sync(bytes: &[u8], zxid: i64) -> Result<SnapshotData, String> {
     }
     let body = dec.finish()?;
     let tree = DataTree::from_snapshot(body.nodes, zxid)?;
-    Ok(SnapshotData { zxid, tree, sessions: body.sessions })
+    Ok(SnapshotData { zxid, tree: Box::new(tree), sessions: body.sessions })
 }

@@ -20,8 +20,9 @@
 //!
 //! Digest: ZooKeeper 3.8 (with `zookeeper.digest.enabled`, the default) always writes the digest
 //! section, all zeros until it has logged a digest; a zero-zxid digest is read as "no digest"
-//! and never compared. Warden does not compute ZooKeeper's tree digest, so it writes that empty
-//! digest section: the same bytes ZooKeeper writes before its first digest. ZooKeeper 3.8 also
+//! and never compared. Warden writes the tree's ZooKeeper digest at the zxid the snapshot stands
+//! at (`DataTree::snapshot_digest`), which ZooKeeper checks when it loads the file, and checks the
+//! digest of a snapshot it loads (`DataTree::expect_snapshot_digest`). ZooKeeper 3.8 also
 //! accepts a snapshot with no digest section (`deserializeZxidDigest` treats EOF as absent).
 
 use std::collections::HashMap;
@@ -31,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use warden_proto::{Acl, Reader, Record, StatPersisted, Writer};
-use warden_tree::{DataTree, Znode};
+use warden_tree::{DataTree, Znode, ZxidDigest};
 
 use crate::fs::{Fs, FsFile};
 use crate::{DataDir, StorageError};
@@ -44,8 +45,6 @@ pub const SNAP_FILE_VERSION: i32 = 2;
 pub const SNAP_DB_ID: i64 = -1;
 /// ACL cache key meaning OPEN_ACL_UNSAFE (never stored in the cache).
 pub const OPEN_ACL_KEY: i64 = -1;
-/// `DigestCalculator.DIGEST_VERSION` of ZooKeeper 3.6 - 3.9.
-pub const DIGEST_VERSION: i32 = 2;
 /// snappy-java's stream header magic (`SnappyCodec.MAGIC_HEADER`).
 const SNAPPY_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
 /// snappy-java's default block size.
@@ -87,14 +86,6 @@ impl Compression {
     }
 }
 
-/// The digest section of a snapshot (`DataTree.ZxidDigest`). zxid 0 means "no digest".
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SnapshotDigest {
-    pub zxid: i64,
-    pub version: i32,
-    pub digest: i64,
-}
-
 /// A snapshot as read from disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
@@ -105,8 +96,8 @@ pub struct Snapshot {
     pub sessions: Vec<(i64, i32)>,
     /// Nodes in file order; the root has path "". `children` is empty (rebuilt on load).
     pub nodes: Vec<(Arc<str>, Znode)>,
-    /// The digest section, if present.
-    pub digest: Option<SnapshotDigest>,
+    /// The digest section, if present (zxid 0: an empty one).
+    pub digest: Option<ZxidDigest>,
     /// The lastProcessedZxid section (ZooKeeper 3.9+), if present.
     pub last_processed_zxid: Option<i64>,
 }
@@ -116,8 +107,9 @@ impl Snapshot {
     /// snapshot: its nodes move into the tree without a copy (a copy of every node at start-up
     /// doubles the peak and leaves the heap fragmented). Returns the tree and the sessions.
     pub fn into_tree(self, file: &Path) -> Result<(DataTree, Vec<(i64, i32)>), StorageError> {
-        let tree = DataTree::from_snapshot(self.nodes, self.zxid)
+        let mut tree = DataTree::from_snapshot(self.nodes, self.zxid)
             .map_err(|reason| StorageError::CorruptSnapshot { file: file.to_path_buf(), reason })?;
+        expect_digest(&mut tree, self.digest, file);
         Ok((tree, self.sessions))
     }
 }
@@ -223,11 +215,12 @@ fn write_body<W: Write>(out: &mut Checked<W>, tree: &DataTree, sessions: &[(i64,
     out.put(w.as_slice())?;
     write_sessions_and_tree(&mut |b| out.put(b), tree, sessions)?;
     out.seal()?;
-    // The empty digest ZooKeeper 3.8 writes before it has logged one, then its seal.
+    // The digest at the zxid the tree stands at (empty before the first txn), then its seal.
+    let d = tree.snapshot_digest();
     let mut w = Writer::new();
-    w.write_i64(0);
-    w.write_i32(DIGEST_VERSION);
-    w.write_i64(0);
+    w.write_i64(d.zxid);
+    w.write_i32(d.version);
+    w.write_i64(d.digest);
     out.put(w.as_slice())?;
     out.seal()
 }
@@ -648,8 +641,21 @@ pub fn decode_snapshot_stream(bytes: &[u8]) -> Result<StreamSnapshot, String> {
         snapshot.nodes.iter().map(|(_, n)| n.stat.czxid.max(n.stat.mzxid).max(n.stat.pzxid)).max().unwrap_or(0)
     });
     snapshot.zxid = zxid;
-    let tree = DataTree::from_snapshot(snapshot.nodes, zxid)?;
+    let mut tree = DataTree::from_snapshot(snapshot.nodes, zxid)?;
+    expect_digest(&mut tree, snapshot.digest, Path::new("restore stream"));
     Ok(StreamSnapshot { tree, sessions: snapshot.sessions, zxid })
+}
+
+/// Hands a loaded snapshot's digest section to its tree, which compares it now or once the txns
+/// up to it are replayed; a mismatch now is logged (and counted by the tree, for
+/// `digest_mismatches_count`), as ZooKeeper does, and costs nothing else.
+fn expect_digest(tree: &mut DataTree, digest: Option<ZxidDigest>, file: &Path) {
+    if let Some(d) = digest {
+        if !tree.expect_snapshot_digest(d) {
+            tracing::error!(file = %file.display(), zxid = format_args!("{:#x}", d.zxid), expected = d.digest,
+                actual = tree.zk_digest(), "snapshot digest mismatch: the tree loaded differs from the one written");
+        }
+    }
 }
 
 /// What [`decode_snapshot_stream`] rebuilds: the tree (standing at `zxid`) and its sessions.
@@ -699,7 +705,7 @@ pub fn decode_snapshot(bytes: &[u8], zxid: i64) -> Result<Snapshot, String> {
             r.read_i64().map_err(|e| at(&r, e))?
         };
         check_seal(bytes, base, &mut r)?;
-        digest = Some(SnapshotDigest { zxid: dzxid, version: dversion, digest: dvalue });
+        digest = Some(ZxidDigest { zxid: dzxid, version: dversion, digest: dvalue });
     }
     if r.remaining() > 0 {
         last_processed_zxid = Some(r.read_i64().map_err(|e| at(&r, e))?);

@@ -35,7 +35,7 @@ pub enum StoreOp {
     /// ZAB's TRUNC: drop every log record above this zxid, durably.
     Truncate(i64),
     /// The leader's snapshot replaced the tree: write it durably, keep no log record above it.
-    Install { tree: DataTree, sessions: Vec<(i64, i32)>, zxid: i64 },
+    Install { tree: Box<DataTree>, sessions: Vec<(i64, i32)>, zxid: i64 },
     /// A TRUNC below what the tree already applied: cut the log, then rebuild the tree from disk.
     TruncateAndReload(i64),
 }

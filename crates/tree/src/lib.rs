@@ -6,6 +6,7 @@
 
 pub mod acl;
 pub(crate) mod acl_cache;
+pub mod digest;
 pub(crate) mod node_key;
 pub mod outcome;
 pub mod owner;
@@ -22,6 +23,7 @@ pub mod write_op;
 pub mod znode;
 
 pub use acl::{check_acl, digest_id, fixup_acl, mask_digests_for_get_acl};
+pub use digest::ZxidDigest;
 pub use outcome::{ApplyOutcome, TreeEvent, TreeEventKind, TxnResult};
 pub use path::{basename, parent, validate_path};
 pub use prep::Prep;

@@ -8,6 +8,7 @@ use imbl::ordmap::Entry;
 use imbl::{OrdMap, OrdSet};
 
 use crate::acl_cache::AclCache;
+use crate::digest::{node_digest, DigestState};
 use crate::node_key::{child_word, NodeKey, Probe};
 use crate::path::{basename, parent};
 use crate::quota::{quota_target, QuotaIndex, LIMIT_NODE};
@@ -87,6 +88,7 @@ impl DataTree {
             quotas: QuotaIndex::default(),
             last_processed_zxid: last_zxid,
             data_size: 0,
+            digest: DigestState::default(),
         };
         // Count children and collect the owned nodes in one pass over the keys, holding copies
         // of parent paths and non-persistent paths only.
@@ -129,11 +131,13 @@ impl DataTree {
                 tree.insert_raw(path, acl);
             }
         }
-        let mut size = 0;
+        let (mut size, mut digest) = (0, 0i64);
         for (key, n) in &tree.nodes {
             size += node_size(key.path(), n.data.as_deref());
+            digest = digest.wrapping_add(node_digest(key.path(), n.data.as_deref(), &n.stat));
         }
         tree.data_size = size;
+        tree.digest.sum = digest;
         for target in limits {
             tree.quotas.paths.insert(target.clone());
             tree.recompute_quota_stats(&target);

@@ -11,6 +11,7 @@ use imbl::{OrdMap, OrdSet};
 use warden_proto::{Acl, ErrorCode, Stat, StatPersisted, Txn, TxnHeader};
 
 use crate::acl_cache::AclCache;
+use crate::digest::{node_digest, DigestState, NodePrefix, ZxidDigest, DIGEST_VERSION};
 use crate::node_key::{child_word, high_half, is_child_of, parent_half, KeyView, NodeKey, Probe};
 use crate::outcome::{ApplyOutcome, TreeEvent, TreeEventKind, TxnResult};
 use crate::owner::{ttl_owner, OwnerKind, CONTAINER_OWNER};
@@ -43,6 +44,8 @@ pub struct DataTree {
     pub(crate) quotas: QuotaIndex,
     pub(crate) last_processed_zxid: i64,
     pub(crate) data_size: u64,
+    /// ZooKeeper's tree digest, its history and the mismatches seen (`digest.rs`).
+    pub(crate) digest: DigestState,
 }
 
 impl Default for DataTree {
@@ -72,6 +75,7 @@ impl DataTree {
             quotas: QuotaIndex::default(),
             last_processed_zxid: 0,
             data_size: 0,
+            digest: DigestState::default(),
         };
         t.insert_raw("/", open_acl());
         t.insert_raw("/zookeeper", open_acl());
@@ -90,6 +94,7 @@ impl DataTree {
         }
         self.data_size += node_size(path, Some(&[]));
         let node = Znode::new(Some(Box::default()), acl, StatPersisted::default());
+        self.digest.sum = self.digest.sum.wrapping_add(node_digest(path, Some(&[]), &node.stat));
         self.nodes.insert(NodeKey::new(path.into()), Arc::new(node));
     }
 
@@ -332,6 +337,7 @@ impl DataTree {
         if hdr.zxid > self.last_processed_zxid {
             self.last_processed_zxid = hdr.zxid;
         }
+        self.digest.applied(hdr.zxid);
         ApplyOutcome { result, events }
     }
 
@@ -439,6 +445,7 @@ impl DataTree {
         let acl = self.acls.intern(acl);
         let data_len = data.as_ref().map_or(0, |d| d.len());
         let size = node_size(path, data.as_deref());
+        let node_digest = node_digest(path, data.as_deref(), &stat);
         let node = Znode::new(data, acl.clone(), stat);
         let client_stat = node.client_stat();
         // One descent to the new key and one to the parent. Whether the node exists is learnt from
@@ -455,11 +462,15 @@ impl DataTree {
             return Err(ErrorCode::NoNode);
         };
         self.data_size += size;
+        self.digest.sum = self.digest.sum.wrapping_add(node_digest);
         let parent_acl = parent_node.acl.clone();
         let pcv = if parent_cversion == -1 { parent_node.stat.cversion.wrapping_add(1) } else { parent_cversion };
         if pcv > parent_node.stat.cversion {
+            let prefix = NodePrefix::new(&parent_key, parent_node.data.as_deref());
+            let before = prefix.with_stat(&parent_node.stat);
             parent_node.stat.cversion = pcv;
             parent_node.stat.pzxid = zxid;
+            self.digest.sum = self.digest.sum.wrapping_sub(before).wrapping_add(prefix.with_stat(&parent_node.stat));
         }
         parent_node.num_children += 1;
         parent_node.child_bound = parent_node.child_bound.max(child_word(path));
@@ -473,11 +484,15 @@ impl DataTree {
     /// `setCversionPzxid` after a create that found its node present (log replay over a fuzzy
     /// snapshot): the parent's cversion still moves forward.
     fn adjust_parent_cversion(&mut self, path: &str, parent_cversion: i32, zxid: i64) {
-        if let Some(p) = self.node_mut(parent(path)) {
+        let parent_path = parent(path);
+        if let Some(p) = stored_mut(&mut self.nodes, parent_path) {
             let pcv = if parent_cversion == -1 { p.stat.cversion.wrapping_add(1) } else { parent_cversion };
             if pcv > p.stat.cversion {
+                let prefix = NodePrefix::new(parent_path, p.data.as_deref());
+                let before = prefix.with_stat(&p.stat);
                 p.stat.cversion = pcv;
                 p.stat.pzxid = zxid;
+                self.digest.sum = self.digest.sum.wrapping_sub(before).wrapping_add(prefix.with_stat(&p.stat));
             }
         }
     }
@@ -535,11 +550,15 @@ impl DataTree {
             p.num_children -= 1;
         }
         if zxid > p.stat.pzxid {
+            let prefix = NodePrefix::new(&parent_key, p.data.as_deref());
+            let before = prefix.with_stat(&p.stat);
             p.stat.pzxid = zxid;
+            self.digest.sum = self.digest.sum.wrapping_sub(before).wrapping_add(prefix.with_stat(&p.stat));
         }
         let parent_acl = p.acl.clone();
         let (key, node) = self.nodes.remove_with_key(Probe::new(path).view()).ok_or(ErrorCode::NoNode)?;
         self.data_size -= node_size(path, node.data.as_deref());
+        self.digest.sum = self.digest.sum.wrapping_sub(node_digest(path, node.data.as_deref(), &node.stat));
         self.unindex_owner(path, node.stat.ephemeral_owner);
         self.quota_on_delete(path, node.data_len());
         ev.push(event(key.shared_path().clone(), TreeEventKind::Deleted, zxid, node.acl.clone()));
@@ -558,6 +577,7 @@ impl DataTree {
     ) -> Result<Stat, ErrorCode> {
         let (key, n) = stored_mut_with_path(&mut self.nodes, path).ok_or(ErrorCode::NoNode)?;
         let old_len = n.data_len();
+        let before = node_digest(path, n.data.as_deref(), &n.stat);
         match (&mut n.data, data) {
             // The same length (a value rewritten in place, the usual case): the bytes go into the
             // node's buffer, and nothing is allocated or freed (the request's data is a slice of
@@ -569,6 +589,8 @@ impl DataTree {
         n.stat.mtime = time;
         n.stat.mzxid = zxid;
         n.stat.version = version;
+        let after = node_digest(path, n.data.as_deref(), &n.stat);
+        self.digest.sum = self.digest.sum.wrapping_sub(before).wrapping_add(after);
         let stat = n.client_stat();
         let acl = n.acl.clone();
         let new_len = n.data_len();
@@ -580,9 +602,12 @@ impl DataTree {
 
     fn set_acl(&mut self, path: &str, acl: &[Acl], version: i32) -> Result<Stat, ErrorCode> {
         let acl = self.acls.intern(acl);
-        let n = self.node_mut(path).ok_or(ErrorCode::NoNode)?;
+        let n = stored_mut(&mut self.nodes, path).ok_or(ErrorCode::NoNode)?;
+        let prefix = NodePrefix::new(path, n.data.as_deref());
+        let before = prefix.with_stat(&n.stat);
         n.acl = acl;
         n.stat.aversion = version;
+        self.digest.sum = self.digest.sum.wrapping_sub(before).wrapping_add(prefix.with_stat(&n.stat));
         Ok(n.client_stat())
     }
 
@@ -598,11 +623,60 @@ impl DataTree {
         }
     }
 
-    /// A 64-bit digest of the tree's content: the path, data (null distinct from empty), persisted
-    /// Stat, child count and ACL of every node, in the node map's order, the same in every process (FNV-1a over their serial form).
-    /// Two trees that applied the same txns have the same digest; it is not ZooKeeper's
-    /// incremental digest and is not written anywhere. O(nodes): for tests and the simulator.
-    pub fn digest(&self) -> u64 {
+    /// ZooKeeper's digest of the tree (`DataTree.getTreeDigest`, see `digest.rs`).
+    pub fn zk_digest(&self) -> i64 {
+        self.digest.sum
+    }
+
+    /// The digest history the `hash` admin command lists, oldest first.
+    pub fn digest_log(&self) -> impl Iterator<Item = &ZxidDigest> + '_ {
+        self.digest.history.log.iter()
+    }
+
+    /// The digest section of a snapshot of this tree: the digest after `last_processed_zxid`, or
+    /// the empty one (zxid 0, never compared) before any txn or while a loaded snapshot's digest
+    /// is still awaited (the tree is between a fuzzy snapshot and the txns that settle it).
+    pub fn snapshot_digest(&self) -> ZxidDigest {
+        let zxid = if self.digest.awaited().is_some() { 0 } else { self.last_processed_zxid };
+        ZxidDigest { zxid, version: DIGEST_VERSION, digest: if zxid == 0 { 0 } else { self.digest.sum } }
+    }
+
+    /// Takes a loaded snapshot's digest section (`deserializeZxidDigest`, `compareSnapshotDigests`):
+    /// compared now when it is at the tree's zxid, once the txn at its zxid is applied when ahead
+    /// (a fuzzy snapshot), and dropped when empty or behind. False on a mismatch now.
+    pub fn expect_snapshot_digest(&mut self, d: ZxidDigest) -> bool {
+        if d.zxid == 0 || d.zxid < self.last_processed_zxid {
+            return true;
+        }
+        if d.zxid == self.last_processed_zxid {
+            return self.digest.compare(d);
+        }
+        self.digest.set_awaited(Some(d));
+        true
+    }
+
+    /// Compares the digest a txn came with (ZooKeeper's `TxnDigest`: the tree's digest after the
+    /// txn, from the leader that proposed it) with the tree's, just after applying that txn
+    /// (`DataTree.compareDigest`). Not compared while a snapshot digest is awaited. False on a
+    /// mismatch, which is counted.
+    pub fn check_txn_digest(&mut self, version: i32, digest: i64) -> bool {
+        if self.digest.awaited().is_some() {
+            return true;
+        }
+        self.digest.compare(ZxidDigest { zxid: self.last_processed_zxid, version, digest })
+    }
+
+    /// Digests that differed from this tree's (`digest_mismatches_count`).
+    pub fn digest_mismatches(&self) -> u64 {
+        self.digest.mismatches
+    }
+
+    /// A 64-bit fingerprint of the tree's content: the path, data (null distinct from empty),
+    /// persisted Stat, child count and ACL of every node, in the node map's order, the same in
+    /// every process (FNV-1a over their serial form). Stricter than ZooKeeper's digest
+    /// ([`DataTree::zk_digest`]: ACLs and child counts count too) and O(nodes): for tests and the
+    /// simulator.
+    pub fn fingerprint(&self) -> u64 {
         let mut h = Fnv64::new();
         for (key, n) in &self.nodes {
             h.bytes(key.path().as_bytes());
@@ -625,20 +699,25 @@ impl DataTree {
     }
 
     /// Checks the structural invariants: parent/child links, the ephemeral, container and TTL
-    /// indexes, ephemeral nodes without children, and the data size counter.
+    /// indexes, ephemeral nodes without children, and the data size and digest kept as nodes
+    /// change against their values computed afresh.
     pub fn check_invariants(&self) -> Result<(), String> {
         if !self.has("/") {
             return Err("root missing".into());
         }
-        let mut size = 0u64;
+        let (mut size, mut digest) = (0u64, 0i64);
         for (key, n) in &self.nodes {
             let path = key.path();
             size += node_size(path, n.data.as_deref());
+            digest = digest.wrapping_add(node_digest(path, n.data.as_deref(), &n.stat));
             self.check_links(path, n)?;
             self.check_owner_index(path, n.stat.ephemeral_owner)?;
         }
         if size != self.data_size {
             return Err(format!("data size {} != computed {size}", self.data_size));
+        }
+        if digest != self.digest.sum {
+            return Err(format!("digest {} != computed {digest}", self.digest.sum));
         }
         self.check_indexes_point_to_nodes()
     }

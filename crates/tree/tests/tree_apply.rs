@@ -334,26 +334,26 @@ fn the_empty_path_reads_as_the_root() {
 fn digest_is_equal_for_equal_histories_and_sees_data_stat_and_acl() {
     let mut a = Harness::new();
     let mut b = Harness::new();
-    assert_eq!(a.tree.digest(), DataTree::new().digest());
+    assert_eq!(a.tree.fingerprint(), DataTree::new().fingerprint());
     for h in [&mut a, &mut b] {
         h.write(7, create_data("/d", 0, b"x")).unwrap();
     }
-    assert_eq!(a.tree.digest(), b.tree.digest());
-    let before = a.tree.digest();
+    assert_eq!(a.tree.fingerprint(), b.tree.fingerprint());
+    let before = a.tree.fingerprint();
     // Same data, new version and mzxid: the Stat alone changes the digest.
     a.write(7, WriteOp::SetData { path: "/d".into(), data: Some(b"x".to_vec().into()), version: -1 }).unwrap();
-    assert_ne!(a.tree.digest(), before);
+    assert_ne!(a.tree.fingerprint(), before);
     b.write(7, WriteOp::SetData { path: "/d".into(), data: Some(b"x".to_vec().into()), version: -1 }).unwrap();
-    assert_eq!(a.tree.digest(), b.tree.digest());
+    assert_eq!(a.tree.fingerprint(), b.tree.fingerprint());
     // An ACL change shows too.
     let mut n = Harness::new();
     let mut e = Harness::new();
     n.write(7, create_data("/z", 0, b"")).unwrap();
     e.write(7, create_data("/z", 0, b"")).unwrap();
-    assert_eq!(n.tree.digest(), e.tree.digest());
+    assert_eq!(n.tree.fingerprint(), e.tree.fingerprint());
     let acl = vec![Acl { perms: 1, id: warden_proto::Id::new("world", "anyone") }];
     n.write(7, WriteOp::SetAcl { path: "/z".into(), acl, version: -1 }).unwrap();
-    assert_ne!(n.tree.digest(), e.tree.digest());
+    assert_ne!(n.tree.fingerprint(), e.tree.fingerprint());
 }
 
 /// `apply_taking_data` moves a create's and a setData's data into the node and a create's path into
@@ -413,7 +413,7 @@ fn taking_data_applies_as_copying_does() {
             other => assert_eq!(other, txn, "a setData or a multi keeps its data"),
         }
     }
-    assert_eq!(taking.digest(), copying.digest());
+    assert_eq!(taking.fingerprint(), copying.fingerprint());
     assert_eq!(taking.node("/a").unwrap().data.as_deref(), Some(&b"two"[..]));
     assert_eq!(taking.node("/n").unwrap().data.as_deref(), Some(&b"set"[..]));
     assert_eq!(taking.node("/m").unwrap().data.as_deref(), Some(&b"multi"[..]));

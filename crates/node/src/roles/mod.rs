@@ -47,7 +47,7 @@ use warden_proto::ensure;
 use warden_proto::quorum::{packet_type as pt, QuorumPacket};
 use warden_proto::request::Request;
 use warden_proto::response::Response;
-use warden_proto::{ErrorCode, OpCode, Txn, TxnHeader};
+use warden_proto::{ErrorCode, OpCode, Txn, TxnDigest, TxnHeader};
 use warden_quorum::zab::{
     codec, counter_of, epoch_of, follows, make_zxid, Action, EpochKind, Leader, LeaderConfig, LeaderInit, Learner,
     LearnerConfig, LearnerRole, LocalState, TxnEntry, Zxid,
@@ -103,7 +103,7 @@ impl QuorumSetup {
 #[derive(Debug, Clone)]
 pub struct SnapshotData {
     pub zxid: Zxid,
-    pub tree: DataTree,
+    pub tree: Box<DataTree>,
     pub sessions: Vec<(i64, i32)>,
 }
 
@@ -213,7 +213,7 @@ impl Quorum {
         let mut kept = replayed.into_iter().skip(start);
         let Some((base, _)) = kept.next() else { return };
         self.log_base = base.zxid;
-        self.log.extend(kept.map(|(hdr, txn)| TxnEntry { hdr, txn: txn.into() }));
+        self.log.extend(kept.map(|(hdr, txn)| TxnEntry { hdr, txn: txn.into(), digest: None }));
     }
 
     fn last_logged(&self) -> Zxid {
@@ -491,7 +491,7 @@ impl Node {
                 let (tree, sessions) = self.snapshot_state();
                 out.push(Output::Quorum(QuorumOutput::SendSnapshot {
                     to,
-                    snapshot: SnapshotData { zxid, tree, sessions },
+                    snapshot: SnapshotData { zxid, tree: Box::new(tree), sessions },
                 }));
             }
             Action::Disconnect { sid, reason } => out.push(Output::Quorum(QuorumOutput::PeerClose { sid, reason })),
@@ -586,7 +586,7 @@ impl Node {
         let Some(snapshot) = snapshot.filter(|s| s.zxid == zxid && s.tree.last_processed_zxid() == zxid) else {
             return self.lose_role("SNAP without a matching snapshot stream".into(), out);
         };
-        self.tree = snapshot.tree.clone();
+        self.install_tree((*snapshot.tree).clone());
         self.prep.clear();
         let live: Vec<i64> = self.sessions.iter().map(|s| s.id).collect();
         for id in live {
@@ -609,7 +609,29 @@ impl Node {
             _ => q.awaiting.remove(&(entry.hdr.client_id, entry.hdr.cxid)),
         };
         self.apply(entry.hdr, &entry.txn, origin.unwrap_or(Origin::Internal), out);
+        if let Some(d) = entry.digest {
+            self.check_leader_digest(&entry.hdr, d);
+        }
         self.trim_log();
+    }
+
+    /// `DataTree.compareDigest`: the tree's digest after a txn against the one its (ZooKeeper)
+    /// leader computed. A mismatch means this server's data differs from the leader's: it is
+    /// counted (`digest_mismatches_count`) and logged (the first with its txn, then at each power
+    /// of two), as ZooKeeper does, and serving goes on.
+    fn check_leader_digest(&mut self, hdr: &TxnHeader, d: TxnDigest) {
+        if self.tree.check_txn_digest(d.version, d.tree_digest) {
+            return;
+        }
+        let (zxid, actual, seen) =
+            (format_args!("{:#x}", hdr.zxid), self.tree.zk_digest(), self.tree.digest_mismatches());
+        if seen == 1 {
+            tracing::error!(%zxid, txn_type = hdr.txn_type, expected = d.tree_digest, actual,
+                "first digest mismatch: the data tree differs from the leader's after this txn");
+        } else if seen.is_power_of_two() {
+            // Once a tree has diverged every txn may mismatch: the log thins out.
+            tracing::warn!(%zxid, expected = d.tree_digest, actual, seen, "digest mismatches");
+        }
     }
 
     // ----- invariants -----

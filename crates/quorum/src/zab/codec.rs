@@ -5,16 +5,19 @@
 use warden_proto::data::Id;
 use warden_proto::jute::{DecodeError, Reader, Record, Writer};
 use warden_proto::quorum::{packet_type, QuorumPacket, LEARNER_PROTOCOL_VERSION};
-use warden_proto::txn::{Txn, TxnHeader};
+use warden_proto::txn::{Txn, TxnDigest, TxnHeader};
 
 use super::{TxnEntry, Zxid};
 
-/// PROPOSAL / INFORM data: TxnHeader then the txn body. ZooKeeper may append a TxnDigest; it is
-/// accepted and ignored on decode and not written on encode (the digest is optional on the wire).
+/// PROPOSAL / INFORM data: TxnHeader, the txn body, then the TxnDigest when the entry has one
+/// (ZooKeeper 3.6+ leaders send it; Warden passes on one it received and proposes without).
 pub fn encode_entry(entry: &TxnEntry) -> Vec<u8> {
     let mut w = Writer::new();
     entry.hdr.encode(&mut w);
     entry.txn.encode_body(&mut w);
+    if let Some(d) = &entry.digest {
+        d.encode(&mut w);
+    }
     w.into_inner()
 }
 
@@ -27,7 +30,8 @@ pub fn decode_entry(packet: &QuorumPacket) -> Result<TxnEntry, DecodeError> {
         return Err(DecodeError::Invalid("proposal header zxid differs from packet zxid"));
     }
     let txn = Txn::decode_body(hdr.txn_type, &mut r)?;
-    Ok(TxnEntry { hdr, txn: txn.into() })
+    let digest = TxnDigest::decode_trailing(&mut r);
+    Ok(TxnEntry { hdr, txn: txn.into(), digest })
 }
 
 /// A PROPOSAL packet for `entry`.

@@ -488,7 +488,7 @@ impl Leader {
             make_zxid(epoch, 1)
         };
         let hdr = TxnHeader { client_id, cxid, zxid, time_ms, txn_type };
-        let entry = TxnEntry { hdr, txn: txn.into() };
+        let entry = TxnEntry { hdr, txn: txn.into(), digest: None };
         self.last_proposed = zxid;
         self.proposed_at_ms.insert(zxid, self.now_ms);
         let packet = codec::proposal(&entry);

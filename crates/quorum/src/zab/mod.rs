@@ -83,6 +83,9 @@ pub const fn follows(last: Zxid, next: Zxid) -> bool {
 pub struct TxnEntry {
     pub hdr: TxnHeader,
     pub txn: std::sync::Arc<Txn>,
+    /// The tree's digest after this txn, as the ZooKeeper leader that proposed it computed it;
+    /// checked when the txn is applied. Warden's own proposals carry none.
+    pub digest: Option<warden_proto::TxnDigest>,
 }
 
 impl TxnEntry {

@@ -46,7 +46,7 @@ pub const COMMANDS: &[Command] = &[
     cmd("dump", &[], true),
     cmd("environment", &["env", "envi"], false),
     cmd("get_trace_mask", &["gtmk"], false),
-    absent("hash", &[], "Warden keeps no digests of the data tree"),
+    cmd("hash", &[], true),
     cmd("initial_configuration", &["icfg"], true),
     cmd("is_read_only", &["isro"], true),
     cmd("last_snapshot", &["lsnp"], true),
@@ -148,6 +148,15 @@ pub(crate) fn run(
         },
         "initial_configuration" => {
             f.insert("initial_configuration".into(), json!(cfg.initial_text.clone().unwrap_or_default()));
+        }
+        // The tree digest after every 128th zxid, the last 1024 (`DataTree.getDigestLog`).
+        "hash" => {
+            let digests: Vec<Value> = node
+                .tree()
+                .digest_log()
+                .map(|d| json!({"zxid": d.zxid, "digest": d.digest, "digest_version": d.version}))
+                .collect();
+            f.insert("digests".into(), Value::Array(digests));
         }
         "is_read_only" => {
             f.insert("read_only".into(), json!(node.read_only()));

@@ -301,7 +301,7 @@ async fn restore(req: Request<Incoming>, peer: IpAddr, events: &mpsc::Sender<Eve
     let decoded = tokio::task::spawn_blocking(move || warden_storage::decode_snapshot_stream(&body)).await;
     let snapshot = match decoded {
         Ok(Ok(warden_storage::StreamSnapshot { tree, sessions, zxid })) => {
-            Ok(warden_node::SnapshotData { zxid, tree, sessions })
+            Ok(warden_node::SnapshotData { zxid, tree: Box::new(tree), sessions })
         }
         Ok(Err(why)) => {
             tracing::warn!(%peer, %why, "admin restore: not a snapshot stream");
