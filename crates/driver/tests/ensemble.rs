@@ -578,6 +578,11 @@ fn a_follower_that_joins_after_the_in_memory_log_is_synced_by_snapshot() {
     c.event(1, Event::Decided(e));
     c.run();
     assert_eq!(c.snapshots, 1, "synced by SNAP, not DIFF");
+    // The leader recorded the syncs in flight as each started: 2 and 4 by DIFF at the election,
+    // then this one SNAP on its own (`inflight_diff_count`, `inflight_snap_count`).
+    let s = c.node(3).summaries();
+    assert_eq!((s.inflight_snap_count.count, s.inflight_snap_count.max), (1, 1));
+    assert_eq!(s.inflight_diff_count.count, 2);
     assert!(c.node(1).serving());
     assert_eq!(c.data(1, "/n0").as_deref(), Some(&b"v"[..]));
     assert_eq!(c.data(1, "/n509").as_deref(), Some(&b"v"[..]));

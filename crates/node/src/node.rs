@@ -263,7 +263,7 @@ impl Node {
             q.restored(self.last_zxid, replayed);
         }
         self.install_tree(tree);
-        self.prep = Prep::new();
+        self.prep.clear();
         for &(id, timeout_ms) in sessions {
             self.sessions.add(id, timeout_ms.max(0) as u32, self.now.mono_ms);
         }
@@ -274,6 +274,12 @@ impl Node {
     pub(crate) fn install_tree(&mut self, tree: DataTree) {
         self.counters.digest_mismatches_count += self.tree.digest_mismatches();
         self.tree = tree;
+    }
+
+    /// Change records the writes prepared here added, and dropped once applied
+    /// (`outstanding_changes_queued`, `outstanding_changes_removed`).
+    pub fn outstanding_changes(&self) -> (u64, u64) {
+        self.prep.changes_queued_and_removed()
     }
 
     /// Digests that differed from this server's tree, in its life (`digest_mismatches_count`):
@@ -305,7 +311,7 @@ impl Node {
         }
         self.last_zxid = tree.last_processed_zxid();
         self.install_tree(tree);
-        self.prep = Prep::new();
+        self.prep.clear();
         for &(id, timeout_ms) in sessions {
             self.sessions.add(id, timeout_ms.max(0) as u32, self.now.mono_ms);
         }
@@ -370,6 +376,7 @@ impl Node {
         let read_only = !self.serving() && self.read_only();
         if !self.serving() && !read_only {
             // ZooKeeper serves clients only once its role is established (synced or leading).
+            self.counters.cnxn_closed_without_zk_server_running += 1;
             out.push(Output::Close { conn });
             return;
         }
@@ -382,6 +389,10 @@ impl Node {
             tracing::info!(conn, seen = req.last_zxid_seen, "client has seen a newer zxid than this server; refusing");
             out.push(Output::Close { conn });
             return;
+        }
+        if req.session_id != 0 {
+            // processConnectRequest counts every reconnect with a session, valid or not.
+            self.counters.connection_revalidate_count += 1;
         }
         c.read_only_byte = req.read_only.map(|_| read_only);
         let timeout =
@@ -693,12 +704,15 @@ impl Node {
                 let close_after = matches!(txn, Txn::CloseSession { .. });
                 let (err, body) = crate::writes::reply_body(ops.codes(), result);
                 let frame = self.reply_frame(xid, err, body.as_ref());
-                if let Some(c) = self.conns.get_mut(&conn) {
-                    if fwd {
+                match self.conns.get_mut(&conn) {
+                    Some(c) if fwd => {
                         c.complete_forwarded(xid, frame, close_after);
-                    } else {
+                    }
+                    Some(c) => {
                         c.complete_write(hdr.zxid, frame, close_after);
                     }
+                    // The client went away before its write was applied (`stale_replies`).
+                    None => self.counters.stale_replies += 1,
                 }
                 self.drain(conn, out);
             }

@@ -141,6 +141,14 @@ pub struct Counters {
     pub revalidate_count: u64,
     /// Digest mismatches seen by trees this server has since replaced (`Node::digest_mismatches`).
     pub digest_mismatches_count: u64,
+    /// Client connections closed because this server was not serving (LOOKING, or syncing with
+    /// its leader) (`cnxn_closed_without_zk_server_running`).
+    pub cnxn_closed_without_zk_server_running: u64,
+    /// Clients that reconnected with their session (`connection_revalidate_count`).
+    pub connection_revalidate_count: u64,
+    /// Replies to requests whose connection had closed before they were answered
+    /// (`stale_replies`).
+    pub stale_replies: u64,
     /// Sessions this server expired (`stale_sessions_expired`).
     pub stale_sessions_expired: u64,
     /// Authentications refused: a bad digest, a failed SASL exchange (`auth_failed_count`).
@@ -203,11 +211,24 @@ pub struct Summaries {
     pub node_deleted_watch_count: Summary,
     pub node_changed_watch_count: Summary,
     pub node_children_watch_count: Summary,
+    /// Follower: a proposal's age (wall time minus the txn's) when it arrived once synced
+    /// (`proposal_latency`).
+    pub proposal_latency: Summary,
+    /// Learner: a txn's age when its COMMIT (an observer's INFORM) was applied
+    /// (`commit_propagation_latency`).
+    pub commit_propagation_latency: Summary,
+    /// A txn's age when this server's log made it durable, which is when it ACKs it (the
+    /// leader's own ACK included) (`proposal_ack_creation_latency`).
+    pub proposal_ack_creation_latency: Summary,
+    /// Leader: syncs in progress (this one included) when a DIFF or a SNAP starts
+    /// (`inflight_diff_count`, `inflight_snap_count`).
+    pub inflight_diff_count: Summary,
+    pub inflight_snap_count: Summary,
 }
 
 impl Summaries {
     /// Each summary under ZooKeeper's name, in `ServerMetrics`' order.
-    pub fn named(&self) -> [(&'static str, &Summary); 13] {
+    pub fn named(&self) -> [(&'static str, &Summary); 18] {
         [
             ("readlatency", &self.read_latency),
             ("updatelatency", &self.update_latency),
@@ -222,6 +243,11 @@ impl Summaries {
             ("quorum_ack_latency", &self.quorum_ack_latency),
             ("unavailable_time", &self.unavailable_time),
             ("leader_unavailable_time", &self.leader_unavailable_time),
+            ("proposal_latency", &self.proposal_latency),
+            ("commit_propagation_latency", &self.commit_propagation_latency),
+            ("proposal_ack_creation_latency", &self.proposal_ack_creation_latency),
+            ("inflight_diff_count", &self.inflight_diff_count),
+            ("inflight_snap_count", &self.inflight_snap_count),
         ]
     }
 

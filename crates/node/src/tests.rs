@@ -168,6 +168,31 @@ fn reconnect_with_a_wrong_password_is_refused_and_a_right_one_moves_the_session(
     };
     let resp = ConnectResponse::from_bytes(&frame[4..]).unwrap();
     assert_eq!((resp.session_id, resp.read_only), (s.session_id, None));
+    // Both reconnects with the session, refused or not, count (`connection_revalidate_count`).
+    assert_eq!(h.node.counters().connection_revalidate_count, 2);
+}
+
+/// A write whose client left before it was durable is still applied; its reply has nowhere to
+/// go and is counted (`stale_replies`). Its change records are dropped once it is applied.
+#[test]
+fn a_write_whose_client_left_is_applied_and_its_reply_counted_stale() {
+    let mut h = Harness::new();
+    h.connect(1, 0, vec![0; 16]);
+    let mut out = Vec::new();
+    h.node.step(h.now, Input::Request { conn: 1, xid: 1, req: create("/a", 0) }, &mut out);
+    let persisted = out.iter().find_map(|o| match o {
+        Output::Persist { hdr, .. } => Some(hdr.zxid),
+        _ => None,
+    });
+    let zxid = persisted.expect("the create is persisted");
+    let (queued, removed) = h.node.outstanding_changes();
+    assert!(queued > removed, "the create's change records wait for it to apply");
+    h.node.step(h.now, Input::Disconnected { conn: 1 }, &mut out);
+    h.node.step(h.now, Input::Durable { zxid }, &mut out);
+    assert!(h.node.tree().node("/a").is_some());
+    assert_eq!(h.node.counters().stale_replies, 1);
+    let (queued_after, removed_after) = h.node.outstanding_changes();
+    assert_eq!((queued_after, removed_after), (queued, queued));
 }
 
 #[test]

@@ -48,9 +48,25 @@ pub(crate) struct ShellMetrics {
     pub restore_time: Summary,
     /// Loading the data at start-up (`dbinittime`).
     pub dbinit: Summary,
+    /// The summary of the figures Warden never records (`families`): always empty.
+    pub never: Summary,
+    /// ZooKeeper's SyncRequestProcessor figures, per message the storage thread carried out
+    /// (`MsgTiming`): `sync_processor_queue_size`, `sync_processor_queue_time_ms`,
+    /// `sync_process_time`, `sync_processor_queue_and_flush_time_ms`.
+    pub sync_queue_size: Summary,
+    pub sync_queue_time: Summary,
+    pub sync_process_time: Summary,
+    pub sync_queue_and_flush: Summary,
 }
 
 impl ShellMetrics {
+    pub(crate) fn record_sync_message(&mut self, t: crate::storage::MsgTiming) {
+        self.sync_queue_size.record(t.queue_size);
+        self.sync_queue_time.record(t.queue_ms);
+        self.sync_process_time.record(t.process_ms);
+        self.sync_queue_and_flush.record(t.queue_and_flush_ms);
+    }
+
     pub(crate) fn new(edge: Arc<EdgeCounters>) -> Self {
         Self {
             started: std::time::Instant::now(),
@@ -69,6 +85,11 @@ impl ShellMetrics {
             restore_errors: 0,
             restore_time: Summary::default(),
             dbinit: Summary::default(),
+            never: Summary::default(),
+            sync_queue_size: Summary::default(),
+            sync_queue_time: Summary::default(),
+            sync_process_time: Summary::default(),
+            sync_queue_and_flush: Summary::default(),
         }
     }
 
@@ -198,6 +219,11 @@ pub(crate) fn families<'a>(node: &'a Node, shell: &'a ShellMetrics) -> Vec<(&'st
         ("revalidate_count", c.revalidate_count),
         ("stale_sessions_expired", c.stale_sessions_expired),
         ("digest_mismatches_count", node.digest_mismatches()),
+        ("connection_revalidate_count", c.connection_revalidate_count),
+        ("stale_replies", c.stale_replies),
+        ("cnxn_closed_without_zk_server_running", c.cnxn_closed_without_zk_server_running),
+        ("outstanding_changes_queued", node.outstanding_changes().0),
+        ("outstanding_changes_removed", node.outstanding_changes().1),
         ("bytes_received_count", EdgeCounters::get(&e.bytes_received)),
         ("connection_rejected", EdgeCounters::get(&e.connection_rejected)),
         ("unsuccessful_handshake", EdgeCounters::get(&e.unsuccessful_handshake)),
@@ -218,12 +244,38 @@ pub(crate) fn families<'a>(node: &'a Node, shell: &'a ShellMetrics) -> Vec<(&'st
         ("ensemble_auth_success", 0),
         ("ensemble_auth_fail", 0),
         ("ensemble_auth_skip", 0),
+        // Features Warden does not have, counted as ZooKeeper counts them with the feature off,
+        // its default: request throttling (`RequestThrottler`, `zookeeper.request_throttle_*`),
+        // large-request limits (`largeRequestThreshold`), connection throttling (BlueThrottle),
+        // the response cache (Warden serialises each answer), the optimised watch manager's
+        // dead-watcher cleaner, and giving up leadership after `leader.maxTimeToWaitForEpoch`.
+        ("throttled_ops", 0),
+        ("request_throttle_wait_count", 0),
+        ("stale_requests", 0),
+        ("stale_requests_dropped", 0),
+        ("large_requests_rejected", 0),
+        ("connection_drop_count", 0),
+        ("response_packet_cache_hits", 0),
+        ("response_packet_cache_misses", 0),
+        ("response_packet_get_children_cache_hits", 0),
+        ("response_packet_get_children_cache_misses", 0),
+        ("dead_watchers_queued", 0),
+        ("dead_watchers_cleared", 0),
+        ("add_dead_watcher_stall_time", 0),
+        ("quit_leading_due_to_disloyal_voter", 0),
+        // ZooKeeper registers it and counts nothing in it.
+        ("prep_processor_request_queued", 0),
+        // Warden stops at its first unrecoverable error (a failed log write), so a server that
+        // answers has had none.
+        ("unrecoverable_error_count", 0),
     ];
     v.extend(counters.into_iter().map(|(name, n)| (name, Family::Counter(n))));
     // ZooKeeper's `auth_failed_count` counts refused auth packets and failed TLS handshakes.
     v.push(("auth_failed_count", int(c.auth_failed_count + EdgeCounters::get(&e.unsuccessful_handshake))));
     let handshakes = e.client_tls.as_ref().map_or(0, |t| t.handshakes_in_flight());
     v.push(("outstanding_tls_handshake", int(handshakes as u64)));
+    // BlueThrottle's drop chance: no connection throttling, so none.
+    v.push(("connection_drop_probability", Family::Gauge(Metric::Float(0.0))));
     v.push(("non_mtls_remote_conn_count", int(EdgeCounters::get(&e.non_mtls_remote_conn))));
     v.push(("non_mtls_local_conn_count", int(EdgeCounters::get(&e.non_mtls_local_conn))));
     let sizes = node.response_sizes();
@@ -248,10 +300,31 @@ pub(crate) fn families<'a>(node: &'a Node, shell: &'a ShellMetrics) -> Vec<(&'st
     v.push(("snapshottime", basic(&shell.snapshot)));
     v.push(("dbinittime", basic(&shell.dbinit)));
     v.push(("sync_processor_batch_size", basic(&shell.batch_size)));
+    v.push(("sync_processor_queue_size", basic(&shell.sync_queue_size)));
+    v.push(("sync_process_time", basic(&shell.sync_process_time)));
+    let advanced = |summary| Family::Summary { summary, advanced: true };
+    v.push(("sync_processor_queue_time_ms", advanced(&shell.sync_queue_time)));
+    v.push(("sync_processor_queue_and_flush_time_ms", advanced(&shell.sync_queue_and_flush)));
     v.push(("startup_txns_loaded", basic(&shell.startup_txns_loaded)));
     v.push(("startup_txns_load_time", basic(&shell.startup_txns_load_time)));
     v.push(("startup_snap_load_time", basic(&shell.startup_snap_load_time)));
     v.push(("restore_time", basic(&shell.restore_time)));
+    // Summaries of what Warden never does, empty as on a ZooKeeper with the feature off:
+    // request and connection throttling, the ObserverMaster (observers served by followers), the
+    // Netty connection factory's buffers, the optimised watch manager's cleaner, the JVM pause
+    // monitor (`jvm.pause.monitor`, off by default), and one ZooKeeper registers and never fills.
+    for (name, advanced) in [
+        ("request_throttle_queue_time_ms", true),
+        ("connection_token_deficit", false),
+        ("om_proposal_process_time_ms", true),
+        ("om_commit_process_time_ms", true),
+        ("netty_queued_buffer_capacity", false),
+        ("dead_watchers_cleaner_latency", true),
+        ("jvm_pause_time_ms", true),
+        ("sync_processor_queue_flush_time_ms", true),
+    ] {
+        v.push((name, Family::Summary { summary: &shell.never, advanced }));
+    }
     // Warden's own, under its prefix.
     v.push(("warden_snapshot_paused_ms", basic(&shell.snapshot_paused)));
     v
@@ -259,7 +332,16 @@ pub(crate) fn families<'a>(node: &'a Node, shell: &'a ShellMetrics) -> Vec<(&'st
 
 /// ZooKeeper's `DetailLevel.ADVANCED` summaries among the node's (the rest are BASIC).
 fn is_advanced(name: &str) -> bool {
-    matches!(name, "readlatency" | "updatelatency" | "propagation_latency" | "quorum_ack_latency")
+    matches!(
+        name,
+        "readlatency"
+            | "updatelatency"
+            | "propagation_latency"
+            | "quorum_ack_latency"
+            | "proposal_latency"
+            | "commit_propagation_latency"
+            | "proposal_ack_creation_latency"
+    )
 }
 
 /// The soft limit on open files (ZooKeeper's `max_file_descriptor_count`).

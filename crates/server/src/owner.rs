@@ -28,7 +28,7 @@ use crate::config::{Config, PeerRole};
 use crate::ensemble::{EnsEvent, Ensemble};
 use crate::fourlw;
 use crate::snapshot::{SnapshotJob, Snapshots, Start};
-use crate::storage::{Storage, StorageMsg};
+use crate::storage::{MsgTiming, Storage, StorageMsg};
 
 /// Bound of the queue from connection tasks to the owner.
 pub(crate) const EVENT_QUEUE: usize = 4096;
@@ -64,6 +64,8 @@ pub(crate) enum Event {
     Synced {
         report: Report,
         fsync: Option<std::time::Duration>,
+        /// The sync processor figures of each message this sync covered.
+        timings: Vec<crate::storage::MsgTiming>,
     },
     FourLetter {
         cmd: FourLetterWord,
@@ -556,12 +558,22 @@ impl Owner {
     async fn store(&mut self, op: StoreOp, may_inline: bool) {
         let op = match op {
             StoreOp::Append(batch) if may_inline && self.events.is_empty() => {
+                let started = Instant::now();
                 match self.storage.append_inline(&batch) {
                     Some(Ok((zxid, fsync))) => {
                         let appended = batch.len();
                         // Let go of the txns first, so applying can move their data into the tree.
                         drop(batch);
                         self.record_sync(fsync, appended);
+                        // Written here, never queued: no wait, and the write is what the fsync left.
+                        let total = started.elapsed();
+                        let ms = |d: Duration| d.as_millis() as u64;
+                        self.metrics.record_sync_message(MsgTiming {
+                            queue_size: 0,
+                            queue_ms: 0,
+                            process_ms: ms(total.saturating_sub(fsync.unwrap_or_default())),
+                            queue_and_flush_ms: ms(total),
+                        });
                         return self.step(DriverEvent::Synced(Report {
                             last: Some(zxid),
                             epochs: Vec::new(),
@@ -588,7 +600,7 @@ impl Owner {
     /// before) and rebuilds the data from disk, which the driver takes before anything else.
     async fn reload(&mut self, zxid: i64) {
         let (reply, rx) = oneshot::channel();
-        let msg = StorageMsg { op: StoreOp::TruncateAndReload(zxid), reloaded: Some(reply) };
+        let msg = StorageMsg::reload(StoreOp::TruncateAndReload(zxid), reply);
         if self.storage.send(msg).await.is_err() {
             self.fatal.get_or_insert(Fatal::StorageGone);
             return;
@@ -621,8 +633,11 @@ impl Owner {
                 }
                 return n.max(1);
             }
-            Event::Synced { report, fsync } => {
+            Event::Synced { report, fsync, timings } => {
                 self.record_sync(fsync, report.appended);
+                for t in timings {
+                    self.metrics.record_sync_message(t);
+                }
                 let durable = report.last;
                 self.step(DriverEvent::Synced(report));
                 if let (Some(at), Some((zxid, _, _))) = (durable, &self.restoring) {

@@ -29,12 +29,34 @@ const STORAGE_QUEUE: usize = 1024;
 pub(crate) struct StorageMsg {
     pub op: StoreOp,
     pub reloaded: Option<oneshot::Sender<Result<Reloaded, StorageError>>>,
+    /// When it was queued (its wait and its time to durability are ZooKeeper's sync processor
+    /// figures).
+    pub queued_at: Instant,
+}
+
+impl StorageMsg {
+    pub(crate) fn reload(op: StoreOp, reloaded: oneshot::Sender<Result<Reloaded, StorageError>>) -> Self {
+        StorageMsg { op, reloaded: Some(reloaded), queued_at: Instant::now() }
+    }
 }
 
 impl From<StoreOp> for StorageMsg {
     fn from(op: StoreOp) -> Self {
-        StorageMsg { op, reloaded: None }
+        StorageMsg { op, reloaded: None, queued_at: Instant::now() }
     }
+}
+
+/// ZooKeeper's SyncRequestProcessor figures for one message the storage thread carried out (a
+/// message is one step's storage op, usually a batch of txns): how many messages still waited
+/// when it was taken (`sync_processor_queue_size`), how long it waited (`sync_processor_queue_time_ms`),
+/// how long writing it took (`sync_process_time`), and from queued to durable
+/// (`sync_processor_queue_and_flush_time_ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MsgTiming {
+    pub queue_size: u64,
+    pub queue_ms: u64,
+    pub process_ms: u64,
+    pub queue_and_flush_ms: u64,
 }
 
 /// Batches of at most this many txns may be written by the owner itself (`append_inline`).
@@ -126,21 +148,33 @@ pub(crate) fn spawn(
         while let Some(first) = batches.blocking_recv() {
             let mut report = Report::default();
             let mut taken = 1;
+            // (queued_at, queue_size, queue_ms, process_ms) of each message in this sync.
+            let mut timings: Vec<(Instant, u64, u64, u64)> = Vec::new();
             let mut log = shared.store.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let mut result = execute(&mut log, first, &mut report);
+            let mut result = execute_timed(&mut log, first, batches.len(), &mut report, &mut timings);
             // Everything queued goes into this sync, up to the first epoch file (reported with
             // the batch that wrote it).
             while result.is_ok() && report.epochs.is_empty() {
                 match batches.try_recv() {
                     Ok(more) => {
                         taken += 1;
-                        result = execute(&mut log, more, &mut report);
+                        result = execute_timed(&mut log, more, batches.len(), &mut report, &mut timings);
                     }
                     Err(_) => break,
                 }
             }
             let synced = result.and_then(|()| sync_or_flush(&mut log, &shared));
             drop(log);
+            let done = Instant::now();
+            let timings = timings
+                .into_iter()
+                .map(|(queued_at, queue_size, queue_ms, process_ms)| MsgTiming {
+                    queue_size,
+                    queue_ms,
+                    process_ms,
+                    queue_and_flush_ms: millis(done.duration_since(queued_at)),
+                })
+                .collect();
             let fsync = match synced {
                 Ok(took) => took,
                 Err(why) => {
@@ -149,7 +183,7 @@ pub(crate) fn spawn(
                     return;
                 }
             };
-            if !report.is_empty() && events.blocking_send(Event::Synced { report, fsync }).is_err() {
+            if !report.is_empty() && events.blocking_send(Event::Synced { report, fsync, timings }).is_err() {
                 return;
             }
             // After the report: an owner that reads 0 has it queued before anything it does next.
@@ -157,6 +191,24 @@ pub(crate) fn spawn(
         }
     })?;
     Ok((Storage { tx, shared }, thread))
+}
+
+/// [`execute`], timed: `waiting` is how many messages are still queued behind it.
+fn execute_timed(
+    log: &mut Store,
+    msg: StorageMsg,
+    waiting: usize,
+    report: &mut Report,
+    timings: &mut Vec<(Instant, u64, u64, u64)>,
+) -> Result<(), StorageError> {
+    let (queued_at, started) = (msg.queued_at, Instant::now());
+    let result = execute(log, msg, report);
+    timings.push((queued_at, waiting as u64, millis(started.duration_since(queued_at)), millis(started.elapsed())));
+    result
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Carries out one message. A reload's data, or why it failed, goes back on its channel (the
@@ -217,6 +269,22 @@ mod tests {
         while storage.shared.queued.load(Ordering::SeqCst) != 0 {
             std::thread::yield_now();
         }
+    }
+
+    /// Each message a sync covered is reported with its sync processor figures: a message queued
+    /// 30 ms before the thread could take it waited at least that long, and was durable no sooner.
+    #[test]
+    fn each_message_of_a_sync_comes_with_its_wait_and_its_time_to_durability() {
+        let (storage, thread, _activity, mut events) = start(true);
+        let mut msg = StorageMsg::from(StoreOp::Append(create(1)));
+        msg.queued_at -= Duration::from_millis(30);
+        storage.try_send(msg).expect("queued");
+        let Some(Event::Synced { timings, .. }) = events.blocking_recv() else { panic!("expected Synced") };
+        let [t] = timings.as_slice() else { panic!("one message: {timings:?}") };
+        assert_eq!(t.queue_size, 0, "nothing queued behind it");
+        assert!(t.queue_ms >= 30 && t.queue_and_flush_ms >= t.queue_ms, "{t:?}");
+        drop((storage, events));
+        thread.join().expect("the thread ends");
     }
 
     /// The snapshot writer gives way to the log while it syncs: every sync, on the thread or

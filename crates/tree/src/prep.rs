@@ -86,6 +86,10 @@ pub struct Prep {
     latest: HashMap<Arc<str>, u64, crate::FastHash>,
     next_seq: u64,
     applied_parents: HashMap<Arc<str>, PendingNode, crate::FastHash>,
+    /// Change records added, and dropped once their txn was applied, in this `Prep`'s life
+    /// (ZooKeeper's `outstanding_changes_queued` / `outstanding_changes_removed`).
+    queued: u64,
+    removed: u64,
 }
 
 /// At most this many applied parents are kept; reaching it starts the map again.
@@ -110,6 +114,11 @@ impl Prep {
     /// Number of pending change records.
     pub fn pending_count(&self) -> usize {
         self.outstanding.len()
+    }
+
+    /// Change records added so far (a rolled-back multi's included) and dropped once applied.
+    pub fn changes_queued_and_removed(&self) -> (u64, u64) {
+        (self.queued, self.removed)
     }
 
     /// Validates `op` and returns its txn, recording its changes as pending under `zxid`.
@@ -243,6 +252,7 @@ impl Prep {
     fn add_shared(&mut self, zxid: i64, path: Arc<str>, node: Option<PendingNode>, then: Then) {
         let rec = ChangeRecord { seq: self.next_seq, zxid, path: path.clone(), node, then, superseded: false };
         self.next_seq += 1;
+        self.queued += 1;
         if let Some(older) = self.latest.insert(path, rec.seq) {
             let front = self.outstanding.front().map_or(rec.seq, |r| r.seq);
             if let Some(r) = self.outstanding.get_mut((older - front) as usize) {
@@ -278,6 +288,7 @@ impl Prep {
     pub fn applied(&mut self, zxid: i64) {
         while self.outstanding.front().is_some_and(|r| r.zxid <= zxid) {
             let Some(r) = self.outstanding.pop_front() else { break };
+            self.removed += 1;
             if !r.superseded {
                 self.latest.remove(&r.path);
             }

@@ -179,6 +179,31 @@ async fn prometheus_scrapes_an_ensemble_under_load() {
     }
     let proposals = query(prom, "proposal_count");
     assert!(proposals[&leader] >= commits[&leader], "{proposals:?} {commits:?}");
+    // The followers timed each proposal as it came and each commit as they applied it; every
+    // server (the leader for its own ACK) timed each txn as its log made it durable.
+    let proposal_latency = query(prom, "proposal_latency_count");
+    let commit_propagation = query(prom, "commit_propagation_latency_count");
+    let ack_creation = query(prom, "proposal_ack_creation_latency_count");
+    for id in 1..=3u64 {
+        assert!(ack_creation[&id] as usize >= 3 * WRITES_PER_SERVER, "server.{id}: {ack_creation:?}");
+        let (proposed, committed) = (proposal_latency[&id] as usize, commit_propagation[&id] as usize);
+        if id == leader {
+            assert_eq!((proposed, committed), (0, 0), "the leader times neither");
+        } else {
+            assert!(proposed >= 3 * WRITES_PER_SERVER && committed >= 3 * WRITES_PER_SERVER, "server.{id}");
+        }
+    }
+    // Every server's log writes were timed per message, queued to durable.
+    let flushed = query(prom, "sync_processor_queue_and_flush_time_ms_count");
+    let processed = query(prom, "sync_process_time_count");
+    for id in 1..=3u64 {
+        assert!(flushed[&id] >= 1.0 && flushed[&id] == processed[&id], "server.{id}: {flushed:?} {processed:?}");
+    }
+    // The leader prepared every write: a change record each at least, all dropped once applied.
+    let queued = query(prom, "outstanding_changes_queued");
+    let removed = query(prom, "outstanding_changes_removed");
+    assert!(queued[&leader] as usize >= 3 * WRITES_PER_SERVER, "{queued:?}");
+    assert_eq!(queued[&leader], removed[&leader], "nothing is pending once the load has stopped");
     // And Prometheus holds the same figures mntr reports now (nothing changes any more).
     for (&id, &addr) in &addrs {
         assert_eq!(mntr(addr, "znode_count") as usize, expected_nodes, "server.{id}");

@@ -431,6 +431,7 @@ impl Node {
     }
 
     pub(crate) fn quorum_durable(&mut self, zxid: Zxid, out: &mut Vec<Output>) {
+        self.record_ack_creation(zxid);
         self.drive(out, |q, a| {
             q.durable = q.durable.max(zxid.min(q.last_logged()));
             match &mut q.machine {
@@ -483,11 +484,15 @@ impl Node {
             Action::Send { to, packet } => {
                 if matches!(packet.packet_type, pt::DIFF | pt::TRUNC) {
                     self.counters.diff_count += 1;
+                    let syncing = self.syncs_in_flight();
+                    self.summaries.inflight_diff_count.record(syncing);
                 }
                 out.push(Output::Quorum(QuorumOutput::PeerSend { to, packet }))
             }
             Action::SendSnapshot { to, zxid } => {
                 self.counters.snap_count += 1;
+                let syncing = self.syncs_in_flight();
+                self.summaries.inflight_snap_count.record(syncing);
                 let (tree, sessions) = self.snapshot_state();
                 out.push(Output::Quorum(QuorumOutput::SendSnapshot {
                     to,
@@ -498,6 +503,11 @@ impl Node {
             Action::Persist(entry) => {
                 if leading {
                     self.counters.proposal_count += 1;
+                } else if self.broadcasting_follower() {
+                    // Follower.processPacket: the age of a PROPOSAL as it arrives (wall clocks).
+                    if let Ok(ms) = u64::try_from(self.now.wall_ms - entry.hdr.time_ms) {
+                        self.summaries.proposal_latency.record(ms);
+                    }
                 }
                 out.push(Output::Persist { hdr: entry.hdr, txn: entry.txn.clone() });
                 self.ensemble_mut().log.push_back(entry);
@@ -511,6 +521,8 @@ impl Node {
             Action::ApplyCommitted(entry) => {
                 if leading {
                     self.counters.commit_count += 1;
+                } else if let Ok(ms) = u64::try_from(self.now.wall_ms - entry.hdr.time_ms) {
+                    self.summaries.commit_propagation_latency.record(ms);
                 }
                 self.apply_committed(entry, out)
             }
@@ -600,6 +612,39 @@ impl Node {
         q.log_base = zxid;
         q.durable = q.durable.min(zxid);
         out.push(Output::Quorum(QuorumOutput::InstallSnapshot { snapshot }));
+    }
+
+    /// `proposal_ack_creation_latency`: the age of each txn the log has just made durable, which
+    /// is when this server ACKs it (a leader its own ACK), once past the sync.
+    fn record_ack_creation(&mut self, zxid: Zxid) {
+        let wall_ms = self.now.wall_ms;
+        let Mode::Ensemble(q) = &self.mode else { return };
+        let broadcasting = match &q.machine {
+            Machine::Leader(l) => l.is_established(),
+            Machine::Learner(l) => l.is_synced(),
+            Machine::Looking => false,
+        };
+        if !broadcasting {
+            return;
+        }
+        let from = q.log.partition_point(|e| e.zxid() <= q.durable);
+        let newly = q.log.range(from..).take_while(|e| e.zxid() <= zxid);
+        let summary = &mut self.summaries.proposal_ack_creation_latency;
+        for ms in newly.filter_map(|e| u64::try_from(wall_ms - e.hdr.time_ms).ok()) {
+            summary.record(ms);
+        }
+    }
+
+    /// A synced follower (not an observer, which gets no PROPOSALs).
+    fn broadcasting_follower(&self) -> bool {
+        self.ensemble().is_some_and(
+            |q| matches!(&q.machine, Machine::Learner(l) if l.is_synced() && l.role() == LearnerRole::Follower),
+        )
+    }
+
+    /// Learner syncs in progress on this leader (`inflight_*_count`), the one starting included.
+    fn syncs_in_flight(&self) -> u64 {
+        self.leader_gauges().map_or(1, |g| g.syncing.max(1) as u64)
     }
 
     pub(super) fn apply_committed(&mut self, entry: TxnEntry, out: &mut Vec<Output>) {

@@ -121,6 +121,8 @@ pub struct LeaderGauges {
     pub synced_observers: usize,
     /// `sync` requests waiting for their answer.
     pub pending_syncs: usize,
+    /// Learners sent their DIFF, TRUNC or SNAP and not yet done syncing (NEWLEADER not ACKed).
+    pub syncing: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -337,6 +339,7 @@ impl Leader {
             synced_followers: synced(Role::Follower),
             synced_observers: synced(Role::Observer),
             pending_syncs: self.pending_syncs.len(),
+            syncing: self.peers.values().filter(|p| p.phase == PeerPhase::NewLeaderSent).count(),
         }
     }
 
