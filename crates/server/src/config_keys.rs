@@ -206,6 +206,7 @@ pub const ZOO_CFG_KEYS: &[ZooCfgKey] = &[
     ignored("maxCnxns", SystemProperty, "1000", "not implemented: maxClientCnxns limits connections per client address"),
     ignored("fsync.warningthresholdms", SystemProperty, "1000", "not implemented"),
     ignored("audit.enable", SystemProperty, "true", "audit logging is not implemented"),
+    ignored("digest.enabled", SystemProperty, "false", "Warden always keeps ZooKeeper's tree digest (the hash command, digest checks); it cannot be turned off"),
 ];
 
 impl ZooCfgKey {
