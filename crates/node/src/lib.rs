@@ -19,6 +19,6 @@ pub use node::{Clock, ConnId, Input, Node, NodeConfig, Output, RestoreRefused};
 pub use reads::digest_identities;
 pub use roles::{QuorumOutput, QuorumSetup, RoleKind, SnapshotData};
 pub use sasl::SaslOutcome;
-pub use stats::{ConnInfo, Counters, LatencyKind, NodeStats, ResponseSizes, Summaries, Summary};
+pub use stats::{ConnInfo, Counters, LatencyKind, NamespaceSizes, NodeStats, ResponseSizes, Summaries, Summary};
 #[cfg(test)]
 mod tests;

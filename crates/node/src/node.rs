@@ -209,6 +209,8 @@ pub struct Node {
     pub(crate) latency: Latency,
     pub(crate) counters: crate::stats::Counters,
     pub(crate) summaries: crate::stats::Summaries,
+    /// Bytes read and written per namespace (`read_per_namespace`, `write_per_namespace`).
+    pub(crate) namespace_sizes: crate::stats::NamespaceSizes,
     pub(crate) response_sizes: crate::stats::ResponseSizes,
     /// Standalone, or a member of an ensemble.
     pub(crate) mode: Mode,
@@ -229,6 +231,7 @@ impl Node {
             session_conn: HashMap::default(),
             last_zxid: 0,
             spare_events: Vec::new(),
+            namespace_sizes: Default::default(),
             now,
             last_reap_ms: now.mono_ms,
             latency: Latency::default(),
@@ -668,6 +671,13 @@ impl Node {
             self.summaries.propagation_latency.record(ms);
         }
         for ev in &events {
+            match ev.kind {
+                TreeEventKind::Created | TreeEventKind::DataChanged => {
+                    self.namespace_sizes.write(&ev.path, ev.data_len)
+                }
+                TreeEventKind::Deleted => self.namespace_sizes.write(&ev.path, 0),
+                TreeEventKind::ChildrenChanged => {}
+            }
             let fired = self.watches.trigger(ev);
             if !fired.is_empty() {
                 let s = &mut self.summaries;

@@ -72,11 +72,25 @@ impl Node {
             }
             _ => None,
         };
+        // `read_per_namespace`: what DataTree's getData, statNode and getChildren count.
+        let read_bytes = match (&req, &result) {
+            (Request::Exists(r), Ok(_)) => Some((r.path.as_str(), 0)),
+            (Request::GetData(r), Ok(ReadReply::Data { data, .. })) => {
+                Some((r.path.as_str(), data.map_or(0, <[u8]>::len)))
+            }
+            (Request::GetChildren(r) | Request::GetChildren2(r), Ok(ReadReply::Children { names, .. })) => {
+                Some((r.path.as_str(), names.iter().map(|n| n.len()).sum()))
+            }
+            _ => None,
+        };
         let encoded = match &result {
             Ok(body) => encode_read_reply(&self.reply_header(xid, 0), Some(body)),
             Err(e) => encode_read_reply(&self.reply_header(xid, e.code()), None),
         };
         drop(result);
+        if let Some((path, bytes)) = read_bytes {
+            self.namespace_sizes.read(path, bytes);
+        }
         let frame = match encoded {
             Ok(frame) => frame,
             Err(e) => {

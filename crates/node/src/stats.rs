@@ -1,5 +1,6 @@
 //! Figures the four-letter words and metrics report, read from the node without changing it.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use warden_tree::WatchTableKind;
@@ -108,6 +109,15 @@ impl Summary {
         }
     }
 
+    /// A summary whose quantiles need only be rough (1 significant digit): an eighth of the
+    /// memory, for summaries kept per key.
+    pub fn coarse() -> Self {
+        Self {
+            hist: hdrhistogram::Histogram::new_with_max(SUMMARY_MAX, 1).expect("valid histogram bounds"),
+            ..Self::default()
+        }
+    }
+
     pub fn reset(&mut self) {
         self.hist.reset();
         self.count = 0;
@@ -181,6 +191,50 @@ impl ResponseSizes {
         self.last = size;
         self.min = if self.min == -1 { size } else { self.min.min(size) };
         self.max = self.max.max(size);
+    }
+}
+
+/// The most namespaces (top-level znodes) kept apart in each of [`NamespaceSizes`]' sets; the
+/// reads and writes of any more are not counted (ZooKeeper keeps one summary per namespace,
+/// without a limit).
+pub const NAMESPACES_KEPT: usize = 256;
+
+/// ZooKeeper's `read_per_namespace` and `write_per_namespace` (`DataTree.updateReadStat` /
+/// `updateWriteStat`): bytes read and written, per namespace, the first component of the path.
+/// A read counts the path, the data or the child names, and a Stat (68 bytes); a write the path
+/// and the data written (a delete: the path).
+#[derive(Debug, Clone, Default)]
+pub struct NamespaceSizes {
+    pub reads: HashMap<Box<str>, Summary, warden_tree::FastHash>,
+    pub writes: HashMap<Box<str>, Summary, warden_tree::FastHash>,
+}
+
+/// ZooKeeper's `DataTree.STAT_OVERHEAD_BYTES`: a serialized Stat.
+pub const STAT_OVERHEAD_BYTES: u64 = 6 * 8 + 5 * 4;
+
+impl NamespaceSizes {
+    pub fn read(&mut self, path: &str, bytes: usize) {
+        record_in(&mut self.reads, path, (path.len() + bytes) as u64 + STAT_OVERHEAD_BYTES);
+    }
+
+    pub fn write(&mut self, path: &str, bytes: usize) {
+        record_in(&mut self.writes, path, (path.len() + bytes) as u64);
+    }
+}
+
+/// `PathUtils.getTopNamespace`: the first component of the path, none for the root.
+pub fn top_namespace(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix('/')?;
+    let ns = rest.split('/').next().unwrap_or_default();
+    (!ns.is_empty()).then_some(ns)
+}
+
+fn record_in(set: &mut HashMap<Box<str>, Summary, warden_tree::FastHash>, path: &str, v: u64) {
+    let Some(ns) = top_namespace(path) else { return };
+    if let Some(s) = set.get_mut(ns) {
+        s.record(v);
+    } else if set.len() < NAMESPACES_KEPT {
+        set.entry(ns.into()).or_insert_with(Summary::coarse).record(v);
     }
 }
 
@@ -346,10 +400,16 @@ impl Node {
         &self.summaries
     }
 
+    /// Bytes read and written per namespace.
+    pub fn namespace_sizes(&self) -> &NamespaceSizes {
+        &self.namespace_sizes
+    }
+
     /// Resets latency and packet counters (`srst`, `crst`).
     pub fn reset_stats(&mut self) {
         self.latency = Latency::default();
         self.summaries.reset();
+        self.namespace_sizes = NamespaceSizes::default();
         self.response_sizes = ResponseSizes::default();
         for c in self.conns.values_mut() {
             c.received = 0;

@@ -600,3 +600,32 @@ fn a_sasl_packet_pipelined_behind_the_connect_request_is_answered_after_the_hand
     assert_eq!((hdr.xid, hdr.err, body), (1, 0, Some(Response::Sasl { token: Some(b"c".to_vec()) })));
     h.node.check_invariants().unwrap();
 }
+
+/// `read_per_namespace` / `write_per_namespace` count what ZooKeeper 3.8 counted for the same
+/// requests (seen on its `monitor`): a write the path and the data, a delete the path, a read the
+/// path, the data or the child names, and a 68-byte Stat; per first path component, none for `/`.
+#[test]
+fn bytes_per_namespace_are_counted_as_zookeeper_counts_them() {
+    let mut h = Harness::new();
+    h.connect(1, 0, vec![0; 16]);
+    h.request(1, 1, create("/a", 0)); // "x": 2 + 1
+    let set = Request::SetData(warden_proto::request::SetDataRequest {
+        path: "/a".into(),
+        data: Some(b"299".to_vec().into()),
+        version: -1,
+    });
+    h.request(1, 2, set); // 2 + 3
+    h.request(1, 3, create("/a/b", 0)); // 4 + 1
+    h.request(1, 4, Request::Delete(PathVersion { path: "/a/b".into(), version: -1 })); // 4
+    h.request(1, 5, Request::GetData(PathWatch { path: "/a".into(), watch: false })); // 2 + 3 + 68
+    h.request(1, 6, Request::GetChildren(PathWatch { path: "/a".into(), watch: false })); // 2 + 0 + 68
+    h.request(1, 7, Request::Exists(PathWatch { path: "/a".into(), watch: false })); // 2 + 68
+    h.request(1, 8, Request::Exists(PathWatch { path: "/nope".into(), watch: false })); // NoNode: none
+    h.request(1, 9, Request::GetChildren(PathWatch { path: "/".into(), watch: false })); // the root: none
+    let sizes = h.node.namespace_sizes();
+    assert_eq!(sizes.writes.keys().map(|k| &**k).collect::<Vec<_>>(), ["a"]);
+    assert_eq!(sizes.reads.keys().map(|k| &**k).collect::<Vec<_>>(), ["a"]);
+    let (w, r) = (&sizes.writes["a"], &sizes.reads["a"]);
+    assert_eq!((w.count, w.sum, w.min, w.max), (4, 3 + 5 + 5 + 4, 3, 5));
+    assert_eq!((r.count, r.sum, r.min, r.max), (3, 73 + 70 + 70, 70, 73));
+}

@@ -157,6 +157,9 @@ pub(crate) enum Family<'a> {
         summary: &'a Summary,
         advanced: bool,
     },
+    /// A BASIC summary per key (ZooKeeper's `SummarySet`): `avg_<key>_<name>`, ... in `mntr`,
+    /// the label `key` in Prometheus. Keys sorted.
+    Set(Vec<(&'a str, &'a Summary)>),
 }
 
 impl Family<'_> {
@@ -178,8 +181,20 @@ impl Family<'_> {
                     }
                 }
             }
+            Family::Set(set) => {
+                for (key, summary) in set {
+                    Family::Summary { summary, advanced: false }.expand(&format!("{key}_{name}"), rows);
+                }
+            }
         }
     }
+}
+
+/// A set's summaries in key order.
+fn sorted_set(set: &std::collections::HashMap<Box<str>, Summary, warden_tree::FastHash>) -> Vec<(&str, &Summary)> {
+    let mut v: Vec<(&str, &Summary)> = set.iter().map(|(k, s)| (&**k, s)).collect();
+    v.sort_unstable_by_key(|(k, _)| *k);
+    v
 }
 
 /// Every metric Warden reports, in a fixed order.
@@ -295,6 +310,9 @@ pub(crate) fn families<'a>(node: &'a Node, shell: &'a ShellMetrics) -> Vec<(&'st
     for (name, summary) in node.summaries().named() {
         v.push((name, Family::Summary { summary, advanced: is_advanced(name) }));
     }
+    let sizes = node.namespace_sizes();
+    v.push(("write_per_namespace", Family::Set(sorted_set(&sizes.writes))));
+    v.push(("read_per_namespace", Family::Set(sorted_set(&sizes.reads))));
     let basic = |summary| Family::Summary { summary, advanced: false };
     v.push(("fsynctime", basic(&shell.fsync)));
     v.push(("snapshottime", basic(&shell.snapshot)));
@@ -376,6 +394,16 @@ pub(crate) fn prometheus_text(node: &Node, shell: &ShellMetrics) -> String {
                 let _ = writeln!(out, "{name}_count {}", double(summary.count as f64));
                 let _ = writeln!(out, "{name}_sum {}", double(summary.sum as f64));
             }
+            Family::Set(set) => {
+                let _ = write!(out, "# HELP {name} {name}\n# TYPE {name} summary\n");
+                for (key, s) in set {
+                    let key = key.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+                    let _ =
+                        writeln!(out, "{name}{{key=\"{key}\",quantile=\"0.5\",}} {}", double(s.quantile(0.5) as f64));
+                    let _ = writeln!(out, "{name}_count{{key=\"{key}\",}} {}", double(s.count as f64));
+                    let _ = writeln!(out, "{name}_sum{{key=\"{key}\",}} {}", double(s.sum as f64));
+                }
+            }
         }
     }
     out
@@ -389,6 +417,28 @@ fn double(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A summary set expands as ZooKeeper's `AvgMinMaxCounterSet`: `avg_<key>_<name>`, ... per key.
+    #[test]
+    fn summary_sets_expand_per_key() {
+        let mut s = Summary::coarse();
+        s.record(3);
+        s.record(5);
+        let mut rows = Vec::new();
+        Family::Set(vec![("app", &s)]).expand("write_per_namespace", &mut rows);
+        let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "avg_app_write_per_namespace",
+                "min_app_write_per_namespace",
+                "max_app_write_per_namespace",
+                "cnt_app_write_per_namespace",
+                "sum_app_write_per_namespace"
+            ]
+        );
+        assert_eq!(rows[0].1, Metric::Float(4.0));
+    }
 
     #[test]
     fn summaries_expand_as_zookeepers_default_provider() {

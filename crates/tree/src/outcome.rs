@@ -67,6 +67,9 @@ pub struct TreeEvent {
     /// The ACL of the node the event is about (for a deleted node, the ACL it had), for the
     /// READ filter on delivery (ZOOKEEPER-4799).
     pub acl: Arc<[Acl]>,
+    /// `Created` and `DataChanged`: the node's data length after the change; 0 otherwise (what
+    /// ZooKeeper's `write_per_namespace` adds to the path's length).
+    pub data_len: usize,
 }
 
 /// Result plus events of one applied txn.

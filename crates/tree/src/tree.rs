@@ -476,7 +476,7 @@ impl DataTree {
         parent_node.child_bound = parent_node.child_bound.max(child_word(path));
         self.index_owner(path, owner);
         self.quota_on_create(path, data_len);
-        ev.push(event(key.shared_path().clone(), TreeEventKind::Created, zxid, acl));
+        ev.push(TreeEvent { data_len, ..event(key.shared_path().clone(), TreeEventKind::Created, zxid, acl) });
         ev.push(event(parent_key, TreeEventKind::ChildrenChanged, zxid, parent_acl));
         Ok(client_stat)
     }
@@ -596,7 +596,7 @@ impl DataTree {
         let new_len = n.data_len();
         self.data_size = self.data_size + new_len as u64 - old_len as u64;
         self.quota_on_set_data(path, new_len as i64 - old_len as i64);
-        ev.push(event(key, TreeEventKind::DataChanged, zxid, acl));
+        ev.push(TreeEvent { data_len: new_len, ..event(key, TreeEventKind::DataChanged, zxid, acl) });
         Ok(stat)
     }
 
@@ -823,7 +823,7 @@ fn created(path: String, r: Result<Stat, ErrorCode>) -> TxnResult {
 }
 
 fn event(path: Arc<str>, kind: TreeEventKind, zxid: i64, acl: Arc<[Acl]>) -> TreeEvent {
-    TreeEvent { path, kind, zxid, acl }
+    TreeEvent { path, kind, zxid, acl, data_len: 0 }
 }
 
 /// Maps a wire error value; codes ZooKeeper does not define become `SystemError`.
