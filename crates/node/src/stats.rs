@@ -225,8 +225,9 @@ impl NamespaceSizes {
 /// `PathUtils.getTopNamespace`: the first component of the path, none for the root.
 pub fn top_namespace(path: &str) -> Option<&str> {
     let rest = path.strip_prefix('/')?;
-    let ns = rest.split('/').next().unwrap_or_default();
-    (!ns.is_empty()).then_some(ns)
+    // A byte scan: paths are short, and this runs on every read and write.
+    let end = rest.bytes().position(|b| b == b'/').unwrap_or(rest.len());
+    (end > 0).then(|| &rest[..end])
 }
 
 fn record_in(set: &mut HashMap<Box<str>, Summary, warden_tree::FastHash>, path: &str, v: u64) {

@@ -10,6 +10,8 @@
 
 use warden_proto::StatPersisted;
 
+use crate::znode::Znode;
+
 /// `DigestCalculator.DIGEST_VERSION` of ZooKeeper 3.6 - 3.9: a digest of another version is not
 /// compared.
 pub const DIGEST_VERSION: i32 = 2;
@@ -93,53 +95,81 @@ impl DigestState {
     }
 }
 
-/// The CRC state after a node's path and data: the part of its digest a Stat change leaves alone.
-#[derive(Clone)]
-pub(crate) struct NodePrefix(Option<crc32fast::Hasher>);
+/// CRC32 of a node's path and data as `DigestCalculator` feeds them (the root's path is "", as
+/// in ZooKeeper's node map; a null buffer adds nothing), 0 for a node the digest leaves out: the
+/// part of the node's digest a Stat change leaves alone (`Znode::data_crc`).
+pub(crate) fn data_crc(path: &str, data: Option<&[u8]>) -> u32 {
+    if path.starts_with(EXCLUDED_SUBTREE) {
+        return 0;
+    }
+    let mut h = crc32fast::Hasher::new();
+    if path != "/" {
+        h.update(path.as_bytes());
+    }
+    if let Some(d) = data {
+        h.update(d);
+    }
+    h.finalize()
+}
 
-impl NodePrefix {
-    /// `None` inside when the node is left out of the digest. ZooKeeper names the root "" in its
-    /// digest, as its node map does.
-    pub(crate) fn new(path: &str, data: Option<&[u8]>) -> Self {
-        if path.starts_with(EXCLUDED_SUBTREE) {
-            return NodePrefix(None);
-        }
-        let mut h = crc32fast::Hasher::new();
-        if path != "/" {
-            h.update(path.as_bytes());
-        }
-        if let Some(d) = data {
-            h.update(d);
-        }
-        NodePrefix(Some(h))
+/// A node's digest (`DigestCalculator.calculateDigest`) from its `data_crc`: the CRC continued
+/// over the Stat fields, big-endian; 0 for a node the digest leaves out.
+pub(crate) fn digest_with(path: &str, data_crc: u32, stat: &StatPersisted) -> i64 {
+    if path.starts_with(EXCLUDED_SUBTREE) {
+        return 0;
+    }
+    let mut b = [0u8; 60];
+    let longs = [stat.czxid, stat.mzxid, stat.pzxid, stat.ctime, stat.mtime];
+    for (i, v) in longs.iter().enumerate() {
+        b[i * 8..i * 8 + 8].copy_from_slice(&v.to_be_bytes());
+    }
+    for (i, v) in [stat.version, stat.cversion, stat.aversion].iter().enumerate() {
+        b[40 + i * 4..44 + i * 4].copy_from_slice(&v.to_be_bytes());
+    }
+    b[52..60].copy_from_slice(&stat.ephemeral_owner.to_be_bytes());
+    let mut h = crc32fast::Hasher::new_with_initial(data_crc);
+    h.update(&b);
+    i64::from(h.finalize())
+}
+
+impl Znode {
+    /// For a node entering the tree at `path`: computes and keeps its data CRC and digest, and
+    /// returns the digest.
+    pub(crate) fn seal_digest(&mut self, path: &str) -> i64 {
+        self.data_crc = data_crc(path, self.data.as_deref());
+        self.restat_digest(path).1
     }
 
-    /// The node's digest with `stat`: the CRC continued over the Stat fields, big-endian.
-    pub(crate) fn with_stat(&self, stat: &StatPersisted) -> i64 {
-        let Some(h) = &self.0 else { return 0 };
-        let mut b = [0u8; 60];
-        let longs = [stat.czxid, stat.mzxid, stat.pzxid, stat.ctime, stat.mtime];
-        for (i, v) in longs.iter().enumerate() {
-            b[i * 8..i * 8 + 8].copy_from_slice(&v.to_be_bytes());
-        }
-        for (i, v) in [stat.version, stat.cversion, stat.aversion].iter().enumerate() {
-            b[40 + i * 4..44 + i * 4].copy_from_slice(&v.to_be_bytes());
-        }
-        b[52..60].copy_from_slice(&stat.ephemeral_owner.to_be_bytes());
-        let mut h = h.clone();
-        h.update(&b);
-        i64::from(h.finalize())
+    /// After a change of the Stat alone: recomputes the kept digest; returns (old, new).
+    pub(crate) fn restat_digest(&mut self, path: &str) -> (i64, i64) {
+        let old = i64::from(self.digest);
+        let new = digest_with(path, self.data_crc, &self.stat);
+        self.digest = u32::try_from(new).expect("a digest is a CRC32");
+        (old, new)
+    }
+
+    /// After a change of the data (and the Stat): recomputes the kept CRC and digest; returns
+    /// (old, new).
+    pub(crate) fn redata_digest(&mut self, path: &str) -> (i64, i64) {
+        self.data_crc = data_crc(path, self.data.as_deref());
+        self.restat_digest(path)
     }
 }
 
-/// One node's digest (`DigestCalculator.calculateDigest`).
-pub(crate) fn node_digest(path: &str, data: Option<&[u8]>, stat: &StatPersisted) -> i64 {
-    NodePrefix::new(path, data).with_stat(stat)
+impl DigestState {
+    /// Replaces a node's old digest by its new one in the sum.
+    pub(crate) fn replace(&mut self, (old, new): (i64, i64)) {
+        self.sum = self.sum.wrapping_sub(old).wrapping_add(new);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn node_digest(path: &str, data: Option<&[u8]>, stat: &StatPersisted) -> i64 {
+        digest_with(path, data_crc(path, data), stat)
+    }
 
     /// Values computed with `java.util.zip.CRC32` the way `DigestCalculator` feeds it.
     #[test]

@@ -8,7 +8,7 @@ use imbl::ordmap::Entry;
 use imbl::{OrdMap, OrdSet};
 
 use crate::acl_cache::AclCache;
-use crate::digest::{node_digest, DigestState};
+use crate::digest::DigestState;
 use crate::node_key::{child_word, NodeKey, Probe};
 use crate::path::{basename, parent};
 use crate::quota::{quota_target, QuotaIndex, LIMIT_NODE};
@@ -58,6 +58,7 @@ impl DataTree {
             }
             node.num_children = 0;
             node.child_bound = 0;
+            node.seal_digest(&path);
             // Neighbouring nodes usually share their ACL: skip the cache lookup then.
             node.acl = match &last_acl {
                 Some(prev) if Arc::ptr_eq(prev, &node.acl) || **prev == *node.acl => prev.clone(),
@@ -134,7 +135,7 @@ impl DataTree {
         let (mut size, mut digest) = (0, 0i64);
         for (key, n) in &tree.nodes {
             size += node_size(key.path(), n.data.as_deref());
-            digest = digest.wrapping_add(node_digest(key.path(), n.data.as_deref(), &n.stat));
+            digest = digest.wrapping_add(i64::from(n.digest));
         }
         tree.data_size = size;
         tree.digest.sum = digest;

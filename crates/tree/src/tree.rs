@@ -11,7 +11,7 @@ use imbl::{OrdMap, OrdSet};
 use warden_proto::{Acl, ErrorCode, Stat, StatPersisted, Txn, TxnHeader};
 
 use crate::acl_cache::AclCache;
-use crate::digest::{node_digest, DigestState, NodePrefix, ZxidDigest, DIGEST_VERSION};
+use crate::digest::{data_crc, digest_with, DigestState, ZxidDigest, DIGEST_VERSION};
 use crate::node_key::{child_word, high_half, is_child_of, parent_half, KeyView, NodeKey, Probe};
 use crate::outcome::{ApplyOutcome, TreeEvent, TreeEventKind, TxnResult};
 use crate::owner::{ttl_owner, OwnerKind, CONTAINER_OWNER};
@@ -93,8 +93,8 @@ impl DataTree {
             }
         }
         self.data_size += node_size(path, Some(&[]));
-        let node = Znode::new(Some(Box::default()), acl, StatPersisted::default());
-        self.digest.sum = self.digest.sum.wrapping_add(node_digest(path, Some(&[]), &node.stat));
+        let mut node = Znode::new(Some(Box::default()), acl, StatPersisted::default());
+        self.digest.sum = self.digest.sum.wrapping_add(node.seal_digest(path));
         self.nodes.insert(NodeKey::new(path.into()), Arc::new(node));
     }
 
@@ -445,8 +445,8 @@ impl DataTree {
         let acl = self.acls.intern(acl);
         let data_len = data.as_ref().map_or(0, |d| d.len());
         let size = node_size(path, data.as_deref());
-        let node_digest = node_digest(path, data.as_deref(), &stat);
-        let node = Znode::new(data, acl.clone(), stat);
+        let mut node = Znode::new(data, acl.clone(), stat);
+        let node_digest = node.seal_digest(path);
         let client_stat = node.client_stat();
         // One descent to the new key and one to the parent. Whether the node exists is learnt from
         // the insert, which puts back a node it displaced (log replay over a fuzzy snapshot). A
@@ -466,11 +466,9 @@ impl DataTree {
         let parent_acl = parent_node.acl.clone();
         let pcv = if parent_cversion == -1 { parent_node.stat.cversion.wrapping_add(1) } else { parent_cversion };
         if pcv > parent_node.stat.cversion {
-            let prefix = NodePrefix::new(&parent_key, parent_node.data.as_deref());
-            let before = prefix.with_stat(&parent_node.stat);
             parent_node.stat.cversion = pcv;
             parent_node.stat.pzxid = zxid;
-            self.digest.sum = self.digest.sum.wrapping_sub(before).wrapping_add(prefix.with_stat(&parent_node.stat));
+            self.digest.replace(parent_node.restat_digest(&parent_key));
         }
         parent_node.num_children += 1;
         parent_node.child_bound = parent_node.child_bound.max(child_word(path));
@@ -488,11 +486,9 @@ impl DataTree {
         if let Some(p) = stored_mut(&mut self.nodes, parent_path) {
             let pcv = if parent_cversion == -1 { p.stat.cversion.wrapping_add(1) } else { parent_cversion };
             if pcv > p.stat.cversion {
-                let prefix = NodePrefix::new(parent_path, p.data.as_deref());
-                let before = prefix.with_stat(&p.stat);
                 p.stat.cversion = pcv;
                 p.stat.pzxid = zxid;
-                self.digest.sum = self.digest.sum.wrapping_sub(before).wrapping_add(prefix.with_stat(&p.stat));
+                self.digest.replace(p.restat_digest(parent_path));
             }
         }
     }
@@ -550,15 +546,13 @@ impl DataTree {
             p.num_children -= 1;
         }
         if zxid > p.stat.pzxid {
-            let prefix = NodePrefix::new(&parent_key, p.data.as_deref());
-            let before = prefix.with_stat(&p.stat);
             p.stat.pzxid = zxid;
-            self.digest.sum = self.digest.sum.wrapping_sub(before).wrapping_add(prefix.with_stat(&p.stat));
+            self.digest.replace(p.restat_digest(&parent_key));
         }
         let parent_acl = p.acl.clone();
         let (key, node) = self.nodes.remove_with_key(Probe::new(path).view()).ok_or(ErrorCode::NoNode)?;
         self.data_size -= node_size(path, node.data.as_deref());
-        self.digest.sum = self.digest.sum.wrapping_sub(node_digest(path, node.data.as_deref(), &node.stat));
+        self.digest.sum = self.digest.sum.wrapping_sub(i64::from(node.digest));
         self.unindex_owner(path, node.stat.ephemeral_owner);
         self.quota_on_delete(path, node.data_len());
         ev.push(event(key.shared_path().clone(), TreeEventKind::Deleted, zxid, node.acl.clone()));
@@ -577,7 +571,6 @@ impl DataTree {
     ) -> Result<Stat, ErrorCode> {
         let (key, n) = stored_mut_with_path(&mut self.nodes, path).ok_or(ErrorCode::NoNode)?;
         let old_len = n.data_len();
-        let before = node_digest(path, n.data.as_deref(), &n.stat);
         match (&mut n.data, data) {
             // The same length (a value rewritten in place, the usual case): the bytes go into the
             // node's buffer, and nothing is allocated or freed (the request's data is a slice of
@@ -589,8 +582,7 @@ impl DataTree {
         n.stat.mtime = time;
         n.stat.mzxid = zxid;
         n.stat.version = version;
-        let after = node_digest(path, n.data.as_deref(), &n.stat);
-        self.digest.sum = self.digest.sum.wrapping_sub(before).wrapping_add(after);
+        self.digest.replace(n.redata_digest(path));
         let stat = n.client_stat();
         let acl = n.acl.clone();
         let new_len = n.data_len();
@@ -603,11 +595,9 @@ impl DataTree {
     fn set_acl(&mut self, path: &str, acl: &[Acl], version: i32) -> Result<Stat, ErrorCode> {
         let acl = self.acls.intern(acl);
         let n = stored_mut(&mut self.nodes, path).ok_or(ErrorCode::NoNode)?;
-        let prefix = NodePrefix::new(path, n.data.as_deref());
-        let before = prefix.with_stat(&n.stat);
         n.acl = acl;
         n.stat.aversion = version;
-        self.digest.sum = self.digest.sum.wrapping_sub(before).wrapping_add(prefix.with_stat(&n.stat));
+        self.digest.replace(n.restat_digest(path));
         Ok(n.client_stat())
     }
 
@@ -709,7 +699,13 @@ impl DataTree {
         for (key, n) in &self.nodes {
             let path = key.path();
             size += node_size(path, n.data.as_deref());
-            digest = digest.wrapping_add(node_digest(path, n.data.as_deref(), &n.stat));
+            let crc = data_crc(path, n.data.as_deref());
+            let node_digest = digest_with(path, crc, &n.stat);
+            if (n.data_crc, i64::from(n.digest)) != (crc, node_digest) {
+                let kept = (n.data_crc, n.digest);
+                return Err(format!("{path}: data CRC and digest kept {kept:x?}, computed {crc:#x} {node_digest:#x}"));
+            }
+            digest = digest.wrapping_add(node_digest);
             self.check_links(path, n)?;
             self.check_owner_index(path, n.stat.ephemeral_owner)?;
         }

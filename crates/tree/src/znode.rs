@@ -26,6 +26,14 @@ pub struct Znode {
     /// numbered nodes skip the descent that would look for it. A hint that fits the struct's
     /// padding, not state: two nodes that differ only here are equal.
     pub child_bound: u32,
+    /// CRC32 of the node's path and data, the part of its digest (`digest.rs`) a Stat change
+    /// leaves alone; 0 for a node the digest leaves out. Kept by the tree as the node enters it
+    /// and as its data changes, so a Stat change costs the digest no pass over the data. Not
+    /// state either: two nodes that differ only here are equal.
+    pub(crate) data_crc: u32,
+    /// The node's digest as of its last change (kept as ZooKeeper's `DataNode` keeps it), so
+    /// taking it out of the tree's digest costs nothing. Fits the struct's padding.
+    pub(crate) digest: u32,
 }
 
 impl PartialEq for Znode {
@@ -41,14 +49,22 @@ impl Eq for Znode {}
 
 impl Default for Znode {
     fn default() -> Self {
-        Znode { data: None, acl: empty_acl(), stat: StatPersisted::default(), num_children: 0, child_bound: 0 }
+        Znode {
+            data: None,
+            acl: empty_acl(),
+            stat: StatPersisted::default(),
+            num_children: 0,
+            child_bound: 0,
+            data_crc: 0,
+            digest: 0,
+        }
     }
 }
 
 impl Znode {
     /// A node with no children.
     pub fn new(data: Option<Box<[u8]>>, acl: Arc<[Acl]>, stat: StatPersisted) -> Self {
-        Znode { data, acl, stat, num_children: 0, child_bound: 0 }
+        Znode { data, acl, stat, num_children: 0, child_bound: 0, data_crc: 0, digest: 0 }
     }
 
     /// Length of the data; null counts as 0.

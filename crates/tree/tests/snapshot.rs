@@ -172,8 +172,7 @@ fn rejects_orphans_duplicates_and_missing_root() {
 
 #[test]
 fn system_nodes_are_added_when_absent() {
-    let root =
-        (String::new(), Znode { data: Some(Box::default()), acl: Acl::open_unsafe().into(), ..Znode::default() });
+    let root = (String::new(), Znode::new(Some(Box::default()), Acl::open_unsafe().into(), Default::default()));
     let t = DataTree::from_snapshot(vec![root], 7).unwrap();
     t.check_invariants().unwrap();
     assert_eq!(t.children("/zookeeper").unwrap(), vec!["config", "quota"]);

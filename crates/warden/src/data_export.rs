@@ -186,7 +186,7 @@ pub fn import(input: &mut dyn BufRead, data_dir: &Path, keep_ephemerals: bool) -
             ephemeral_owner: s.ephemeral_owner,
             pzxid: s.pzxid,
         };
-        nodes.push((r.path, Znode { data, acl, stat, num_children: 0, child_bound: 0 }));
+        nodes.push((r.path, Znode::new(data, acl, stat)));
     }
     // Skipped ephemerals cannot have children (ephemerals have none), so every parent is kept.
     let count = nodes.len();
