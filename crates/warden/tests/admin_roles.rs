@@ -19,7 +19,7 @@ use zookeeper_client as zk;
 
 mod common;
 use common::mixed::{client, Kind, Mixed, ELECT};
-use common::{free_port, http_get, oracle};
+use common::{http_get, oracle};
 
 fn command(addr: SocketAddr, name: &str) -> Value {
     let (status, body) = http_get(addr, &format!("/commands/{name}")).expect("ask an AdminServer");
@@ -37,12 +37,7 @@ fn ensemble(kind: Kind) -> (Mixed, BTreeMap<u64, SocketAddr>) {
     ens.make_observer(4);
     let mut admins = BTreeMap::new();
     for id in 1..=4u64 {
-        let port = free_port();
-        ens.set_extra(
-            id,
-            &format!("admin.enableServer=true\nadmin.serverAddress=127.0.0.1\nadmin.serverPort={port}\n"),
-        );
-        admins.insert(id, SocketAddr::from(([127, 0, 0, 1], port)));
+        admins.insert(id, ens.admin_server(id));
         ens.start(id);
     }
     (ens, admins)

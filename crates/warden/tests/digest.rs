@@ -21,7 +21,7 @@ use zookeeper_client as zk;
 
 mod common;
 use common::mixed::{client, four_letters, op, persistent, Kind, Mixed};
-use common::{free_port, http_get, oracle};
+use common::{http_get, oracle};
 
 /// The `hash` command's digests, zxid -> (digest, version).
 fn hash(admin: SocketAddr) -> BTreeMap<i64, (i64, i64)> {
@@ -122,15 +122,7 @@ async fn settle(admins: &[SocketAddr]) {
 async fn warden_and_zookeeper_compute_the_same_tree_digest() {
     let mut ens = Mixed::new(&[Kind::ZooKeeper, Kind::ZooKeeper, Kind::Warden]);
     ens.set_classpath(oracle::zk_admin_classpath());
-    let mut admins = BTreeMap::new();
-    for id in 1..=3u64 {
-        let port = free_port();
-        ens.set_extra(
-            id,
-            &format!("admin.enableServer=true\nadmin.serverAddress=127.0.0.1\nadmin.serverPort={port}\n"),
-        );
-        admins.insert(id, SocketAddr::from(([127, 0, 0, 1], port)));
-    }
+    let admins: BTreeMap<u64, SocketAddr> = (1..=3u64).map(|id| (id, ens.admin_server(id))).collect();
     // ZooKeeper leads (server.2, the higher id of the first two), Warden follows.
     ens.start(1);
     ens.start(2);

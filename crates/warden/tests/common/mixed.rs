@@ -123,6 +123,17 @@ impl Mixed {
         std::fs::write(&m.cfg, format!("{}{extra}", m.base)).unwrap();
     }
 
+    /// Turns on server.`id`'s AdminServer on a free loopback port (its zoo.cfg extra lines, read
+    /// at its next start); returns the address.
+    pub fn admin_server(&mut self, id: u64) -> SocketAddr {
+        let port = super::free_port();
+        self.set_extra(
+            id,
+            &format!("admin.enableServer=true\nadmin.serverAddress=127.0.0.1\nadmin.serverPort={port}\n"),
+        );
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
     /// Sets the extra JVM flags of server.`id` for its next start (a Warden member gets them in
     /// `SERVER_JVMFLAGS`).
     pub fn set_jvm_flags(&mut self, id: u64, flags: &[String]) {
