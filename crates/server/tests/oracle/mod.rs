@@ -437,7 +437,7 @@ pub const ADMIN_NAMES: &[&str] = &[
 ];
 
 /// Names Warden answers without the figure ZooKeeper has (docs/operations.md).
-pub const ADMIN_LACKING: &[&str] = &["hash", "observers", "obsr"];
+pub const ADMIN_LACKING: &[&str] = &["hash"];
 
 /// One command's answers from ZooKeeper (`z`) and Warden (`w`), run as `name` (`what` names it in
 /// failures): the same primary name; for what Warden lacks, an error saying so; otherwise the same
