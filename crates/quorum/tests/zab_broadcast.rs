@@ -232,6 +232,17 @@ fn observers_get_inform_only_after_commit_and_never_a_proposal() {
 }
 
 #[test]
+fn the_synced_observers_are_the_observers_the_gauge_counts_until_they_leave() {
+    let mut e = Ens::established();
+    assert_eq!(e.leader.synced_observers().collect::<Vec<_>>(), [4]);
+    assert_eq!(e.leader.gauges().synced_observers, 1);
+    let out = acts(|o| e.leader.on_disconnect(4, o));
+    e.leader_actions(out);
+    assert_eq!(e.leader.synced_observers().count(), 0);
+    assert_eq!(e.leader.gauges().synced_observers, 0);
+}
+
+#[test]
 fn revalidate_goes_to_the_leader_and_its_answer_comes_back_to_the_learner() {
     let mut e = Ens::established();
     let sid = 0x0200_0000_0000_0007;

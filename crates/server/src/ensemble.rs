@@ -136,6 +136,14 @@ impl Ensemble {
         Ok(())
     }
 
+    /// The quorum port while leading (its learner connections' figures).
+    pub(crate) fn leader_net(&self) -> Option<&LeaderNet> {
+        match &self.net {
+            Net::Leader(n) => Some(n),
+            _ => None,
+        }
+    }
+
     /// Whether packets to `to` have a connection to go on (false: a learner still has to dial).
     pub(crate) fn learner_needs_dial(&self) -> bool {
         matches!(self.net, Net::None)

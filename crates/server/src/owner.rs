@@ -660,8 +660,15 @@ impl Owner {
             }
             Event::Admin { cmd, args, reply } => {
                 self.collect_snapshot_time();
-                let answer =
-                    crate::admin::commands::run(cmd, &args, self.driver.node_mut(), &self.cfg, &mut self.metrics);
+                let links = self.ens.as_ref().and_then(Ensemble::leader_net);
+                let answer = crate::admin::commands::run(
+                    cmd,
+                    &args,
+                    self.driver.node_mut(),
+                    &self.cfg,
+                    &mut self.metrics,
+                    links,
+                );
                 let _ = reply.send(answer);
             }
             Event::AdminSnapshot { authorization, peer, reply } => {

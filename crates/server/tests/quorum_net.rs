@@ -567,6 +567,65 @@ async fn leader_net_registers_replaces_and_refuses() {
     net.stop().await;
 }
 
+/// The per-connection figures the `observers` AdminServer command reports, counted as ZooKeeper's
+/// `LearnerHandler` counts them, over a real connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_net_counts_each_learners_packets_as_zookeeper_does() {
+    let mut net = LeaderNet::start(localhost(), net_cfg()).await.unwrap();
+    let before_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let mut o = StdTcpStream::connect(net.local_addr()).unwrap();
+    o.set_read_timeout(Some(WAIT)).unwrap();
+    o.write_all(&info_packet(pt::OBSERVERINFO, 4).to_bytes()).unwrap();
+    assert!(matches!(next_event(&mut net).await, LeaderEvent::Packet { from: 4, .. }));
+    let link = net.learner_link(4).expect("a link for sid 4");
+    assert_eq!(link.remote_socket_address, o.local_addr().unwrap());
+    assert!(link.established_ms >= before_ms - 1000 && link.established_ms <= before_ms + 60_000, "{link:?}");
+    assert_eq!((link.packets_received, link.packets_sent, link.requests, link.last_zxid), (0, 0, 0, -1));
+
+    // The handshake: LEADERINFO (written straight to the socket in ZooKeeper: not counted),
+    // ACKEPOCH and the ACK of NEWLEADER (read before the main loop: not counted).
+    let sent = [
+        QuorumPacket::with_data(pt::LEADERINFO, make_zxid(2, 0), vec![0, 1, 0, 0]),
+        QuorumPacket::new(pt::NEWLEADER, make_zxid(2, 0)),
+        QuorumPacket::new(pt::UPTODATE, -1),
+        QuorumPacket::with_data(pt::INFORM, make_zxid(2, 1), vec![7; 20]),
+        QuorumPacket::new(pt::PING, 0),
+    ];
+    for p in &sent {
+        net.send(4, p.clone()).unwrap();
+    }
+    let mut got = vec![0u8; sent.iter().map(|p| p.to_bytes().len()).sum()];
+    o.read_exact(&mut got).unwrap();
+    let received = [
+        QuorumPacket::with_data(pt::ACKEPOCH, 0, vec![0; 12]),
+        QuorumPacket::new(pt::ACK, make_zxid(2, 0)),
+        QuorumPacket::new(pt::ACK, make_zxid(2, 0)),
+        QuorumPacket::with_data(pt::PING, 0, vec![]),
+        QuorumPacket::with_data(pt::REQUEST, 0, vec![0; 16]),
+    ];
+    for p in &received {
+        o.write_all(&p.to_bytes()).unwrap();
+        assert!(matches!(next_event(&mut net).await, LeaderEvent::Packet { from: 4, .. }));
+    }
+    let link = net.learner_link(4).unwrap();
+    // NEWLEADER and UPTODATE are taken off the size without having been added, as in ZooKeeper.
+    assert_eq!((link.queued_packets, link.queued_packets_size), (0, -2 * 28), "{link:?}");
+    assert_eq!(link.packets_sent, 4, "{link:?}");
+    assert_eq!(link.last_zxid, make_zxid(2, 1), "{link:?}");
+    assert_eq!((link.packets_received, link.requests), (3, 1), "{link:?}");
+
+    // observer_connection_stat_reset: the counts and the last zxid, not the queue or the time.
+    net.reset_learner_link(4);
+    let after = net.learner_link(4).unwrap();
+    assert_eq!((after.packets_received, after.packets_sent, after.requests, after.last_zxid), (0, 0, 0, -1));
+    assert_eq!(after.established_ms, link.established_ms);
+    assert!(net.learner_link(5).is_none());
+    drop(o);
+    assert_eq!(next_event(&mut net).await, LeaderEvent::Disconnected { sid: 4 });
+    assert!(net.learner_link(4).is_none());
+    net.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_learner_is_disconnected_not_dropped() {
     let cfg = QuorumNetConfig { send_queue: 4, ..net_cfg() };

@@ -5,7 +5,8 @@
 //! node and a data watch. Same primary names, the same commands failing, Warden's keys
 //! ZooKeeper's (at most fewer) in ZooKeeper's order with the same JSON types, and the values that
 //! follow from the state alike (the role-bearing fields, the counts of learners, ephemerals and
-//! watches). The standalone comparison is `crates/server/tests/admin.rs`.
+//! watches; on the leader the observer's connection figures under ZooKeeper's keys). The
+//! standalone comparison is `crates/server/tests/admin.rs`.
 //!
 //! Every process started is killed by its PID when its guard drops (also on failure).
 
@@ -77,6 +78,47 @@ async fn load(ens: &Mixed) -> Vec<(zk::Client, zk::OneshotWatcher)> {
     held
 }
 
+/// `observers` (ZooKeeper's `SyncedObserverConsCommand`): on the leader, one entry for the
+/// observer (sid 4) with `LearnerHandler.getLearnerHandlerInfo`'s keys, in its order and with its
+/// JSON types; elsewhere `synced_observers` 0 and an empty list, the whole answer alike. `fresh`:
+/// no `orst` has run, so the requests the observer forwarded compare; after one they are 0.
+fn observers_alike(role: &str, z_addr: SocketAddr, w_addr: SocketAddr, fresh: bool) {
+    let (z, w) = (command(z_addr, "obsr"), command(w_addr, "obsr"));
+    oracle::compare_admin_answers(&format!("{role} obsr"), &z, &w, &[]);
+    if role != "leader" {
+        assert_eq!(w, z, "{role} observers");
+        return;
+    }
+    assert_eq!((&w["synced_observers"], &z["synced_observers"]), (&Value::from(1), &Value::from(1)), "{z}\n{w}");
+    let (zo, wo) = (&z["observers"][0], &w["observers"][0]);
+    let keys = |v: &Value| v.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+    assert_eq!(keys(wo), keys(zo), "observer info keys\nZK: {zo}\nWarden: {wo}");
+    assert_eq!(keys(zo).len(), 9, "{zo}");
+    for o in [zo, wo] {
+        assert_eq!(o["sid"], 4, "{o}");
+        let addr = o["remote_socket_address"].as_str().unwrap_or_default();
+        assert!(addr.starts_with("/127.0.0.1:"), "{o}");
+        // A java.util.Date, which Jackson writes as ms since the epoch.
+        let established = o["established"].as_i64().unwrap_or_default();
+        let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        assert!(established > now_ms - 600_000 && established <= now_ms + 1000, "{o}");
+        for k in ["queued_packets", "packets_received", "packets_sent", "requests"] {
+            assert!(o[k].as_u64().is_some(), "{k}: {o}");
+        }
+        // ZooKeeper's NEWLEADER and UPTODATE leave it below 0 by their size after the sync.
+        assert!(o["queued_packets_size"].as_i64().is_some_and(|n| n < 0), "{o}");
+        assert!(o["last_zxid"].as_i64().is_some(), "{o}");
+        if fresh {
+            assert!(o["packets_sent"].as_u64() > Some(0) && o["packets_received"].as_u64() > Some(0), "{o}");
+        }
+    }
+    if fresh {
+        assert_eq!(wo["requests"], zo["requests"], "requests forwarded\nZK: {zo}\nWarden: {wo}");
+    } else {
+        assert_eq!((&wo["requests"], &zo["requests"]), (&Value::from(0), &Value::from(0)), "after orst");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_command_per_role_matches_zookeepers_admin_server() {
     let (mut zk_ens, zk_admins) = ensemble(Kind::ZooKeeper);
@@ -94,18 +136,15 @@ async fn every_command_per_role_matches_zookeepers_admin_server() {
         .collect();
     tokio::task::spawn_blocking(move || {
         for (role, z_addr, w_addr) in pairs {
+            // Before the name loop runs `orst`: the observer's forwarded requests (its client's
+            // createSession, create and sync) are counted alike.
+            observers_alike(role, z_addr, w_addr, true);
             for &name in oracle::ADMIN_NAMES {
                 let (z, w) = (command(z_addr, name), command(w_addr, name));
                 // `server_stats` is a Java bean Jackson prints in reflection order, which is not
                 // stable: a standalone ZooKeeper 3.8 printed it in one order, its leader in
                 // another. Compare those keys as a set.
-                oracle::compare_admin_answers(
-                    &format!("{role} {name}"),
-                    name,
-                    &z,
-                    &w,
-                    &["monitor", "server_stats", "stats"],
-                );
+                oracle::compare_admin_answers(&format!("{role} {name}"), &z, &w, &["monitor", "server_stats", "stats"]);
             }
             // Values that follow from the role and the state.
             let (z, w) = (command(z_addr, "srvr"), command(w_addr, "srvr"));
@@ -127,6 +166,8 @@ async fn every_command_per_role_matches_zookeepers_admin_server() {
             assert_eq!(w, z, "{role} watch_summary");
             let (z, w) = (command(z_addr, "isro"), command(w_addr, "isro"));
             assert_eq!(w, z, "{role} is_read_only");
+            // After the loop's `orst`: the counts start again from 0.
+            observers_alike(role, z_addr, w_addr, false);
             let (z, w) = (command(z_addr, "zabstate"), command(w_addr, "zabstate"));
             assert_eq!(
                 (w["zabstate"].clone(), w["voting"].clone()),

@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 const PURE: &[&str] = &["proto", "tree", "quorum", "node", "driver"];
 
 /// What a pure crate may depend on besides other warden crates. `hdrhistogram` (without its
-/// default features: no serialisation, no I/O) holds the node's latency summaries.
+/// default features: no serialisation, no I/O) holds the node's latency summaries; `crc32fast`
+/// computes the tree digest's CRCs.
 const ALLOWED_DEPENDENCIES: &[&str] =
-    &["bytes", "thiserror", "tracing", "sha1", "base64", "imbl", "ahash", "hdrhistogram"];
+    &["bytes", "thiserror", "tracing", "sha1", "base64", "imbl", "ahash", "hdrhistogram", "crc32fast"];
 
 /// Calls a pure crate's sources must not make: sockets, files, threads, the clock, a global random
 /// source, an async runtime.

@@ -329,6 +329,12 @@ impl Node {
         self.leader().map(Leader::gauges)
     }
 
+    /// On a leader, the observers synced and receiving INFORMs, in sid order (the `observers`
+    /// command); empty in any other role.
+    pub fn synced_observers(&self) -> Vec<Sid> {
+        self.leader().map_or_else(Vec::new, |l| l.synced_observers().collect())
+    }
+
     /// This server's id in an ensemble.
     pub fn my_sid(&self) -> Option<Sid> {
         self.ensemble().map(|q| q.setup.my_sid)

@@ -337,7 +337,7 @@ impl Leader {
         LeaderGauges {
             learners: self.peers.len(),
             synced_followers: synced(Role::Follower),
-            synced_observers: synced(Role::Observer),
+            synced_observers: self.synced_observers().count(),
             pending_syncs: self.pending_syncs.len(),
             syncing: self.peers.values().filter(|p| p.phase == PeerPhase::NewLeaderSent).count(),
         }
@@ -348,6 +348,12 @@ impl Leader {
         for ms in self.ack_latencies.drain(..) {
             record(ms);
         }
+    }
+
+    /// The observers the `synced_observers` gauge counts (synced and receiving INFORMs), in sid
+    /// order: ZooKeeper's `Leader.getObservingLearners`, for the `observers` command.
+    pub fn synced_observers(&self) -> impl Iterator<Item = Sid> + '_ {
+        self.peers.iter().filter(|(_, p)| p.role == Role::Observer && p.synced() && p.forwarding).map(|(s, _)| *s)
     }
 
     /// Learners that ACKed NEWLEADER (synced), in sid order.

@@ -14,6 +14,7 @@ use crate::config::{Config, PeerRole};
 use crate::election::host_port;
 use crate::fourlw::{self, Metric};
 use crate::metrics::ShellMetrics;
+use crate::quorum_net::{LeaderNet, LearnerLink};
 
 /// The error ZooKeeper answers for a command that needs a serving server.
 pub const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests";
@@ -25,16 +26,10 @@ pub struct Command {
     pub name: &'static str,
     pub aliases: &'static [&'static str],
     pub needs_server: bool,
-    /// Not built yet: answered with an error saying so.
-    pub missing: Option<&'static str>,
 }
 
 const fn cmd(name: &'static str, aliases: &'static [&'static str], needs_server: bool) -> Command {
-    Command { name, aliases, needs_server, missing: None }
-}
-
-const fn absent(name: &'static str, aliases: &'static [&'static str], why: &'static str) -> Command {
-    Command { name, aliases, needs_server: true, missing: Some(why) }
+    Command { name, aliases, needs_server }
 }
 
 /// ZooKeeper 3.9's commands, sorted by primary name.
@@ -53,7 +48,7 @@ pub const COMMANDS: &[Command] = &[
     cmd("leader", &["lead"], true),
     cmd("monitor", &["mntr"], false),
     cmd("observer_connection_stat_reset", &["orst"], true),
-    absent("observers", &["obsr"], "the observers command is not supported by Warden yet"),
+    cmd("observers", &["obsr"], true),
     // Answered by `backup.rs` (POST, authenticated), never by `run`.
     cmd("restore", &["rest"], true),
     cmd("ruok", &[], true),
@@ -101,17 +96,16 @@ impl Answer {
 }
 
 /// Runs `cmd` with the query parameters `args` against the node. Resets change the node's
-/// counters, as the four-letter words do.
+/// counters, as the four-letter words do. `links` is the leader's quorum port, while leading: its
+/// learner connections' figures (`observers`, `observer_connection_stat_reset`).
 pub(crate) fn run(
     cmd: &Command,
     args: &BTreeMap<String, String>,
     node: &mut Node,
     cfg: &Config,
     shell: &mut ShellMetrics,
+    links: Option<&LeaderNet>,
 ) -> Answer {
-    if let Some(why) = cmd.missing {
-        return Answer::error(why);
-    }
     if cmd.needs_server && !node.serving() && !node.read_only() {
         return Answer::error(NOT_SERVING);
     }
@@ -175,7 +169,17 @@ pub(crate) fn run(
             }
         },
         "monitor" => monitor(&mut f, node, shell),
-        "observer_connection_stat_reset" | "ruok" => {}
+        // ZooKeeper resets its leader's observer handlers' figures; a follower's only with an
+        // observer-master port, which Warden does not have, so elsewhere nothing changes.
+        "observer_connection_stat_reset" => {
+            if let Some(net) = links {
+                for sid in node.synced_observers() {
+                    net.reset_learner_link(sid);
+                }
+            }
+        }
+        "observers" => observers(&mut f, node, links),
+        "ruok" => {}
         "server_stats" => server_stats(&mut f, node, cfg, shell),
         "stats" => {
             server_stats(&mut f, node, cfg, shell);
@@ -216,6 +220,55 @@ fn configuration(f: &mut Map<String, Value>, cfg: &Config) {
     f.insert("max_session_timeout".into(), json!(cfg.max_session_timeout_ms));
     f.insert("server_id".into(), json!(cfg.my_id.unwrap_or(0)));
     f.insert("client_port_listen_backlog".into(), json!(-1));
+}
+
+/// `observers`: on a leader, its synced observers (`Leader.getObservingLearners`) and each one's
+/// connection figures (`LearnerHandler.getLearnerHandlerInfo`), in sid order (ZooKeeper's set has
+/// no order). Anywhere else 0 and an empty list, as ZooKeeper answers without a leader's
+/// observers (a follower has some only with an observer-master port, which Warden lacks).
+fn observers(f: &mut Map<String, Value>, node: &Node, links: Option<&LeaderNet>) {
+    let sids = match (node.role(), links) {
+        (RoleKind::Leader, Some(_)) => node.synced_observers(),
+        _ => Vec::new(),
+    };
+    let infos: Vec<Value> =
+        sids.iter().filter_map(|&sid| Some(learner_handler_info(sid, &links?.learner_link(sid)?))).collect();
+    f.insert("synced_observers".into(), json!(sids.len()));
+    f.insert("observers".into(), Value::Array(infos));
+}
+
+/// `LearnerHandler.getLearnerHandlerInfo`'s map, in its order; `established` is a
+/// `java.util.Date`, which Jackson writes as ms since the epoch.
+fn learner_handler_info(sid: warden_quorum::Sid, l: &LearnerLink) -> Value {
+    let mut m = Map::new();
+    m.insert("remote_socket_address".into(), json!(java_socket_address(l.remote_socket_address)));
+    m.insert("sid".into(), json!(sid));
+    m.insert("established".into(), json!(l.established_ms));
+    m.insert("queued_packets".into(), json!(l.queued_packets));
+    m.insert("queued_packets_size".into(), json!(l.queued_packets_size));
+    m.insert("packets_received".into(), json!(l.packets_received));
+    m.insert("packets_sent".into(), json!(l.packets_sent));
+    m.insert("requests".into(), json!(l.requests));
+    m.insert("last_zxid".into(), json!(l.last_zxid));
+    Value::Object(m)
+}
+
+/// A socket address as Java's `InetSocketAddress.toString()` prints one the socket reported (no
+/// host name looked up): `/127.0.0.1:2888`, `/[0:0:0:0:0:0:0:1]:2888` (JDK 14 and later bracket
+/// IPv6; an IPv4-mapped address is IPv4 to Java).
+fn java_socket_address(addr: std::net::SocketAddr) -> String {
+    use std::net::IpAddr;
+    let ip = match addr.ip() {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    match ip {
+        IpAddr::V4(v4) => format!("/{v4}:{}", addr.port()),
+        IpAddr::V6(v6) => {
+            let groups: Vec<String> = v6.segments().iter().map(|g| format!("{g:x}")).collect();
+            format!("/[{}]:{}", groups.join(":"), addr.port())
+        }
+    }
 }
 
 /// conn-info: `brief` as `stat` lists them, else in full as `cons` (the fields Warden keeps).
@@ -429,6 +482,14 @@ mod tests {
         assert_eq!(names, sorted);
         assert_eq!(find("mntr").map(|c| c.name), Some("monitor"));
         assert_eq!(find("nope"), None);
+    }
+
+    #[test]
+    fn socket_addresses_print_as_java_does() {
+        assert_eq!(java_socket_address("127.0.0.1:2888".parse().unwrap()), "/127.0.0.1:2888");
+        assert_eq!(java_socket_address("[::1]:2888".parse().unwrap()), "/[0:0:0:0:0:0:0:1]:2888");
+        assert_eq!(java_socket_address("[::ffff:10.0.0.2]:5".parse().unwrap()), "/10.0.0.2:5");
+        assert_eq!(java_socket_address("[fe80::1:ab]:5".parse().unwrap()), "/[fe80:0:0:0:0:0:1:ab]:5");
     }
 
     #[test]

@@ -12,6 +12,7 @@ use warden_proto::quorum::QuorumPacket;
 use warden_storage::{SnapshotBody, SnapshotBodyDecoder, SNAP_SYNC_SIGNATURE};
 use warden_tree::DataTree;
 
+use super::stats::LinkStats;
 use crate::tls::peer::{PeerRead, PeerWrite};
 
 /// Bytes a packet may hold beyond its one large buffer: type, zxid, lengths and authinfo.
@@ -162,6 +163,9 @@ impl PacketReader {
 /// Runs an established connection until it ends: packets read go to `deliver` (wrapped by
 /// `wrap`), packets queued on `out` are written. Ends on the first error, when `kill` fires or its
 /// sender is dropped, or when `out`'s senders are all dropped (after writing what was queued).
+/// With `stats` (the leader's side), the writer counts each packet it takes off the queue and
+/// writes.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn run<T>(
     mut reader: PacketReader,
     wr: PeerWrite,
@@ -170,6 +174,7 @@ pub(crate) async fn run<T>(
     deliver: mpsc::Sender<T>,
     wrap: impl Fn(Incoming) -> Option<T>,
     write_timeout: Duration,
+    stats: Option<&LinkStats>,
 ) -> ConnEnd {
     let read = async {
         loop {
@@ -187,16 +192,22 @@ pub(crate) async fn run<T>(
     };
     tokio::select! {
         end = read => end,
-        end = write_loop(wr, out, write_timeout) => end,
+        end = write_loop(wr, out, write_timeout, stats) => end,
         _ = kill => ConnEnd::Killed,
     }
 }
 
 /// Appends the bytes of `item` to `batch`. A snapshot is serialised on a blocking thread (it
 /// walks the whole tree); `None` if that thread failed.
-async fn encode(item: Outgoing, batch: &mut Vec<u8>) -> Option<()> {
+async fn encode(item: Outgoing, batch: &mut Vec<u8>, stats: Option<&LinkStats>) -> Option<()> {
     match item {
-        Outgoing::Packet(p) => batch.extend_from_slice(&p.to_bytes()),
+        Outgoing::Packet(p) => {
+            batch.extend_from_slice(&p.to_bytes());
+            if let Some(stats) = stats {
+                stats.taken(&p);
+                stats.written(&p);
+            }
+        }
         Outgoing::Snapshot(s) => {
             let bytes = tokio::task::spawn_blocking(move || warden_storage::encode_snap_sync(&s.0, &s.1)).await.ok()?;
             tracing::info!(bytes = bytes.len(), "writing the snapshot stream");
@@ -206,7 +217,12 @@ async fn encode(item: Outgoing, batch: &mut Vec<u8>) -> Option<()> {
     Some(())
 }
 
-async fn write_loop(mut wr: PeerWrite, mut out: mpsc::Receiver<Outgoing>, timeout: Duration) -> ConnEnd {
+async fn write_loop(
+    mut wr: PeerWrite,
+    mut out: mpsc::Receiver<Outgoing>,
+    timeout: Duration,
+    stats: Option<&LinkStats>,
+) -> ConnEnd {
     let mut batch = Vec::with_capacity(WRITE_BATCH);
     loop {
         let Some(item) = out.recv().await else {
@@ -216,7 +232,7 @@ async fn write_loop(mut wr: PeerWrite, mut out: mpsc::Receiver<Outgoing>, timeou
         batch.clear();
         let mut next = Some(item);
         while let Some(item) = next.take() {
-            if encode(item, &mut batch).await.is_none() {
+            if encode(item, &mut batch, stats).await.is_none() {
                 return ConnEnd::Malformed("serialising the snapshot failed".into());
             }
             if batch.len() < WRITE_BATCH {

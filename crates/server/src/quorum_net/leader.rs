@@ -21,6 +21,7 @@ use warden_quorum::Sid;
 use warden_tree::DataTree;
 
 use super::conn::{self, ConnEnd, Incoming, Outgoing, PacketReader};
+use super::stats::{LearnerLink, LinkStats};
 use super::{QuorumNetConfig, SendError};
 
 /// What the leader's consumer receives.
@@ -44,6 +45,8 @@ struct ConnHandle {
     id: u64,
     peer: SocketAddr,
     out: mpsc::Sender<Outgoing>,
+    /// Counted by the owner (queueing) and the connection's reader and writer.
+    stats: Arc<LinkStats>,
     _kill: oneshot::Sender<()>,
 }
 
@@ -128,7 +131,18 @@ impl LeaderNet {
 
     fn send_item(&mut self, to: Sid, item: Outgoing) -> Result<(), SendError> {
         let Some(conn) = self.conns.get(&to) else { return Err(SendError::NotConnected) };
-        match conn.out.try_send(item) {
+        if let Outgoing::Packet(p) = &item {
+            conn.stats.queued(p);
+        }
+        let result = conn.out.try_send(item);
+        if let Err(
+            mpsc::error::TrySendError::Full(Outgoing::Packet(p))
+            | mpsc::error::TrySendError::Closed(Outgoing::Packet(p)),
+        ) = &result
+        {
+            conn.stats.unqueued(p);
+        }
+        match result {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.close(to, "send queue full (learner reads too slowly)");
@@ -165,6 +179,19 @@ impl LeaderNet {
     /// The remote address of learner `sid`'s connection.
     pub fn peer_addr(&self, sid: Sid) -> Option<SocketAddr> {
         self.conns.get(&sid).map(|c| c.peer)
+    }
+
+    /// The figures of learner `sid`'s connection (ZooKeeper's `LearnerHandler.getLearnerHandlerInfo`).
+    pub fn learner_link(&self, sid: Sid) -> Option<LearnerLink> {
+        self.conns.get(&sid).map(|c| c.stats.snapshot())
+    }
+
+    /// Zeroes the packet and request counts of learner `sid`'s connection and forgets its last
+    /// zxid (ZooKeeper's `LearnerHandler.resetObserverConnectionStats`).
+    pub fn reset_learner_link(&self, sid: Sid) {
+        if let Some(c) = self.conns.get(&sid) {
+            c.stats.reset();
+        }
     }
 
     /// Stops accepting, closes every connection and waits for every task to end.
@@ -241,6 +268,10 @@ async fn serve_inner(
     cfg: Arc<QuorumNetConfig>,
     events: mpsc::Sender<Raw>,
 ) {
+    // ZooKeeper's LearnerHandler notes the time it is made, right after the accept.
+    let established_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let _ = stream.set_nodelay(true);
     let mut stream = match cfg.tls.accept(stream, peer).await {
         Ok(s) => s,
@@ -274,15 +305,19 @@ async fn serve_inner(
     };
     let (out_tx, out_rx) = mpsc::channel(cfg.send_queue.max(1));
     let (kill_tx, kill_rx) = oneshot::channel();
-    let handle = ConnHandle { id, peer, out: out_tx, _kill: kill_tx };
+    let stats = Arc::new(LinkStats::new(peer, established_ms));
+    let handle = ConnHandle { id, peer, out: out_tx, stats: stats.clone(), _kill: kill_tx };
     if events.send(Raw::Open { sid, first, conn: handle }).await.is_err() {
         return;
     }
     let wrap = |incoming| match incoming {
-        Incoming::Packet(packet) => Some(Raw::Packet { sid, id, packet }),
+        Incoming::Packet(packet) => {
+            stats.received(&packet);
+            Some(Raw::Packet { sid, id, packet })
+        }
         Incoming::Snapshot { .. } => None,
     };
-    let end = conn::run(reader, wr, out_rx, kill_rx, events.clone(), wrap, cfg.write_timeout).await;
+    let end = conn::run(reader, wr, out_rx, kill_rx, events.clone(), wrap, cfg.write_timeout, Some(&stats)).await;
     match &end {
         ConnEnd::Killed | ConnEnd::ConsumerGone => tracing::debug!(sid, %peer, %end, "learner connection ended"),
         _ => tracing::warn!(sid, %peer, error = %end, "learner connection ended"),

@@ -119,7 +119,7 @@ impl LearnerNet {
                 Incoming::Packet(p) => Some(Raw::Packet(p)),
                 Incoming::Snapshot { zxid, body } => Some(Raw::Snapshot { zxid, body }),
             };
-            let run = conn::run(reader, wr, out_rx, kill_rx, events_tx.clone(), wrap, write_timeout);
+            let run = conn::run(reader, wr, out_rx, kill_rx, events_tx.clone(), wrap, write_timeout, None);
             tokio::select! {
                 _ = conn::stopped(shutdown_rx) => {}
                 end = run => {

@@ -37,6 +37,10 @@
 //! through [`PeerTls`] (`tls/peer.rs`); the packet layer sees a byte stream either way. SASL
 //! (`quorum.auth.*`, `sasl/quorum.rs`) runs next, before the learner's first packet.
 //!
+//! Figures (leader side): each learner connection's packets received and sent, forwarded
+//! requests, queue and last zxid, counted by ZooKeeper's `LearnerHandler` rules with relaxed
+//! atomics where they happen (`stats.rs`), for the `observers` AdminServer command.
+//!
 //! Absent: multiple leader addresses; the observer-master port.
 //! Deviations: a FOLLOWERINFO/OBSERVERINFO without LearnerInfo data (pre-3.4 learners, to which
 //! ZooKeeper assigns a negative counter sid) is refused; the learner retries with backoff (10 ms
@@ -48,6 +52,7 @@
 mod conn;
 mod leader;
 mod learner;
+mod stats;
 
 use std::time::Duration;
 
@@ -58,6 +63,7 @@ use crate::tls::peer::PeerTls;
 
 pub use leader::{LeaderEvent, LeaderNet};
 pub use learner::{ConnectError, LearnerEvent, LearnerNet};
+pub use stats::LearnerLink;
 
 /// Limits and timeouts of the quorum port shell.
 #[derive(Debug, Clone)]

@@ -436,20 +436,12 @@ pub const ADMIN_NAMES: &[&str] = &[
     "nope",
 ];
 
-/// Names Warden answers without the figure ZooKeeper has (docs/operations.md).
-pub const ADMIN_LACKING: &[&str] = &["observers", "obsr"];
-
-/// One command's answers from ZooKeeper (`z`) and Warden (`w`), run as `name` (`what` names it in
-/// failures): the same primary name; for what Warden lacks, an error saying so; otherwise the same
-/// failing or not, and Warden's keys ZooKeeper's in ZooKeeper's order (except for the primary
+/// One command's answers from ZooKeeper (`z`) and Warden (`w`) (`what` names it in failures): the
+/// same primary name, the same failing or not, and Warden's keys ZooKeeper's in ZooKeeper's order (except for the primary
 /// names in `unordered`) with the same JSON types. `environment` and `system_properties` describe
 /// a JVM: only their shape counts.
-pub fn compare_admin_answers(what: &str, name: &str, z: &serde_json::Value, w: &serde_json::Value, unordered: &[&str]) {
+pub fn compare_admin_answers(what: &str, z: &serde_json::Value, w: &serde_json::Value, unordered: &[&str]) {
     assert_eq!(w["command"], z["command"], "{what}: primary name");
-    if ADMIN_LACKING.contains(&name) {
-        assert!(w["error"].is_string(), "{what}: Warden says it lacks it: {w}");
-        return;
-    }
     assert_eq!(w["error"].is_null(), z["error"].is_null(), "{what}: error\nZK: {:.1500}\nWarden: {w}", z.to_string());
     let primary = w["command"].as_str().unwrap_or_default();
     if ["environment", "system_properties"].contains(&primary) {
