@@ -30,6 +30,11 @@ pub use config::Config;
 
 /// The version string Warden reports where ZooKeeper reports its own: a 3.9 server, so clients
 /// enable 3.9 features, followed by Warden's own version.
+/// The wall clock in ms since the Unix epoch (0 before it).
+pub(crate) fn wall_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
 pub const ZK_VERSION: &str = concat!("3.9.3-warden-", env!("CARGO_PKG_VERSION"));
 /// Build time as ZooKeeper 3.5+ prints it after "built on" (`yyyy-MM-dd HH:mm UTC`).
 pub const BUILT_ON: &str = env!("WARDEN_BUILT_ON");

@@ -222,6 +222,7 @@ pub(crate) fn families<'a>(node: &'a Node, shell: &'a ShellMetrics) -> Vec<(&'st
     ];
     let c = node.counters();
     let e = &shell.edge;
+    let (changes_queued, changes_removed) = node.outstanding_changes();
     let counters = [
         ("connection_request_count", c.connection_request_count),
         ("looking_count", c.looking_count),
@@ -237,8 +238,8 @@ pub(crate) fn families<'a>(node: &'a Node, shell: &'a ShellMetrics) -> Vec<(&'st
         ("connection_revalidate_count", c.connection_revalidate_count),
         ("stale_replies", c.stale_replies),
         ("cnxn_closed_without_zk_server_running", c.cnxn_closed_without_zk_server_running),
-        ("outstanding_changes_queued", node.outstanding_changes().0),
-        ("outstanding_changes_removed", node.outstanding_changes().1),
+        ("outstanding_changes_queued", changes_queued),
+        ("outstanding_changes_removed", changes_removed),
         ("bytes_received_count", EdgeCounters::get(&e.bytes_received)),
         ("connection_rejected", EdgeCounters::get(&e.connection_rejected)),
         ("unsuccessful_handshake", EdgeCounters::get(&e.unsuccessful_handshake)),

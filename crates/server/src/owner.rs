@@ -13,7 +13,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, watch};
 use warden_driver::{Command, Driver, DriverConfig, Event as DriverEvent};
@@ -28,7 +28,8 @@ use crate::config::{Config, PeerRole};
 use crate::ensemble::{EnsEvent, Ensemble};
 use crate::fourlw;
 use crate::snapshot::{SnapshotJob, Snapshots, Start};
-use crate::storage::{MsgTiming, Storage, StorageMsg};
+use crate::storage::{millis, MsgTiming, Storage, StorageMsg};
+use crate::wall_ms;
 
 /// Bound of the queue from connection tasks to the owner.
 pub(crate) const EVENT_QUEUE: usize = 4096;
@@ -65,7 +66,7 @@ pub(crate) enum Event {
         report: Report,
         fsync: Option<std::time::Duration>,
         /// The sync processor figures of each message this sync covered.
-        timings: Vec<crate::storage::MsgTiming>,
+        timings: Vec<MsgTiming>,
     },
     FourLetter {
         cmd: FourLetterWord,
@@ -567,12 +568,11 @@ impl Owner {
                         self.record_sync(fsync, appended);
                         // Written here, never queued: no wait, and the write is what the fsync left.
                         let total = started.elapsed();
-                        let ms = |d: Duration| d.as_millis() as u64;
                         self.metrics.record_sync_message(MsgTiming {
                             queue_size: 0,
                             queue_ms: 0,
-                            process_ms: ms(total.saturating_sub(fsync.unwrap_or_default())),
-                            queue_and_flush_ms: ms(total),
+                            process_ms: millis(total.saturating_sub(fsync.unwrap_or_default())),
+                            queue_and_flush_ms: millis(total),
                         });
                         return self.step(DriverEvent::Synced(Report {
                             last: Some(zxid),
@@ -750,8 +750,4 @@ pub(crate) fn quorum_setup(cfg: &Config, my_sid: i64, accepted_epoch: i64, curre
     setup.accepted_epoch = accepted_epoch;
     setup.current_epoch = current_epoch;
     setup
-}
-
-fn wall_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }

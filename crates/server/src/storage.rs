@@ -148,8 +148,8 @@ pub(crate) fn spawn(
         while let Some(first) = batches.blocking_recv() {
             let mut report = Report::default();
             let mut taken = 1;
-            // (queued_at, queue_size, queue_ms, process_ms) of each message in this sync.
-            let mut timings: Vec<(Instant, u64, u64, u64)> = Vec::new();
+            // Each message of this sync: when it was queued, and its figures but the last.
+            let mut timings: Vec<(Instant, MsgTiming)> = Vec::new();
             let mut log = shared.store.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             let mut result = execute_timed(&mut log, first, batches.len(), &mut report, &mut timings);
             // Everything queued goes into this sync, up to the first epoch file (reported with
@@ -168,12 +168,7 @@ pub(crate) fn spawn(
             let done = Instant::now();
             let timings = timings
                 .into_iter()
-                .map(|(queued_at, queue_size, queue_ms, process_ms)| MsgTiming {
-                    queue_size,
-                    queue_ms,
-                    process_ms,
-                    queue_and_flush_ms: millis(done.duration_since(queued_at)),
-                })
+                .map(|(queued_at, t)| MsgTiming { queue_and_flush_ms: millis(done.duration_since(queued_at)), ..t })
                 .collect();
             let fsync = match synced {
                 Ok(took) => took,
@@ -199,15 +194,22 @@ fn execute_timed(
     msg: StorageMsg,
     waiting: usize,
     report: &mut Report,
-    timings: &mut Vec<(Instant, u64, u64, u64)>,
+    timings: &mut Vec<(Instant, MsgTiming)>,
 ) -> Result<(), StorageError> {
     let (queued_at, started) = (msg.queued_at, Instant::now());
     let result = execute(log, msg, report);
-    timings.push((queued_at, waiting as u64, millis(started.duration_since(queued_at)), millis(started.elapsed())));
+    let t = MsgTiming {
+        queue_size: waiting as u64,
+        queue_ms: millis(started.duration_since(queued_at)),
+        process_ms: millis(started.elapsed()),
+        queue_and_flush_ms: 0,
+    };
+    timings.push((queued_at, t));
     result
 }
 
-fn millis(d: Duration) -> u64 {
+/// Whole milliseconds, as ZooKeeper's `Time.currentElapsedTime` differences count them.
+pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 

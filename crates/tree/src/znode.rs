@@ -49,15 +49,7 @@ impl Eq for Znode {}
 
 impl Default for Znode {
     fn default() -> Self {
-        Znode {
-            data: None,
-            acl: empty_acl(),
-            stat: StatPersisted::default(),
-            num_children: 0,
-            child_bound: 0,
-            data_crc: 0,
-            digest: 0,
-        }
+        Znode::new(None, empty_acl(), StatPersisted::default())
     }
 }
 

@@ -269,9 +269,7 @@ async fn serve_inner(
     events: mpsc::Sender<Raw>,
 ) {
     // ZooKeeper's LearnerHandler notes the time it is made, right after the accept.
-    let established_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let established_ms = crate::wall_ms();
     let _ = stream.set_nodelay(true);
     let mut stream = match cfg.tls.accept(stream, peer).await {
         Ok(s) => s,
