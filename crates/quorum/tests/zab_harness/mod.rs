@@ -343,6 +343,7 @@ impl Cluster {
             | Action::Forwarded { .. }
             | Action::Revalidate { .. }
             | Action::Revalidated { .. }
+            | Action::LeaderConfig(_)
             | Action::SyncDone => {}
         }
     }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use warden_proto::election::frame_message;
-use warden_quorum::{ElectionAction, FastLeaderElection, ServerState, Sid};
+use warden_quorum::{ElectionAction, FastLeaderElection, QuorumConfig, ServerState, Sid};
 
 use super::conn::Received;
 use super::link::LinkEvent;
@@ -21,6 +21,8 @@ pub(crate) enum Command {
     Restart { last_zxid: i64, current_epoch: i64, done: oneshot::Sender<()> },
     /// ZAB settled this epoch (`QuorumPeer.updateElectionVote`): answers carry it from now on.
     PeerEpoch(i64),
+    /// A reconfig made this configuration active: it takes effect at the next round.
+    Configure(QuorumConfig, Vec<u8>),
 }
 
 /// A peer as the driver sees it: its send queue and its link's event queue.
@@ -45,6 +47,7 @@ impl Driver {
         let mut actions = Vec::new();
         self.election.start(self.now_ms(), last_zxid, current_epoch, &mut actions);
         self.carry_out(&mut actions);
+        let mut next_config = None;
         loop {
             let deadline =
                 self.election.next_deadline_ms().map(|ms| self.started + std::time::Duration::from_millis(ms));
@@ -55,9 +58,13 @@ impl Driver {
                 cmd = self.commands.recv() => match cmd {
                     Some(Command::Restart { last_zxid, current_epoch, done }) => {
                         restarted = Some(done);
+                        if let Some((config, text)) = next_config.take() {
+                            self.election.set_config(config, text);
+                        }
                         self.election.start(now_ms, last_zxid, current_epoch, &mut actions)
                     }
                     Some(Command::PeerEpoch(epoch)) => self.election.update_peer_epoch(epoch),
+                    Some(Command::Configure(config, text)) => next_config = Some((config, text)),
                     None => break,
                 },
                 Some(received) = self.received.recv() => match received {

@@ -53,7 +53,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use warden_quorum::{Elected, FastLeaderElection, QuorumConfig, Sid};
 
-use crate::config::{PeerRole, PeerSpec};
+use crate::config::{ServerRole, ServerSpec};
 use crate::sasl::quorum::QuorumSasl;
 use crate::tls::peer::PeerTls;
 use driver::{Command, Driver, PeerHandle};
@@ -99,7 +99,7 @@ impl ElectionNet {
     /// `current_epoch`.
     pub async fn start(
         my_id: u64,
-        servers: &BTreeMap<u64, PeerSpec>,
+        servers: &BTreeMap<u64, ServerSpec>,
         last_zxid: i64,
         current_epoch: i64,
     ) -> anyhow::Result<ElectionNet> {
@@ -110,7 +110,7 @@ impl ElectionNet {
     /// `portUnification`) and SASL after each introduction (`quorum.auth.*`).
     pub async fn start_with(
         my_id: u64,
-        servers: &BTreeMap<u64, PeerSpec>,
+        servers: &BTreeMap<u64, ServerSpec>,
         last_zxid: i64,
         current_epoch: i64,
         tls: PeerTls,
@@ -127,12 +127,15 @@ impl ElectionNet {
         let mut observers = Vec::new();
         for spec in servers.values() {
             match spec.role {
-                PeerRole::Participant => voters.push(sid(spec.id)?),
-                PeerRole::Observer => observers.push(sid(spec.id)?),
+                ServerRole::Participant => voters.push(sid(spec.id)?),
+                ServerRole::Observer => observers.push(sid(spec.id)?),
             }
         }
         let mut election = FastLeaderElection::new(my_sid, QuorumConfig::new(voters, observers));
-        election.set_config_text(config_text(servers).into_bytes());
+        // The QuorumVerifier text ZooKeeper peers expect in notifications (`QuorumMaj.toString`); they
+        // act only on a version above their own, which 0 never is.
+        let text = warden_proto::Membership { servers: servers.clone(), version: 0 }.to_text();
+        election.set_config_text(text.into_bytes());
 
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (received_tx, received_rx) = mpsc::channel(RECV_CAPACITY);
@@ -223,6 +226,19 @@ impl ElectionNet {
         self.commands.send(Command::PeerEpoch(epoch)).await.map_err(|_| anyhow::anyhow!("election driver stopped"))
     }
 
+    /// A reconfig made `membership` active: the next round counts its voters and sends its text.
+    /// Absent: links to servers the start-up configuration did not list (they cannot take part
+    /// in an election here until this server restarts with them in its configuration).
+    pub async fn reconfigure(&self, membership: &warden_proto::Membership) -> anyhow::Result<()> {
+        let sid = |id: u64| Sid::try_from(id).ok();
+        let config = QuorumConfig::new(membership.voters().filter_map(sid), membership.observers().filter_map(sid));
+        let text = membership.to_text().into_bytes();
+        self.commands
+            .send(Command::Configure(config, text))
+            .await
+            .map_err(|_| anyhow::anyhow!("election driver stopped"))
+    }
+
     /// Stops every task and closes every connection; returns when all have ended.
     pub async fn stop(mut self) {
         let _ = self.shutdown.send(true);
@@ -244,18 +260,3 @@ pub(crate) fn host_port(host: &str, port: u16) -> String {
     }
 }
 
-/// The QuorumVerifier text ZooKeeper peers expect in notifications (`QuorumMaj.toString`):
-/// one `server.N=host:quorumPort:electionPort:role` line each, then `version=0`. ZooKeeper only
-/// acts on a config whose version is above its own, which version 0 never is.
-fn config_text(servers: &BTreeMap<u64, PeerSpec>) -> String {
-    let mut text = String::new();
-    for s in servers.values() {
-        let role = match s.role {
-            PeerRole::Participant => "participant",
-            PeerRole::Observer => "observer",
-        };
-        text.push_str(&format!("server.{}={}:{}:{}:{role}\n", s.id, s.host, s.quorum_port, s.election_port));
-    }
-    text.push_str("version=0");
-    text
-}
