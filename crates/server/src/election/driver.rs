@@ -2,7 +2,7 @@
 //! ticks at its deadline and restart commands, and carries out its actions (queue a
 //! notification for a peer, publish the outcome). Every protocol decision stays in the machine.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -11,7 +11,7 @@ use warden_quorum::{ElectionAction, FastLeaderElection, QuorumConfig, ServerStat
 
 use super::conn::Received;
 use super::link::LinkEvent;
-use super::queue::SharedQueue;
+use super::peers::Peers;
 use super::ElectionStatus;
 
 /// What the handle asks the driver.
@@ -21,20 +21,15 @@ pub(crate) enum Command {
     Restart { last_zxid: i64, current_epoch: i64, done: oneshot::Sender<()> },
     /// ZAB settled this epoch (`QuorumPeer.updateElectionVote`): answers carry it from now on.
     PeerEpoch(i64),
-    /// A reconfig made this configuration active: it takes effect at the next round.
-    Configure(QuorumConfig, Vec<u8>),
-}
-
-/// A peer as the driver sees it: its send queue and its link's event queue.
-pub(crate) struct PeerHandle {
-    pub queue: SharedQueue,
-    pub link: mpsc::Sender<LinkEvent>,
+    /// A reconfig made this configuration active: it takes effect at the next round; links to
+    /// its new members (sid, election host and port) start at once.
+    Configure(QuorumConfig, Vec<u8>, Vec<(Sid, String, u16)>),
 }
 
 pub(crate) struct Driver {
     pub election: FastLeaderElection,
     pub started: Instant,
-    pub peers: BTreeMap<Sid, PeerHandle>,
+    pub peers: Arc<Peers>,
     pub received: mpsc::Receiver<Received>,
     pub commands: mpsc::Receiver<Command>,
     pub status: watch::Sender<ElectionStatus>,
@@ -64,7 +59,12 @@ impl Driver {
                         self.election.start(now_ms, last_zxid, current_epoch, &mut actions)
                     }
                     Some(Command::PeerEpoch(epoch)) => self.election.update_peer_epoch(epoch),
-                    Some(Command::Configure(config, text)) => next_config = Some((config, text)),
+                    Some(Command::Configure(config, text, members)) => {
+                        for (sid, host, port) in members {
+                            self.peers.ensure(sid, &host, port);
+                        }
+                        next_config = Some((config, text));
+                    }
                     None => break,
                 },
                 Some(received) = self.received.recv() => match received {
@@ -140,7 +140,7 @@ impl Driver {
     }
 
     fn send(&self, to: Sid, frame: Vec<u8>) {
-        let Some(peer) = self.peers.get(&to) else {
+        let Some(peer) = self.peers.get(to) else {
             return tracing::warn!(to, "election wants to send to a server that is not configured");
         };
         peer.queue.put(frame.into());
