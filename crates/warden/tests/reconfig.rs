@@ -7,6 +7,10 @@
 //! 3. server 4, still following without a vote, is made an observer, then promoted to a voter;
 //! 4. the leader is removed by a reconfig sent to a follower: the others elect a new one.
 //!
+//! And in mixed ensembles: an Apache ZooKeeper 3.8 server joins a Warden ensemble by reconfig,
+//! and a Warden server joins a ZooKeeper ensemble by reconfig (both then serve the writes made
+//! before and after).
+//!
 //! After each step every server's `/zookeeper/config` (after a sync) is the new configuration,
 //! the leader's `mntr` quorum size counts its voters, and `zoo<N>.cfg.dynamic.<version>` exists
 //! beside each running server's zoo.cfg. At the end: every write the writer saw acknowledged is
@@ -25,7 +29,7 @@ use zk::{Acls, CreateMode, EnsembleUpdate};
 use zookeeper_client as zk;
 
 mod common;
-use common::mixed::{four_letters, mode, op, ELECT, OP};
+use common::mixed::{four_letters, mode, op, zk_classpath, Kind, ELECT, OP};
 use common::{free_port, stop, warden_command, WorkDir};
 
 /// `super:test`, as kazoo's harness configures it.
@@ -72,21 +76,39 @@ impl Cluster {
         format!("server.{id}=127.0.0.1:{}:{}:{role};127.0.0.1:{}", s.quorum, s.election, s.client.port())
     }
 
-    /// Starts server `id` with a zoo.cfg naming `members` (all participants).
+    /// Starts server `id` (Warden) with a zoo.cfg naming `members` (all participants).
     fn start(&mut self, id: u64, members: &[u64]) {
+        self.start_kind(id, members, Kind::Warden);
+    }
+
+    /// Starts server `id` of `kind` with a zoo.cfg naming `members` (all participants).
+    fn start_kind(&mut self, id: u64, members: &[u64], kind: Kind) {
         let data = self.dir.member_data_dir(id);
         let lines: String = members.iter().map(|m| format!("{}\n", self.line(*m, "participant"))).collect();
         let s = &self.servers[&id];
         let cfg = format!(
             "tickTime=200\ninitLimit=20\nsyncLimit=10\nclientPort={}\nclientPortAddress=127.0.0.1\n\
              dataDir={}\n4lw.commands.whitelist=*\npreAllocSize=1024\nmaxSessionTimeout=30000\n\
+             admin.enableServer=false\n\
              reconfigEnabled=true\nDigestAuthenticationProvider.superDigest={SUPER_DIGEST}\n{lines}",
             s.client.port(),
             data.display()
         );
         std::fs::write(&s.cfg, cfg).unwrap();
         let out = std::fs::OpenOptions::new().create(true).append(true).open(&s.out).unwrap();
-        let child = warden_command(&s.cfg, out).spawn().expect("spawn warden");
+        let child = match kind {
+            Kind::Warden => warden_command(&s.cfg, out).spawn().expect("spawn warden"),
+            // ZooKeeper sets unknown zoo.cfg keys as `zookeeper.`-prefixed system properties, so
+            // the superDigest line above reaches it too.
+            Kind::ZooKeeper => std::process::Command::new("java")
+                .args(["-Xmx256m", "-cp", &zk_classpath(), "org.apache.zookeeper.server.quorum.QuorumPeerMain"])
+                .arg(&s.cfg)
+                .stdin(std::process::Stdio::null())
+                .stdout(out.try_clone().unwrap())
+                .stderr(out)
+                .spawn()
+                .expect("spawn java"),
+        };
         self.servers.get_mut(&id).unwrap().child = Some(child);
     }
 
@@ -335,4 +357,107 @@ async fn grow_shrink_replace_promote_and_remove_the_leader_under_writes() {
         acked.len(),
         c.running()
     );
+}
+
+/// Writes `n` nodes `/<prefix><i>` through `c`; returns their paths.
+async fn write_some(c: &zk::Client, prefix: &str, n: usize) -> Vec<String> {
+    let mut paths = Vec::new();
+    for i in 0..n {
+        let path = format!("/{prefix}{i}");
+        op(c.create(&path, path.as_bytes(), &CreateMode::Persistent.with_acls(Acls::anyone_all())))
+            .await
+            .unwrap_or_else(|e| panic!("create {path}: {e}"));
+        paths.push(path);
+    }
+    paths
+}
+
+/// Every path reads back with its own name on server `id` (after a sync).
+async fn check_paths(c: &Cluster, id: u64, paths: &[String]) {
+    let r = client(&c.connect_string(&[id])).await;
+    op(r.sync("/")).await.unwrap();
+    for path in paths {
+        let (got, _) = op(r.get_data(path)).await.unwrap_or_else(|e| panic!("server {id}: {path}: {e}"));
+        assert_eq!(got, path.as_bytes(), "server {id}: {path}");
+    }
+}
+
+/// A ZooKeeper 3.8 server joins a Warden ensemble: it follows without a vote, a reconfig through
+/// a Warden server adds it, every member (ZooKeeper included) reports the new configuration,
+/// and the ZooKeeper server serves writes made before and after. Then a reconfig removes a
+/// Warden voter and the ensemble still commits with the ZooKeeper server's vote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zookeeper_server_joins_a_warden_ensemble_by_reconfig() {
+    let mut c = Cluster::new(1..=4);
+    for id in 1..=3 {
+        c.start(id, &[1, 2, 3]);
+    }
+    c.wait_modes(&[(1, "follower"), (2, "follower"), (3, "leader")]).await;
+    let w = client(&c.connect_string(&[1])).await;
+    let before = write_some(&w, "before", 20).await;
+    c.start_kind(4, &[1, 2, 3, 4], Kind::ZooKeeper);
+    c.wait_modes(&[(4, "follower")]).await;
+    let admin = client(&c.connect_string(&[2])).await;
+    op(admin.auth("digest", b"super:test")).await.unwrap();
+    let (text, version) = reconfig(&admin, &[c.line(4, "participant")], &[]).await;
+    assert!(text.contains(&c.line(4, "participant")), "{text}");
+    let after = write_some(&w, "after", 20).await;
+    for id in 1..=4 {
+        let r = client(&c.connect_string(&[id])).await;
+        op(r.sync("/")).await.unwrap();
+        let (data, _) = op(r.get_config()).await.unwrap();
+        assert_eq!(String::from_utf8(data).unwrap(), text, "server {id}'s /zookeeper/config (version {version})");
+        check_paths(&c, id, &before).await;
+        check_paths(&c, id, &after).await;
+    }
+    // Without voter 1, the ZooKeeper server's ACK is part of every quorum of {2, 3, 4}.
+    let (text, _) = reconfig(&admin, &[], &["1"]).await;
+    assert!(!text.contains("server.1="), "{text}");
+    c.kill(2);
+    let last = write_some(&client(&c.connect_string(&[3])).await, "last", 5).await;
+    check_paths(&c, 4, &last).await;
+}
+
+/// A Warden server joins an Apache ZooKeeper 3.8 ensemble: it follows a ZooKeeper leader without
+/// a vote, takes the leader's configuration from NEWLEADER, is added by a reconfig through a
+/// ZooKeeper server (a type-16 txn and COMMITANDACTIVATE from ZooKeeper), reports the new
+/// configuration, writes its dynamic config file, and serves and forwards writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warden_server_joins_a_zookeeper_ensemble_by_reconfig() {
+    let mut c = Cluster::new(1..=4);
+    for id in 1..=3 {
+        c.start_kind(id, &[1, 2, 3], Kind::ZooKeeper);
+    }
+    let deadline = Instant::now() + ELECT;
+    loop {
+        let modes: Vec<Option<String>> = (1..=3).map(|id| mode(c.servers[&id].client)).collect();
+        let leaders = modes.iter().filter(|m| m.as_deref() == Some("leader")).count();
+        if leaders == 1 && modes.iter().all(|m| matches!(m.as_deref(), Some("leader" | "follower"))) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no ZooKeeper quorum: {modes:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let z = client(&c.connect_string(&[1])).await;
+    let before = write_some(&z, "before", 20).await;
+    c.start(4, &[1, 2, 3, 4]);
+    c.wait_modes(&[(4, "follower")]).await;
+    let admin = client(&c.connect_string(&[1])).await;
+    op(admin.auth("digest", b"super:test")).await.unwrap();
+    let (text, version) = reconfig(&admin, &[c.line(4, "participant")], &[]).await;
+    assert!(text.contains(&c.line(4, "participant")), "{text}");
+    let w = client(&c.connect_string(&[4])).await;
+    let through_warden = write_some(&w, "via4-", 20).await;
+    for id in 1..=4 {
+        let r = client(&c.connect_string(&[id])).await;
+        op(r.sync("/")).await.unwrap();
+        let (data, _) = op(r.get_config()).await.unwrap();
+        assert_eq!(String::from_utf8(data).unwrap(), text, "server {id}'s /zookeeper/config");
+        check_paths(&c, id, &before).await;
+        check_paths(&c, id, &through_warden).await;
+    }
+    let mut dynamic = c.servers[&4].cfg.as_os_str().to_os_string();
+    dynamic.push(format!(".dynamic.{version}"));
+    let written = std::fs::read_to_string(PathBuf::from(dynamic)).expect("Warden's dynamic config file");
+    assert!(written.contains(&c.line(4, "participant")), "{written}");
 }
