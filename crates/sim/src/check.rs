@@ -76,9 +76,57 @@ pub(crate) struct Checker {
     acked: BTreeMap<i64, Acked>,
     /// Latest acknowledged data version per path (for sync-then-read checks).
     versions: BTreeMap<String, i32>,
+    /// Every configuration any server made active or a client saw acknowledged, by version.
+    configs: BTreeMap<i64, String>,
+    /// The highest version of an acknowledged reconfig.
+    acked_config: i64,
 }
 
 impl Checker {
+    /// At most one configuration per version: every server that activates version `v`, and
+    /// the client whose reconfig made it, see the same members. (A server may go back to an
+    /// older version: a learner that applied an uncommitted reconfig from its log on a role
+    /// change reverts when the new leader's TRUNC reloads its data.)
+    pub(crate) fn config_activated(&mut self, sid: Sid, inc: u64, m: &warden_proto::Membership) -> Result<(), String> {
+        self.one_config_per_version(m.version, m.to_text(), &format!("server {sid} (inc {inc})"))
+    }
+
+    /// A client's reconfig was acknowledged with `text` at `zxid`: a committed change.
+    pub(crate) fn reconfig_acked(&mut self, zxid: i64, text: &str) -> Result<(), String> {
+        let version = text.lines().last().and_then(|l| l.strip_prefix("version="));
+        let version =
+            version.and_then(|v| i64::from_str_radix(v, 16).ok()).ok_or("a reconfig reply without version")?;
+        if version != zxid {
+            return Err(format!("reconfig acknowledged at {zxid:#x} answers version {version:#x}"));
+        }
+        self.acked_config = self.acked_config.max(version);
+        self.one_config_per_version(version, text.to_string(), "a client's reconfig")
+    }
+
+    fn one_config_per_version(&mut self, version: i64, text: String, who: &str) -> Result<(), String> {
+        match self.configs.get(&version) {
+            Some(known) if *known != text => {
+                Err(format!("{who}: two configurations with version {version:#x}:\n{known}\n---\n{text}"))
+            }
+            _ => {
+                self.configs.insert(version, text);
+                Ok(())
+            }
+        }
+    }
+
+    /// Committed configuration changes are never lost: the configuration every server ends with
+    /// is at least as new as every acknowledged reconfig.
+    pub(crate) fn final_config(&self, version: i64) -> Result<(), String> {
+        if version < self.acked_config {
+            return Err(format!(
+                "the final configuration {version:#x} is older than an acknowledged reconfig {:#x}",
+                self.acked_config
+            ));
+        }
+        Ok(())
+    }
+
     fn track(&mut self, sid: Sid) -> &mut Track {
         self.tracks.entry(sid).or_default()
     }

@@ -37,6 +37,7 @@ enum Op {
     Sync,
     Close,
     Ping,
+    Reconfig,
 }
 
 #[derive(Debug)]
@@ -187,6 +188,10 @@ pub(crate) fn wake(w: &mut World, client: usize) -> Result<(), String> {
 }
 
 fn issue(w: &mut World, client: usize) {
+    if w.opts.reconfig && client == 0 && w.rng.gen_bool(0.1) {
+        let req = reconfig_request(w);
+        return send(w, client, Op::Reconfig, req);
+    }
     let mut roll = w.rng.gen_range(0..100);
     if w.faults.scenario == Some(crate::Scenario::PausedLeader) && client % 2 == 1 && roll >= 20 {
         // Half the clients mostly sync and read others' nodes: one that sits on a paused leader
@@ -246,6 +251,25 @@ fn issue(w: &mut World, client: usize) {
     }
 }
 
+/// A random membership change over the run's servers: a server leaves (at least two voters
+/// stay, or the leader refuses), or joins back as a voter or an observer.
+fn reconfig_request(w: &mut World) -> Request {
+    use warden_proto::request::ReconfigRequest;
+    use warden_proto::ServerRole;
+    let all = w.all_sids();
+    let sid = all[w.rng.gen_range(0..all.len())];
+    let (joining, leaving) = match w.rng.gen_range(0..3) {
+        0 => (None, Some(sid.to_string())),
+        r => {
+            let role = if r == 1 { ServerRole::Participant } else { ServerRole::Observer };
+            let mut line = format!("server.{sid}=");
+            crate::world::sim_server(sid, role).render(&mut line);
+            (Some(line), None)
+        }
+    };
+    Request::Reconfig(ReconfigRequest { joining, leaving, new_members: None, cur_config_id: -1 })
+}
+
 pub(crate) fn on_message(w: &mut World, client: usize, conn: ConnId, msg: ClientMsg) -> Result<(), String> {
     let now = w.now;
     let c = &mut w.clients[client];
@@ -301,6 +325,7 @@ pub(crate) fn on_message(w: &mut World, client: usize, conn: ConnId, msg: Client
         Op::Sync => warden_proto::OpCode::Sync.code(),
         Op::Close => warden_proto::OpCode::CloseSession.code(),
         Op::Ping => warden_proto::OpCode::Ping.code(),
+        Op::Reconfig => warden_proto::OpCode::Reconfig.code(),
     };
     let (_, resp) = decode_reply(op_code, body).map_err(|e| format!("client {client}: bad reply: {e}"))?;
     let liveness = matches!(w.phase, Phase::Liveness { .. });
@@ -368,6 +393,17 @@ pub(crate) fn on_message(w: &mut World, client: usize, conn: ConnId, msg: Client
             }
         }
         Op::Sync | Op::Ping => {}
+        Op::Reconfig => {
+            // Refusals (a reconfig in flight, no synced quorum for it, too few voters) are fine.
+            if err == 0 {
+                let Some(Response::GetData { data: Some(data), .. }) = resp else {
+                    return Err(format!("reconfig reply {resp:?}"));
+                };
+                let text = String::from_utf8(data).map_err(|_| "a reconfig reply that is not text")?;
+                w.check.reconfig_acked(hdr.zxid, &text)?;
+                w.summary.reconfigs_acked += 1;
+            }
+        }
         Op::Close => {
             let c = &mut w.clients[client];
             c.session_id = 0;

@@ -56,6 +56,10 @@ pub struct Options {
     /// Servers run with `linearizableReads`: then a plain read of another client's node must see
     /// every write acknowledged before it was sent, as a read after sync does.
     pub linearizable_reads: bool,
+    /// Servers run with `reconfigEnabled` and a configuration; client 0 now and then removes a
+    /// voter, adds a server back as a voter, or makes one an observer (`reconfig`), under the
+    /// same faults, and the configuration invariants are checked (see `check`).
+    pub reconfig: bool,
     /// Print every event to stderr.
     pub trace: bool,
 }
@@ -90,6 +94,8 @@ impl Options {
             scenario,
             // One ensemble seed in three.
             linearizable_reads: !standalone && seed % 3 == 1,
+            // One ensemble seed in four.
+            reconfig: !standalone && seed % 4 == 3,
             trace: false,
         }
     }
@@ -108,6 +114,9 @@ pub struct Summary {
     pub reads_checked: u64,
     pub watch_events: u64,
     pub snap_syncs: u64,
+    /// Configurations made active (summed over servers), and reconfigs acknowledged.
+    pub reconfigs_activated: u64,
+    pub reconfigs_acked: u64,
     /// Liveness phase: virtual ms from healing to every server and client served.
     pub recovery_ms: u64,
     /// The final leader's last applied zxid and tree digest (equal on every server).

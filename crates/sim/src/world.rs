@@ -220,6 +220,9 @@ pub(crate) struct Running {
     leader_conns: BTreeMap<Sid, u64>,
     snap_zxid: Option<i64>,
     pub(crate) clients: BTreeSet<ConnId>,
+    /// A configuration made active since the last election round: the next round counts its
+    /// voters, as the election shell's `Configure` does.
+    next_config: Option<QuorumConfig>,
 }
 
 pub(crate) struct Server {
@@ -367,6 +370,14 @@ impl World {
             s.paused_until = until;
             self.at(until, Ev::Resume { sid });
         }
+    }
+
+    /// The start-up configuration of a reconfig run: the voters and the observers.
+    fn initial_membership(&self) -> warden_proto::Membership {
+        use warden_proto::ServerRole;
+        let voters = self.voters.iter().map(|s| sim_server(*s, ServerRole::Participant));
+        let observers = self.observers.iter().map(|s| sim_server(*s, ServerRole::Observer));
+        warden_proto::Membership::new(voters.chain(observers), 0)
     }
 
     /// Every server: the voters, then the observers.
@@ -549,9 +560,15 @@ impl World {
             max_session_timeout_ms: 8_000,
             server_id: sid as u8,
             linearizable_reads: self.opts.linearizable_reads,
+            reconfig_enabled: self.opts.reconfig,
+            // The reconfiguring client needs no superuser.
+            skip_acl: self.opts.reconfig,
             ..NodeConfig::default()
         };
         let mut setup = QuorumSetup::new(sid, self.voters.iter().copied());
+        if self.opts.reconfig {
+            setup.membership = self.initial_membership();
+        }
         setup.accepted_epoch = accepted;
         setup.current_epoch = current;
         if let Some(limit) = self.faults.max_counter {
@@ -576,7 +593,11 @@ impl World {
             &mut cmds,
         );
         let store = Store::new(data, PRE_ALLOC, recovered.log);
-        let quorum = QuorumConfig::new(self.voters.iter().copied(), self.observers.iter().copied());
+        // The configuration the recovered data made active (the start-up one without reconfig).
+        let quorum = match driver.node().membership().filter(|m| !m.servers.is_empty()) {
+            Some(m) => quorum_config(m),
+            None => QuorumConfig::new(self.voters.iter().copied(), self.observers.iter().copied()),
+        };
         let fle = FastLeaderElection::new(sid, quorum);
         let run = Running {
             driver,
@@ -592,6 +613,7 @@ impl World {
             leader_conns: BTreeMap::new(),
             snap_zxid: None,
             clients: BTreeSet::new(),
+            next_config: None,
         };
         let s = self.server_mut(sid);
         s.inc = inc;
@@ -748,9 +770,15 @@ impl World {
                 }
             }
             Command::Reconfigured { membership } => {
-                // The simulated servers run without a configuration text (no reconfig
-                // scenarios yet), so none is ever activated.
-                return Err(format!("server {sid}: unexpected configuration {}", membership.to_text()));
+                if !self.opts.reconfig {
+                    return Err(format!("server {sid}: a configuration without reconfig: {}", membership.to_text()));
+                }
+                self.trace(|| format!("server {sid} activates configuration {:#x}", membership.version));
+                self.check.config_activated(sid, inc, &membership)?;
+                self.summary.reconfigs_activated += 1;
+                if let Some(r) = self.running(sid, inc) {
+                    r.next_config = Some(quorum_config(&membership));
+                }
             }
         }
         Ok(())
@@ -854,6 +882,9 @@ impl World {
         let inc = self.server(sid).inc;
         let Some(r) = self.running(sid, inc) else { return Ok(()) };
         let (last_zxid, current_epoch) = r.driver.vote();
+        if let Some(config) = r.next_config.take() {
+            r.fle.set_config(config, Vec::new());
+        }
         let mut actions = Vec::new();
         r.fle.start(now, last_zxid, current_epoch, &mut actions);
         self.election_actions(sid, actions)
@@ -1398,12 +1429,50 @@ impl World {
             .map(|s| s.sid)
             .ok_or("no leader at the end")?;
         self.check.final_leader(leader)?;
+        if self.opts.reconfig {
+            // Every server that applied as far as the leader's configuration holds it (one still
+            // catching up may hold an older one), and no acknowledged reconfig is lost.
+            let held = |s: &Server| {
+                let node = s.run.as_ref().map(|r| r.driver.node())?;
+                Some((node.membership()?.version, node.last_processed_zxid()))
+            };
+            let (leader_version, _) =
+                held(&self.servers[(leader - 1) as usize]).ok_or("the leader has no configuration")?;
+            for s in &self.servers {
+                let Some((version, applied)) = held(s) else { continue };
+                if (applied >= leader_version) != (version == leader_version) || version > leader_version {
+                    return Err(format!(
+                        "server {} ends with configuration {version:#x} having applied {applied:#x}; the leader's is {leader_version:#x}",
+                        s.sid
+                    ));
+                }
+            }
+            self.check.final_config(leader_version)?;
+        }
         let r = self.servers[(leader - 1) as usize].run.as_ref().expect("leader runs");
         let (zxid, digest) = (r.driver.node().last_processed_zxid(), r.driver.node().tree().fingerprint());
         self.summary.final_zxid = zxid;
         self.summary.final_digest = digest;
         self.summary.acked_writes = self.check.acked_count();
         Ok(())
+    }
+}
+
+/// The election's view of a configuration.
+fn quorum_config(m: &warden_proto::Membership) -> QuorumConfig {
+    let sid = |id: u64| Sid::try_from(id).ok();
+    QuorumConfig::new(m.voters().filter_map(sid), m.observers().filter_map(sid))
+}
+
+/// The line of simulated server `sid` (addresses are never dialed: the network is simulated).
+pub(crate) fn sim_server(sid: Sid, role: warden_proto::ServerRole) -> warden_proto::ServerSpec {
+    warden_proto::ServerSpec {
+        id: sid as u64,
+        host: format!("10.0.0.{sid}"),
+        quorum_port: 2888,
+        election_port: 3888,
+        role,
+        client: Some(("0.0.0.0".into(), 2181)),
     }
 }
 

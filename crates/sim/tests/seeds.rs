@@ -209,3 +209,30 @@ fn explore() {
     println!("warden-sim explore: {n} seeds from {base:#x}: {failed} failed, {:.1} s", start.elapsed().as_secs_f64());
     assert_eq!(failed, 0);
 }
+
+/// Reconfiguration (one ensemble seed in four): client 0 removes voters, adds servers back as
+/// voters or observers, under the random faults (crashes mid-reconfig, partitions between the
+/// old and the new majority, a leader removed by its own reconfig); one configuration per
+/// version, every acknowledged reconfig survives, and every server ends with the same one.
+#[test]
+fn reconfig_seeds() {
+    let mut quiet = Options::random(3);
+    assert!(quiet.reconfig && !quiet.standalone, "seed 3 reconfigures");
+    quiet.faults = false;
+    let s = check(quiet);
+    assert!(s.reconfigs_acked > 0 && s.reconfigs_activated > 0, "{s:?}");
+    let (mut acked, mut activated, mut n) = (0, 0, 0);
+    for k in 0..env_u64("WARDEN_SIM_RECONFIG_SEEDS").unwrap_or(40) {
+        let seed = 3 + 4 * k;
+        let o = Options::random(seed);
+        if !o.reconfig {
+            continue; // a standalone seed
+        }
+        let s = check(o);
+        acked += s.reconfigs_acked;
+        activated += s.reconfigs_activated;
+        n += 1;
+    }
+    eprintln!("warden-sim: {n} reconfig seeds: {acked} reconfigs acknowledged, {activated} activations");
+    assert!(acked > n, "reconfigs were acknowledged: {acked} over {n} seeds");
+}

@@ -194,6 +194,10 @@ pub(crate) struct Quorum {
     /// A newly active configuration no longer fits the role: left once the machine's actions
     /// of this step are carried out (`Node::drive`).
     role_exit: Option<String>,
+    /// A reload from storage changed the configuration: reported at the next step.
+    pub(crate) reload_config: Option<warden_proto::Membership>,
+    /// The version of the configuration the config files gave at start-up.
+    boot_version: i64,
 }
 
 impl Quorum {
@@ -253,6 +257,7 @@ impl Node {
         node.mode = Mode::Ensemble(Box::new(Quorum {
             accepted_epoch: setup.accepted_epoch,
             current_epoch: setup.current_epoch,
+            boot_version: setup.membership.version,
             setup,
             machine: Machine::Looking,
             looking_since_ms: now.mono_ms,
@@ -270,6 +275,7 @@ impl Node {
             incoming_snapshot: None,
             actions: Vec::new(),
             role_exit: None,
+            reload_config: None,
         }));
         node.write_config_node();
         node
@@ -335,6 +341,11 @@ impl Node {
             Machine::Leader(_) => Some(q.setup.my_sid),
             Machine::Learner(l) => Some(l.leader()),
         }
+    }
+
+    /// The active configuration, in an ensemble (empty when none was given).
+    pub fn membership(&self) -> Option<&warden_proto::Membership> {
+        self.ensemble().map(|q| &q.setup.membership)
     }
 
     /// The number of voting members (ZooKeeper's `quorum_size`), in an ensemble.

@@ -86,21 +86,32 @@ impl Node {
         self.tree.set_config_data(text.into_bytes(), version);
     }
 
-    /// After a restart from storage: the tree's `/zookeeper/config` holds the last reconfig
-    /// replayed from the log or the snapshot; it is the active configuration if newer than the
-    /// one the config files gave. Otherwise the active one is written into the node.
+    /// After a start or a reload from storage, with reconfig enabled: the tree's
+    /// `/zookeeper/config` holds the last configuration the recovered history made active (its
+    /// last reconfig, or what a leader's snapshot carried); that is the active one, unless the
+    /// config files gave a newer version (ZooKeeper boots from its dynamic file, which it writes
+    /// at each activation: the same configuration). Otherwise, and always with reconfig off (the
+    /// static `server.N` lines rule, as in ZooKeeper), the configuration in use is written into
+    /// the node. A change is reported to the shell at the next step (a reload after TRUNC may
+    /// drop a reconfig this server applied and never saw committed).
     pub(crate) fn restored_config(&mut self) {
+        let reconfig_enabled = self.cfg.reconfig_enabled;
         let Some(q) = self.ensemble() else { return };
-        let ours = q.setup.membership.version;
+        if q.setup.membership.servers.is_empty() {
+            return; // no configuration in use (tests)
+        }
         let stored = self.tree.node(CONFIG_NODE).and_then(|n| n.data.as_deref());
         let stored = stored.and_then(|d| std::str::from_utf8(d).ok()).and_then(|t| Membership::parse_text(t).ok());
-        match stored.filter(|m| m.version > ours && !m.servers.is_empty()) {
-            Some(m) => {
+        let usable = |m: &Membership| reconfig_enabled && !m.servers.is_empty() && m.version >= q.boot_version;
+        match stored.filter(usable) {
+            Some(m) if m != q.setup.membership => {
                 tracing::info!(version = format_args!("{:x}", m.version), "configuration from the data directory");
                 let q = self.ensemble_mut();
                 q.setup.voters = warden_quorum::zab::voter_sids(&m);
-                q.setup.membership = m;
+                q.setup.membership = m.clone();
+                q.reload_config = Some(m);
             }
+            Some(_) => {}
             None => self.write_config_node(),
         }
     }
