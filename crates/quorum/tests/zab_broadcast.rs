@@ -26,10 +26,17 @@ impl Ens {
     }
 
     fn established_with(cfg: LeaderConfig) -> Self {
+        Self::established_learners(
+            cfg,
+            &[(2, LearnerRole::Follower), (3, LearnerRole::Follower), (4, LearnerRole::Observer)],
+        )
+    }
+
+    fn established_learners(cfg: LeaderConfig, learners: &[(Sid, LearnerRole)]) -> Self {
         let init = LeaderInit { accepted_epoch: 0, current_epoch: 0, last_zxid: 0, history_base: 0, history: vec![] };
         let leader = Leader::new(cfg, init, 0, &mut Vec::new()).unwrap();
         let mut e = Ens { leader, learners: BTreeMap::new(), to_learner: vec![], leader_log: vec![] };
-        for (sid, role) in [(2, LearnerRole::Follower), (3, LearnerRole::Follower), (4, LearnerRole::Observer)] {
+        for &(sid, role) in learners {
             let state = LocalState { accepted_epoch: 0, current_epoch: 0, last_zxid: 0 };
             let mut out = Vec::new();
             let l = Learner::new(LearnerConfig::new(sid, 1, role), state, 0, &mut out);
@@ -487,4 +494,68 @@ fn acts<A>(call: impl FnOnce(&mut Vec<A>)) -> Vec<A> {
     let mut out = Vec::new();
     call(&mut out);
     out
+}
+
+/// A reconfig commits only with a quorum of the old voters and one of the new, and so does every
+/// proposal after it until it commits; then the new voters alone count. Followers get
+/// COMMITANDACTIVATE and observers INFORMANDACTIVATE, each naming the leader (still a voter).
+#[test]
+fn a_reconfig_needs_both_quorums_then_the_new_voters_alone_count() {
+    use warden_proto::membership::Membership;
+    // 5 follows without a vote; the new configuration is {1, 5, 6} (6 is not even running).
+    let mut e = Ens::established_learners(
+        LeaderConfig::new(1, [1, 2, 3]),
+        &[
+            (2, LearnerRole::Follower),
+            (3, LearnerRole::Follower),
+            (4, LearnerRole::Observer),
+            (5, LearnerRole::Follower),
+        ],
+    );
+    let next =
+        Membership::parse_text("server.1=a:1:2\nserver.5=e:1:2\nserver.6=f:1:2\nserver.4=d:1:2:observer").unwrap();
+    let mut out = Vec::new();
+    let data = Some(next.to_text().into_bytes().into());
+    let txn = Txn::Reconfig { path: "/zookeeper/config".into(), data, version: -1 };
+    let z1 = e.leader.propose(7, 1, 1, txn, &mut out).unwrap();
+    e.leader_actions(out);
+    assert!(e.leader.reconfig_in_flight());
+    let z2 = e.propose(2);
+    let out = acts(|o| e.leader.on_durable(z2, o));
+    e.leader_actions(out);
+    // The old voters' quorum alone commits neither the reconfig nor the proposal after it.
+    e.ack(2, z2);
+    e.ack(3, z2);
+    assert_eq!(e.leader.last_committed(), 0, "{:?}", e.leader_log);
+    // 5's ACK of the reconfig completes the new quorum {1, 5}: the reconfig commits.
+    e.ack(5, z1);
+    assert_eq!(e.leader.last_committed(), z1);
+    assert!(!e.leader.reconfig_in_flight());
+    assert_eq!(e.leader.voters().iter().copied().collect::<Vec<_>>(), [1, 5, 6]);
+    for sid in [2, 3, 5] {
+        let activate: Vec<&QuorumPacket> =
+            e.to_learner.iter().filter(|(s, p)| *s == sid && p.zxid == z1).map(|(_, p)| p).collect();
+        assert_eq!(activate.len(), 2, "follower {sid}: the PROPOSAL, then the commit");
+        assert_eq!(activate[1].packet_type, pt::COMMITANDACTIVATE);
+        assert_eq!(activate[1].data.as_deref(), Some(&1i64.to_be_bytes()[..]), "the designated leader is 1");
+    }
+    let inform: Vec<&QuorumPacket> = e.to_learner.iter().filter(|(s, _)| *s == 4).map(|(_, p)| p).collect();
+    assert_eq!(inform.iter().map(|p| p.packet_type).collect::<Vec<_>>(), [pt::INFORMANDACTIVATE]);
+    assert_eq!(codec::decode_designated(inform[0]).unwrap(), 1);
+    assert_eq!(codec::decode_entry(inform[0]).unwrap().zxid(), z1);
+    // Now only {1, 5, 6} count: 2's and 3's ACKs of z2 do not commit it, 5's does.
+    assert_eq!(e.leader.last_committed(), z1);
+    e.ack(5, z2);
+    assert_eq!(e.leader.last_committed(), z2);
+    let z3 = e.propose(3);
+    let out = acts(|o| e.leader.on_durable(z3, o));
+    e.leader_actions(out);
+    e.ack(2, z3);
+    e.ack(3, z3);
+    assert_eq!(e.leader.last_committed(), z2, "removed voters no longer make a quorum");
+    e.deliver_all();
+    assert_eq!(e.leader.last_committed(), z3, "5 ACKed once delivered");
+    for l in e.learners.values() {
+        assert_eq!(l.last_applied(), z2.max(l.last_applied()));
+    }
 }
