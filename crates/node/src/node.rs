@@ -335,10 +335,7 @@ impl Node {
     /// Handles one input at time `now`, appending what must be done to `out`.
     pub fn step(&mut self, now: Clock, input: Input, out: &mut Vec<Output>) {
         self.now = now;
-        if let Mode::Ensemble(q) = &mut self.mode {
-            if let Some(m) = q.reload_config.take() {
-                out.push(Output::Quorum(crate::QuorumOutput::ConfigChanged { membership: m }));
-            }
+        if let Mode::Ensemble(_) = self.mode {
             // Before anything is served: a role whose lease ran out (a pause, a clock jump) is
             // given up first.
             self.check_lease(out);

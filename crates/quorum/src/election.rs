@@ -100,6 +100,12 @@ pub struct FastLeaderElection {
     my_id: Sid,
     config: QuorumConfig,
     config_text: Vec<u8>,
+    /// The version of `config_text` (0 without one): a LOOKING server adopts a newer
+    /// configuration from a notification.
+    config_version: i64,
+    /// The `last_zxid` and `current_epoch` of the latest [`FastLeaderElection::start`], for a
+    /// round restarted on a newer configuration.
+    start_vote: (i64, i64),
     logical_clock: i64,
     phase: Phase,
     own: Candidate,
@@ -119,6 +125,8 @@ impl FastLeaderElection {
             my_id,
             config,
             config_text: Vec::new(),
+            config_version: 0,
+            start_vote: (-1, -1),
             logical_clock: 0,
             phase: Phase::Idle,
             own: Candidate::NONE,
@@ -134,15 +142,27 @@ impl FastLeaderElection {
     /// Sets the QuorumVerifier text sent in every notification (ZooKeeper peers parse it; give
     /// them the dynamic-config form, e.g. `server.1=h:2888:3888:participant\nversion=0`).
     pub fn set_config_text(&mut self, text: Vec<u8>) {
+        self.config_version = self.config_version.max(config_version(&text).unwrap_or(0));
         self.config_text = text;
     }
 
     /// A new configuration (a reconfig became active). Only between rounds: the shell hands it
     /// over right before [`FastLeaderElection::start`], so no tally of the old voters is mixed
-    /// with the new.
+    /// with the new. Ignored if older than the one in use (which a notification may have
+    /// brought meanwhile).
     pub fn set_config(&mut self, config: QuorumConfig, text: Vec<u8>) {
+        let version = config_version(&text).unwrap_or(0);
+        if version < self.config_version {
+            return;
+        }
         self.config = config;
         self.config_text = text;
+        self.config_version = version;
+    }
+
+    /// The voters and observers counted in the current round.
+    pub fn config(&self) -> &QuorumConfig {
+        &self.config
     }
 
     /// This server's id.
@@ -196,6 +216,7 @@ impl FastLeaderElection {
     /// Starts a round (`lookForLeader`): LOOKING, next logical clock, a vote for ourselves with
     /// our `current_epoch` and `last_zxid` (-1 for a server that must not take part), broadcast.
     pub fn start(&mut self, now_ms: u64, last_zxid: i64, current_epoch: i64, out: &mut Vec<ElectionAction>) {
+        self.start_vote = (last_zxid, current_epoch);
         self.logical_clock += 1;
         self.recvset.clear();
         self.outofelection.clear();
@@ -209,6 +230,16 @@ impl FastLeaderElection {
         self.resend_at_ms = now_ms + self.not_timeout_ms;
         self.broadcast(out);
         self.check_quorum(now_ms, out);
+    }
+
+    /// The configuration in a notification, if it is newer than ours and names voters.
+    fn newer_config(&self, text: &[u8]) -> Option<warden_proto::Membership> {
+        if config_version(text)? <= self.config_version {
+            return None;
+        }
+        let m = warden_proto::Membership::parse_text(std::str::from_utf8(text).ok()?).ok()?;
+        let has_voters = m.voters().next().is_some();
+        has_voters.then_some(m)
     }
 
     /// Whether this server is a voter: only a voter's answers teach anyone anything.
@@ -231,6 +262,17 @@ impl FastLeaderElection {
 
     /// A notification from peer `from` (`WorkerReceiver` then `lookForLeader`).
     pub fn receive(&mut self, from: Sid, n: &Notification, now_ms: u64, out: &mut Vec<ElectionAction>) {
+        if let (Phase::Looking { .. }, Some(m)) = (self.phase, self.newer_config(&n.config)) {
+            // `WorkerReceiver`: a LOOKING server takes a newer configuration from any peer's
+            // notification and restarts the election under it (a server that missed reconfigs
+            // while down would otherwise count the wrong voters, or come back in the wrong role).
+            let sid = |id: u64| Sid::try_from(id).ok();
+            self.config = QuorumConfig::new(m.voters().filter_map(sid), m.observers().filter_map(sid));
+            self.config_text = n.config.clone();
+            self.config_version = m.version;
+            let (last_zxid, current_epoch) = self.start_vote;
+            return self.start(now_ms, last_zxid, current_epoch, out);
+        }
         match self.phase {
             Phase::Idle => {}
             _ if !self.config.is_voter(from) => self.answer_non_voter(from, out),
@@ -484,6 +526,13 @@ impl FastLeaderElection {
         ensure!(v.state != ServerState::Looking, "decided while LOOKING");
         Ok(())
     }
+}
+
+/// The version of a configuration text (`version=<hex>` line), if it has one.
+fn config_version(text: &[u8]) -> Option<i64> {
+    let text = std::str::from_utf8(text).ok()?;
+    let line = text.lines().rev().find_map(|l| l.trim().strip_prefix("version="))?;
+    i64::from_str_radix(line.trim(), 16).ok()
 }
 
 /// The candidate a notification proposes.

@@ -33,7 +33,14 @@ impl Ens {
     }
 
     fn established_learners(cfg: LeaderConfig, learners: &[(Sid, LearnerRole)]) -> Self {
-        let init = LeaderInit { accepted_epoch: 0, current_epoch: 0, last_zxid: 0, history_base: 0, history: vec![] };
+        let init = LeaderInit {
+            accepted_epoch: 0,
+            current_epoch: 0,
+            last_zxid: 0,
+            history_base: 0,
+            history: vec![],
+            pending_config: None,
+        };
         let leader = Leader::new(cfg, init, 0, &mut Vec::new()).unwrap();
         let mut e = Ens { leader, learners: BTreeMap::new(), to_learner: vec![], leader_log: vec![] };
         for &(sid, role) in learners {
@@ -280,7 +287,14 @@ fn revalidate_goes_to_the_leader_and_its_answer_comes_back_to_the_learner() {
 
 #[test]
 fn the_counter_limit_stops_proposals_in_the_epoch_so_a_new_epoch_starts() {
-    let init = LeaderInit { accepted_epoch: 0, current_epoch: 0, last_zxid: 0, history_base: 0, history: vec![] };
+    let init = LeaderInit {
+        accepted_epoch: 0,
+        current_epoch: 0,
+        last_zxid: 0,
+        history_base: 0,
+        history: vec![],
+        pending_config: None,
+    };
     let mut cfg = LeaderConfig::new(1, [1]);
     cfg.max_counter = 2;
     let mut out = Vec::new();

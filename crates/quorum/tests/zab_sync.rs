@@ -39,6 +39,7 @@ fn leader_with(history: &[Zxid], base: Zxid, epoch: i64) -> Leader {
         last_zxid: last,
         history_base: base,
         history: history.iter().map(|z| entry(*z)).collect(),
+        pending_config: None,
     };
     let mut out = Vec::new();
     let l = Leader::new(LeaderConfig::new(1, [1, 2, 3]), init, 0, &mut out).unwrap();
@@ -192,6 +193,7 @@ fn leader_refuses_a_history_with_a_hole() {
             last_zxid: *history.last().unwrap(),
             history_base: base,
             history: history.iter().map(|z| entry(*z)).collect(),
+            pending_config: None,
         };
         let err = Leader::new(LeaderConfig::new(1, [1, 2, 3]), init, 0, &mut Vec::new()).unwrap_err();
         assert!(matches!(err, LeaderInitError::HistoryHole { .. }), "{err}");

@@ -74,6 +74,11 @@ impl Ensemble {
         }
         let election =
             ElectionNet::start_with(my_id, &cfg.servers, last_zxid, current_epoch, tls.clone(), sasl.clone()).await?;
+        if cfg.config_version != 0 {
+            // Notifications carry the configuration's version (a dynamic file's), so LOOKING
+            // peers with an older one adopt it.
+            election.reconfigure(&cfg.membership()).await?;
+        }
         let status = election.subscribe();
         let tick = u64::from(cfg.tick_time_ms);
         let mut net_cfg = QuorumNetConfig::from_ticks(tick, cfg.init_limit, cfg.sync_limit);

@@ -343,6 +343,7 @@ async fn start_ensemble() -> Ensemble {
         last_zxid: make_zxid(1, 5),
         history_base: 0,
         history: history.clone(),
+        pending_config: None,
     };
     let mut cfg = LeaderConfig::new(1, [1, 2, 3]);
     cfg.tick_ms = TICK_MS;

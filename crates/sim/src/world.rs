@@ -41,6 +41,10 @@ const WALL_BASE_MS: i64 = 1_700_000_000_000;
 const MAX_SKEW_MS: i64 = 5_000;
 /// A learner's dial across a cut link fails after this long (connect timeout).
 const DIAL_TIMEOUT_MS: u64 = 1_000;
+/// A refused dial is tried again this long after, doubling each time, at most this many times
+/// (the server's `QuorumNetConfig::retry_delay` and `max_connect_tries`).
+const DIAL_RETRY_MS: u64 = 10;
+const MAX_DIAL_TRIES: u32 = 10;
 
 pub(crate) fn data_dir() -> PathBuf {
     PathBuf::from("/data")
@@ -192,6 +196,8 @@ pub(crate) struct QConn {
     last: [u64; 2],
     /// Items held because their direction is cut (TCP retransmits once it heals).
     held: [VecDeque<QItem>; 2],
+    /// Dials refused so far: the learner's dial loop tries again (`dial_with_retries`).
+    refused: u32,
 }
 
 /// A client connection.
@@ -222,7 +228,7 @@ pub(crate) struct Running {
     pub(crate) clients: BTreeSet<ConnId>,
     /// A configuration made active since the last election round: the next round counts its
     /// voters, as the election shell's `Configure` does.
-    next_config: Option<QuorumConfig>,
+    next_config: Option<(QuorumConfig, Vec<u8>)>,
 }
 
 pub(crate) struct Server {
@@ -242,6 +248,9 @@ pub(crate) struct Server {
     /// and the base of its monotonic clock.
     pub(crate) wall_skew_ms: i64,
     mono_base_ms: u64,
+    /// The configuration last made active here, as the server's dynamic config file keeps it
+    /// (written at each activation, outside the data directory, read at start-up).
+    dynamic_config: Option<warden_proto::Membership>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -292,6 +301,7 @@ impl World {
                 backlog: VecDeque::new(),
                 wall_skew_ms: rng.gen_range(-MAX_SKEW_MS..=MAX_SKEW_MS),
                 mono_base_ms: MONO_BASE_MS + rng.gen_range(0..1_000_000),
+                dynamic_config: None,
             })
             .collect();
         let clients = (0..opts.clients).map(Client::new).collect();
@@ -567,7 +577,7 @@ impl World {
         };
         let mut setup = QuorumSetup::new(sid, self.voters.iter().copied());
         if self.opts.reconfig {
-            setup.membership = self.initial_membership();
+            setup.membership = self.server(sid).dynamic_config.clone().unwrap_or_else(|| self.initial_membership());
         }
         setup.accepted_epoch = accepted;
         setup.current_epoch = current;
@@ -594,11 +604,12 @@ impl World {
         );
         let store = Store::new(data, PRE_ALLOC, recovered.log);
         // The configuration the recovered data made active (the start-up one without reconfig).
-        let quorum = match driver.node().membership().filter(|m| !m.servers.is_empty()) {
-            Some(m) => quorum_config(m),
-            None => QuorumConfig::new(self.voters.iter().copied(), self.observers.iter().copied()),
+        let (quorum, text) = match driver.node().membership().filter(|m| !m.servers.is_empty()) {
+            Some(m) => (quorum_config(m), m.to_text().into_bytes()),
+            None => (QuorumConfig::new(self.voters.iter().copied(), self.observers.iter().copied()), Vec::new()),
         };
-        let fle = FastLeaderElection::new(sid, quorum);
+        let mut fle = FastLeaderElection::new(sid, quorum);
+        fle.set_config_text(text);
         let run = Running {
             driver,
             fle,
@@ -773,12 +784,21 @@ impl World {
                 if !self.opts.reconfig {
                     return Err(format!("server {sid}: a configuration without reconfig: {}", membership.to_text()));
                 }
-                self.trace(|| format!("server {sid} activates configuration {:#x}", membership.version));
+                self.trace(|| {
+                    let (v, o): (Vec<u64>, Vec<u64>) =
+                        (membership.voters().collect(), membership.observers().collect());
+                    format!(
+                        "server {sid} activates configuration {:#x}: voters {v:?} observers {o:?}",
+                        membership.version
+                    )
+                });
                 self.check.config_activated(sid, inc, &membership)?;
                 self.summary.reconfigs_activated += 1;
                 if let Some(r) = self.running(sid, inc) {
-                    r.next_config = Some(quorum_config(&membership));
+                    r.fle.set_config_text(membership.to_text().into_bytes());
+                    r.next_config = Some((quorum_config(&membership), membership.to_text().into_bytes()));
                 }
+                self.server_mut(sid).dynamic_config = Some(membership);
             }
         }
         Ok(())
@@ -882,8 +902,8 @@ impl World {
         let inc = self.server(sid).inc;
         let Some(r) = self.running(sid, inc) else { return Ok(()) };
         let (last_zxid, current_epoch) = r.driver.vote();
-        if let Some(config) = r.next_config.take() {
-            r.fle.set_config(config, Vec::new());
+        if let Some((config, text)) = r.next_config.take() {
+            r.fle.set_config(config, text);
         }
         let mut actions = Vec::new();
         r.fle.start(now, last_zxid, current_epoch, &mut actions);
@@ -1046,6 +1066,7 @@ impl World {
                         accepted: false,
                         last: [now, now],
                         held: [VecDeque::new(), VecDeque::new()],
+                        refused: 0,
                     };
                     self.qconns.insert(conn, qc);
                     if self.faults.cut(sid, to) || self.faults.cut(to, sid) {
@@ -1107,9 +1128,21 @@ impl World {
         if !c.open {
             return Ok(());
         }
-        let (leader, learner) = (c.leader, c.learner);
+        let (leader, learner, refused) = (c.leader, c.learner, c.refused);
         let listening = self.server(leader).run.as_ref().is_some_and(|r| r.driver.node().role() == RoleKind::Leader);
-        if !listening || self.faults.cut(learner, leader) || self.faults.cut(leader, learner) {
+        let cut = self.faults.cut(learner, leader) || self.faults.cut(leader, learner);
+        if !listening && !cut && refused < MAX_DIAL_TRIES {
+            // Refused (the leader has not opened its port yet): the dial loop tries again after a
+            // growing delay, as the server's does.
+            self.trace(|| format!("server {learner}: leader {leader} refused the dial; retrying"));
+            if let Some(c) = self.qconns.get_mut(&conn) {
+                c.refused += 1;
+            }
+            let t = self.now + (DIAL_RETRY_MS << refused.min(6));
+            self.at(t, Ev::Dial { conn });
+            return Ok(());
+        }
+        if !listening || cut {
             // The learner always hears of a failed dial (refused, or its connect times out), as
             // the server's dial loop reports `PeerDisconnected`.
             self.trace(|| format!("server {learner} cannot connect to leader {leader}"));

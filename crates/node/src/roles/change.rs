@@ -17,11 +17,15 @@ impl Node {
         q.revalidating.clear();
         q.touched.clear();
         let pending: Vec<TxnEntry> = q.log.iter().filter(|e| e.zxid() > applied).cloned().collect();
+        // The log is this server's history: a new role starts from all of it, as ZooKeeper
+        // reloads its database (the new leader's sync confirms or truncates it). A reconfig
+        // among these txns was never seen committed: its configuration does not become active
+        // (a leader finishes it, `LeaderInit::pending_config`).
+        self.ensemble_mut().replaying_log = true;
         for e in pending {
-            // The log is this server's history: a new role starts from all of it, as ZooKeeper
-            // reloads its database (the new leader's sync confirms or truncates it).
             self.apply(e.hdr, &e.txn, Origin::Internal, out);
         }
+        self.ensemble_mut().replaying_log = false;
     }
 
     /// Stops the current machine without asking for an election.
@@ -71,13 +75,26 @@ impl Node {
         let now_ms = self.now.mono_ms;
         let reconfig_enabled = self.cfg.reconfig_enabled;
         let q = self.ensemble_mut();
+        // A reconfig in the log above the active configuration: proposed, never seen committed.
+        let active_version = q.setup.membership.version;
+        let pending_config = q.log.iter().rev().find_map(|e| match &*e.txn {
+            Txn::Reconfig { data: Some(d), .. }
+                if e.zxid() > active_version && !q.setup.membership.servers.is_empty() =>
+            {
+                let m = warden_proto::Membership::parse_text(std::str::from_utf8(d).ok()?).ok()?;
+                Some((e.zxid(), m))
+            }
+            _ => None,
+        });
         let mut cfg = LeaderConfig::new(q.setup.my_sid, q.setup.voters.iter().copied());
         cfg.tick_ms = tick_ms;
         cfg.init_limit = q.setup.init_limit;
         cfg.sync_limit = q.setup.sync_limit;
         cfg.max_committed_log = LOG_KEEP;
         cfg.max_counter = q.setup.max_counter;
-        cfg.membership = Some(q.setup.membership.clone()).filter(|m| !m.servers.is_empty());
+        // NEWLEADER carries the last configuration seen, as ZooKeeper's.
+        let last_seen = pending_config.as_ref().map_or(&q.setup.membership, |(_, m)| m);
+        cfg.membership = Some(last_seen.clone()).filter(|m| !m.servers.is_empty());
         cfg.reconfig_enabled = reconfig_enabled;
         let init = LeaderInit {
             accepted_epoch: q.accepted_epoch,
@@ -85,6 +102,7 @@ impl Node {
             last_zxid: q.last_logged(),
             history_base: q.log_base,
             history: q.log.iter().cloned().collect(),
+            pending_config,
         };
         // The leader owns expiry now: every session gets a fresh deadline, as ZooKeeper's new
         // leader does when it builds its session tracker.

@@ -195,9 +195,8 @@ pub(crate) struct Quorum {
     /// of this step are carried out (`Node::drive`).
     role_exit: Option<String>,
     /// A reload from storage changed the configuration: reported at the next step.
-    pub(crate) reload_config: Option<warden_proto::Membership>,
-    /// The version of the configuration the config files gave at start-up.
-    boot_version: i64,
+    /// The log is being applied on a role change: a reconfig met there is not active yet.
+    replaying_log: bool,
 }
 
 impl Quorum {
@@ -257,7 +256,6 @@ impl Node {
         node.mode = Mode::Ensemble(Box::new(Quorum {
             accepted_epoch: setup.accepted_epoch,
             current_epoch: setup.current_epoch,
-            boot_version: setup.membership.version,
             setup,
             machine: Machine::Looking,
             looking_since_ms: now.mono_ms,
@@ -275,7 +273,7 @@ impl Node {
             incoming_snapshot: None,
             actions: Vec::new(),
             role_exit: None,
-            reload_config: None,
+            replaying_log: false,
         }));
         node.write_config_node();
         node

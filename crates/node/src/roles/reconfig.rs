@@ -86,41 +86,22 @@ impl Node {
         self.tree.set_config_data(text.into_bytes(), version);
     }
 
-    /// After a start or a reload from storage, with reconfig enabled: the tree's
-    /// `/zookeeper/config` holds the last configuration the recovered history made active (its
-    /// last reconfig, or what a leader's snapshot carried); that is the active one, unless the
-    /// config files gave a newer version (ZooKeeper boots from its dynamic file, which it writes
-    /// at each activation: the same configuration). Otherwise, and always with reconfig off (the
-    /// static `server.N` lines rule, as in ZooKeeper), the configuration in use is written into
-    /// the node. A change is reported to the shell at the next step (a reload after TRUNC may
-    /// drop a reconfig this server applied and never saw committed).
+    /// After a start or a reload from storage: the configuration in use is written into
+    /// `/zookeeper/config`, as ZooKeeper's `initConfigInZKDatabase` does when it loads its
+    /// database. The recovered tree may hold a reconfig from the log that was never committed; the
+    /// configuration in use is the one last activated (the dynamic config file a reconfig-enabled
+    /// server writes at each activation, which it boots from).
     pub(crate) fn restored_config(&mut self) {
-        let reconfig_enabled = self.cfg.reconfig_enabled;
-        let Some(q) = self.ensemble() else { return };
-        if q.setup.membership.servers.is_empty() {
-            return; // no configuration in use (tests)
-        }
-        let stored = self.tree.node(CONFIG_NODE).and_then(|n| n.data.as_deref());
-        let stored = stored.and_then(|d| std::str::from_utf8(d).ok()).and_then(|t| Membership::parse_text(t).ok());
-        let usable = |m: &Membership| reconfig_enabled && !m.servers.is_empty() && m.version >= q.boot_version;
-        match stored.filter(usable) {
-            Some(m) if m != q.setup.membership => {
-                tracing::info!(version = format_args!("{:x}", m.version), "configuration from the data directory");
-                let q = self.ensemble_mut();
-                q.setup.voters = warden_quorum::zab::voter_sids(&m);
-                q.setup.membership = m.clone();
-                q.reload_config = Some(m);
-            }
-            Some(_) => {}
-            None => self.write_config_node(),
-        }
+        self.write_config_node();
     }
 
     /// A reconfig txn was applied (the tree holds its text): the configuration it carries
     /// becomes the active one.
     pub(crate) fn reconfig_applied(&mut self, data: Option<&[u8]>, out: &mut Vec<Output>) {
-        if self.ensemble().is_none() {
-            return; // a standalone server replaying an ensemble's log
+        match self.ensemble() {
+            None => return,                       // a standalone server replaying an ensemble's log
+            Some(q) if q.replaying_log => return, // never seen committed
+            Some(_) => {}
         }
         let parsed = data.and_then(|d| std::str::from_utf8(d).ok()).map(Membership::parse_text);
         match parsed {

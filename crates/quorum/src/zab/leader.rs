@@ -85,6 +85,11 @@ pub struct LeaderInit {
     pub history_base: Zxid,
     /// The tail of the log after `history_base`, in zxid order, ending at `last_zxid`.
     pub history: Vec<TxnEntry>,
+    /// A reconfig in the history that this server never saw committed (its zxid and the
+    /// configuration it makes): `LeaderConfig::voters` is the configuration before it. The epoch
+    /// and NEWLEADER then need a quorum of both, and the new configuration becomes active once
+    /// established (ZooKeeper's last-seen quorum verifier in the NEWLEADER proposal).
+    pub pending_config: Option<(Zxid, Membership)>,
 }
 
 /// Why a leader cannot start from what its storage holds.
@@ -294,6 +299,7 @@ impl Leader {
         if prev != init.last_zxid {
             return Err(LeaderInitError::HistoryEnd { history: prev, log: init.last_zxid });
         }
+        let pending_configs: Vec<(Zxid, Membership)> = init.pending_config.into_iter().collect();
         let mut leader = Leader {
             accepted_epoch: init.accepted_epoch,
             current_epoch: init.current_epoch,
@@ -315,7 +321,7 @@ impl Leader {
             round_started: 0,
             round_confirmed: 0,
             sync_round: None,
-            pending_configs: Vec::new(),
+            pending_configs,
             out: Vec::new(),
             cfg,
         };
@@ -687,7 +693,7 @@ impl Leader {
         let Some(p) = self.peers.get_mut(&from) else { return };
         p.phase = PeerPhase::EpochAcked;
         p.last_zxid = packet.zxid;
-        if current != -1 && p.role == Role::Follower && self.cfg.voters.contains(&from) {
+        if current != -1 && p.role == Role::Follower && self.counts(from) {
             self.epoch_ackers.insert(from);
         }
         if self.phase.epoch_quorum() {
@@ -699,8 +705,9 @@ impl Leader {
 
     fn check_epoch_quorum(&mut self) {
         let Phase::AgreeingEpoch { epoch } = self.phase else { return };
-        let ackers: Vec<Sid> = self.epoch_ackers.iter().copied().filter(|s| self.peers.contains_key(s)).collect();
-        if !self.is_quorum(ackers.into_iter().chain([self.cfg.my_sid])) {
+        let ackers: BTreeSet<Sid> =
+            self.epoch_ackers.iter().copied().filter(|s| self.peers.contains_key(s)).chain([self.cfg.my_sid]).collect();
+        if !self.is_quorum_of_all(&ackers) {
             return;
         }
         self.phase = Phase::WritingCurrentEpoch { epoch };
@@ -830,7 +837,7 @@ impl Leader {
                 if let Some(sent) = p.pings.pop_front() {
                     p.vouched_ms = p.vouched_ms.max(sent);
                 }
-                if p.role == Role::Follower && self.cfg.voters.contains(&from) {
+                if p.role == Role::Follower && self.counts(from) {
                     self.newleader_ackers.insert(from);
                 }
                 if self.is_established() {
@@ -857,9 +864,22 @@ impl Leader {
 
     fn check_established(&mut self) {
         let Phase::Syncing { epoch } = self.phase else { return };
-        let ackers: Vec<Sid> = self.newleader_ackers.iter().copied().filter(|s| self.peers.contains_key(s)).collect();
-        if !self.is_quorum(ackers.into_iter().chain([self.cfg.my_sid])) {
+        let ackers: BTreeSet<Sid> = self
+            .newleader_ackers
+            .iter()
+            .copied()
+            .filter(|s| self.peers.contains_key(s))
+            .chain([self.cfg.my_sid])
+            .collect();
+        if !self.is_quorum_of_all(&ackers) {
             return;
+        }
+        // The history is committed now, a reconfig in it too: its configuration is active.
+        while let Some(&(rz, _)) = self.pending_configs.first().filter(|(rz, _)| *rz <= self.committed) {
+            self.activate_config(rz);
+        }
+        if !self.cfg.voters.contains(&self.cfg.my_sid) {
+            return self.stop("this leader is not a voter of the configuration its history makes active");
         }
         self.phase = Phase::Broadcast { epoch };
         self.out.push(Action::Broadcasting { epoch });
@@ -1043,6 +1063,17 @@ impl Leader {
             .map_or(self.cfg.my_sid, |(s, _)| *s)
     }
 
+    /// Whether `sid`'s ACKs count: a voter of the active configuration or of a pending one.
+    fn counts(&self, sid: Sid) -> bool {
+        self.cfg.voters.contains(&sid) || self.pending_configs.iter().any(|(_, m)| voter_sids(m).contains(&sid))
+    }
+
+    /// A quorum of the active voters and of every pending configuration's voters.
+    fn is_quorum_of_all(&self, ackers: &BTreeSet<Sid>) -> bool {
+        majority_of(&self.cfg.voters, ackers)
+            && self.pending_configs.iter().all(|(_, m)| majority_of(&voter_sids(m), ackers))
+    }
+
     /// Whether a reconfig is proposed and not yet committed.
     pub fn reconfig_in_flight(&self) -> bool {
         !self.pending_configs.is_empty()
@@ -1128,8 +1159,14 @@ impl Leader {
                 return Err(format!("learner {sid} forwarding flag disagrees with its phase"));
             }
         }
-        if self.newleader_ackers.iter().chain(&self.epoch_ackers).any(|s| !self.cfg.voters.contains(s)) {
+        if self.newleader_ackers.iter().chain(&self.epoch_ackers).any(|s| !self.counts(*s)) {
             return Err("a non-voter counted in a quorum".into());
+        }
+        if self.pending_configs.windows(2).any(|w| w[0].0 >= w[1].0)
+            || self.pending_configs.iter().any(|(rz, _)| *rz > self.last_proposed)
+            || (self.phase.established() && self.pending_configs.iter().any(|(rz, _)| *rz <= self.committed))
+        {
+            return Err("a pending configuration out of order, never proposed, or committed".into());
         }
         Ok(())
     }

@@ -196,6 +196,7 @@ impl Cluster {
             last_zxid: node.last_zxid(),
             history_base: 0,
             history: node.log.clone(),
+            pending_config: None,
         };
         let cfg = self.leader_cfg(best);
         let mut out = Vec::new();

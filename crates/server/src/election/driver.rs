@@ -63,6 +63,9 @@ impl Driver {
                         for (sid, host, port) in members {
                             self.peers.ensure(sid, &host, port);
                         }
+                        // Answers carry the new configuration at once (peers LOOKING adopt it);
+                        // its voters count from the next round.
+                        self.election.set_config_text(text.clone());
                         next_config = Some((config, text));
                     }
                     None => break,
