@@ -10,6 +10,8 @@
 //!   `PersistEpoch{Current}`, waits until that is durable, then ACKs NEWLEADER;
 //! * proposal ACKs are sent only after the NEWLEADER ACK and only for durable txns, and then for
 //!   every txn of the leader's epoch but those the sync stream committed before NEWLEADER;
+//! * nothing but the NEWLEADER ACK is sent between NEWLEADER and that ACK (a PING is answered
+//!   after it);
 //! * nothing is applied before UPTODATE, and then only txns both committed and durable.
 
 use std::collections::VecDeque;
@@ -113,6 +115,8 @@ struct NewLeader {
     /// Last txn the sync stream committed before NEWLEADER: ZooKeeper's learner applies those
     /// without ACKing them, and ACKs every later one (see `ack_durable`).
     sync_committed: Zxid,
+    /// A PING that came before the NEWLEADER ACK went out, answered right after it.
+    deferred_ping: Option<Zxid>,
     epoch_requested: bool,
     epoch_durable: bool,
     acked: bool,
@@ -380,7 +384,13 @@ impl Learner {
                 Ok(())
             }
             (pt::PING, s) if s >= Stage::AwaitSyncMode => {
-                self.out.push(Action::PingReply { to: self.cfg.leader_sid, zxid: p.zxid });
+                match &mut self.newleader {
+                    // ZooKeeper's leader PINGs a learner as soon as it has queued NEWLEADER, but
+                    // takes nothing but the NEWLEADER ACK as the learner's next packet (its
+                    // LearnerHandler: "Next packet was supposed to be an ACK"; so does ours).
+                    Some(nl) if !nl.acked => nl.deferred_ping = Some(p.zxid),
+                    _ => self.out.push(Action::PingReply { to: self.cfg.leader_sid, zxid: p.zxid }),
+                }
                 Ok(())
             }
             (pt::SYNC, Stage::Broadcast) => {
@@ -495,6 +505,9 @@ impl Learner {
             if nl.epoch_durable && !nl.acked {
                 nl.acked = true;
                 self.send(QuorumPacket::new(pt::ACK, make_zxid(self.new_epoch, 0)));
+                if let Some(zxid) = nl.deferred_ping.take() {
+                    self.out.push(Action::PingReply { to: self.cfg.leader_sid, zxid });
+                }
             }
             self.newleader = Some(nl);
             if nl.acked && self.cfg.role == LearnerRole::Follower {
