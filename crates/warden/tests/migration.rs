@@ -92,7 +92,7 @@ async fn writer(servers: String, stop: Arc<AtomicBool>) -> Vec<Ack> {
     let mut i = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let data = format!("w{i}").into_bytes();
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             match tokio::time::timeout(OP, c.create("/mig/seq/n-", &data, &seq)).await {
                 Ok(Ok((stat, n))) => acks.push(Ack {
                     at_ms: now_ms(),
