@@ -4,7 +4,7 @@
 //! `scripts/migrate-from-zookeeper --local`: the followers first, the leader last.
 //!
 //! The load: a writer (one session, every server in its connect string) alternating sequential
-//! creates and compare-and-set setData, recording each acknowledged write with its zxid and the
+//! creates and compare-and-set setData (paced, at most ~200 a second), recording each acknowledged write with its zxid and the
 //! time of its reply; four more sessions (one pinned to each server, one with all three) each
 //! holding an ephemeral node and a data watch, their session states recorded.
 //!
@@ -37,6 +37,9 @@ const SESSION: Duration = Duration::from_secs(20);
 /// leader's replacement is the client library's back-off (zookeeper-client 0.11 waits 300 ms,
 /// doubling, after each round of servers that refused it while they elected), not the election.
 const MAX_PAUSE_MS: u64 = 15_000;
+
+/// The writer's pause after each acknowledged write.
+const WRITE_PACE: Duration = Duration::from_millis(5);
 
 fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
@@ -138,6 +141,10 @@ async fn writer(servers: String, stop: Arc<AtomicBool>) -> Vec<Ack> {
             }
         }
         i += 1;
+        // Paced (at most ~200 writes a second): uncapped, two ZooKeeper servers committed ~750 txns
+        // a second, more than a debug-build Warden follower on a busy 2-core machine keeps up
+        // with, and the ZooKeeper leader drops a follower that lags syncLimit ticks behind.
+        tokio::time::sleep(WRITE_PACE).await;
     }
     acks
 }
