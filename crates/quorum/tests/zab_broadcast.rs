@@ -345,6 +345,39 @@ fn a_sync_is_done_only_once_every_commit_before_it_is_applied() {
     f.check_invariants().unwrap();
 }
 
+/// Found migrating a ZooKeeper 3.8 ensemble to Warden (crates/warden/tests/migration.rs): a
+/// ZooKeeper leader's LearnerHandler (its `SyncLimitCheck`) waits for the ACK of one proposal it
+/// sent at a time and closes the connection ("transaction timeout") when that ACK has not come
+/// within syncLimit ticks; ZooKeeper's follower ACKs every proposal it logs, committed or not.
+/// A Warden follower whose COMMIT arrived (the leader and the other follower being quicker)
+/// before the txn was durable here never ACKed it, so a ZooKeeper leader dropped it syncLimit
+/// ticks after it joined under load. Every proposal is ACKed once durable, even if committed.
+#[test]
+fn a_proposal_committed_before_it_is_durable_is_still_acked() {
+    let mut e = Ens::established();
+    let mut f = e.learners.remove(&2).unwrap();
+    let txn = Txn::CreateSession { timeout_ms: 1000 };
+    let zxid = e.leader.propose(7, 1, 1, txn.clone(), &mut Vec::new()).unwrap();
+    let entry = TxnEntry {
+        hdr: warden_proto::txn::TxnHeader { client_id: 7, cxid: 1, zxid, time_ms: 1, txn_type: txn.op().code() },
+        txn: txn.into(),
+        digest: None,
+    };
+    acts(|o| f.on_packet(&codec::proposal(&entry), 0, o));
+    acts(|o| f.on_packet(&QuorumPacket::new(pt::COMMIT, zxid), 0, o));
+    let out = acts(|o| f.on_durable(zxid, o));
+    let acks: Vec<Zxid> = out
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send { to: 1, packet } if packet.packet_type == pt::ACK => Some(packet.zxid),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(acks, [zxid], "the ACK of a durable proposal, although its COMMIT came first: {out:?}");
+    assert!(out.iter().any(|a| matches!(a, Action::ApplyCommitted(x) if x.zxid() == zxid)), "{out:?}");
+    f.check_invariants().unwrap();
+}
+
 /// Found by the simulator (seed 0xcb09400282a07c4d): a voter that accepted a newer epoch from a
 /// leader attempt that never established refuses this leader's older epoch on every try, and the
 /// election keeps sending it back here; the leader steps down so the next epoch is above it.

@@ -350,6 +350,64 @@ fn a_lost_uptodate_is_noticed_only_through_the_connection_closing() {
     assert!(matches!(acts(|o| learner.on_disconnect(o)).as_slice(), [Action::GoLooking { .. }]));
 }
 
+/// Found migrating a ZooKeeper 3.8 ensemble to Warden (crates/warden/tests/migration.rs): a
+/// ZooKeeper leader PINGs a learner from the moment it has queued NEWLEADER, and its LearnerHandler
+/// closes the connection if the learner's next packet is anything but the NEWLEADER ACK ("Next
+/// packet was supposed to be an ACK, but received packet: PING"); ZooKeeper's learner does not
+/// answer PINGs during sync. A PING that comes while the learner makes the synced history and
+/// currentEpoch durable is answered only after the NEWLEADER ACK.
+#[test]
+fn a_ping_before_the_newleader_ack_is_answered_after_it() {
+    let mut leader = leader_with(&[z(1, 1), z(1, 2)], 0, 1);
+    let (mut learner, mut log, sync) = handshake(&mut leader, z(1, 1), 1);
+    feed(&mut learner, &sync, &mut log);
+    let out = acts(|o| learner.on_packet(&QuorumPacket::new(pt::PING, z(1, 2)), 0, o));
+    assert!(out.is_empty(), "nothing before the NEWLEADER ACK: {out:?}");
+    let mut out = acts(|o| learner.on_durable(z(1, 2), o));
+    out.extend(acts(|o| learner.on_epoch_durable(EpochKind::Current, 2, o)));
+    let sent: Vec<(i32, Zxid)> = out
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send { to: 1, packet } => Some((packet.packet_type, packet.zxid)),
+            Action::PingReply { to: 1, zxid } => Some((pt::PING, *zxid)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent, [(pt::ACK, z(2, 0)), (pt::PING, z(1, 2))], "{out:?}");
+    learner.check_invariants().unwrap();
+    // Once the ACK is out, a PING is answered at once.
+    let out = acts(|o| learner.on_packet(&QuorumPacket::new(pt::PING, z(1, 2)), 0, o));
+    assert_eq!(out, [Action::PingReply { to: 1, zxid: z(1, 2) }]);
+}
+
+/// The case the migration test met first (see `a_proposal_committed_before_it_is_durable_is_still_acked`
+/// in zab_broadcast.rs): a proposal a ZooKeeper leader forwards after NEWLEADER is committed by
+/// the leader and its other follower before this learner has it durable. It is ACKed all the
+/// same once durable (ZooKeeper's learner logs and ACKs every proposal after NEWLEADER), while the
+/// txns the sync stream committed before NEWLEADER are not.
+#[test]
+fn a_proposal_after_newleader_committed_before_it_is_durable_is_acked() {
+    let mut leader = leader_with(&[z(1, 1), z(1, 2)], 0, 1);
+    let (mut learner, mut log, sync) = handshake(&mut leader, z(1, 1), 1);
+    feed(&mut learner, &sync, &mut log);
+    feed(&mut learner, &[codec::proposal(&entry(z(2, 1))), QuorumPacket::new(pt::COMMIT, z(2, 1))], &mut log);
+    let mut out = acts(|o| learner.on_durable(z(1, 2), o));
+    out.extend(acts(|o| learner.on_epoch_durable(EpochKind::Current, 2, o)));
+    out.extend(acts(|o| learner.on_durable(z(2, 1), o)));
+    let acks: Vec<Zxid> = sends(&out, 1).iter().filter(|p| p.packet_type == pt::ACK).map(|p| p.zxid).collect();
+    assert_eq!(acks, [z(2, 0), z(2, 1)], "the NEWLEADER ACK, then the committed proposal's: {out:?}");
+    learner.check_invariants().unwrap();
+    let out = acts(|o| learner.on_packet(&QuorumPacket::new(pt::UPTODATE, -1), 0, o));
+    let applied: Vec<Zxid> = out
+        .iter()
+        .filter_map(|a| match a {
+            Action::ApplyCommitted(e) => Some(e.zxid()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(applied, [z(1, 2), z(2, 1)]);
+}
+
 /// Lossy seed 1782 of zab_cluster: the harness let PROPOSAL (2,1) overtake the end of a DIFF
 /// stream on the same connection, and the learner persisted (1,3) then (2,1), without the
 /// committed (1,4) and (1,5). The learner cannot refuse it: counter 1 of a new epoch follows any

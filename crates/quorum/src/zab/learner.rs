@@ -8,7 +8,10 @@
 //! * every txn received in sync is `Persist`ed as it arrives (or the tree is replaced by
 //!   `InstallSnapshot`); on NEWLEADER the learner waits until all of it is durable, then
 //!   `PersistEpoch{Current}`, waits until that is durable, then ACKs NEWLEADER;
-//! * proposal ACKs are sent only after the NEWLEADER ACK and only for durable txns;
+//! * proposal ACKs are sent only after the NEWLEADER ACK and only for durable txns, and then for
+//!   every txn of the leader's epoch but those the sync stream committed before NEWLEADER;
+//! * nothing but the NEWLEADER ACK is sent between NEWLEADER and that ACK (a PING is answered
+//!   after it);
 //! * nothing is applied before UPTODATE, and then only txns both committed and durable.
 
 use std::collections::VecDeque;
@@ -109,6 +112,11 @@ enum Stage {
 struct NewLeader {
     /// Last txn of the history the NEWLEADER ACK vouches for.
     history_end: Zxid,
+    /// Last txn the sync stream committed before NEWLEADER: ZooKeeper's learner applies those
+    /// without ACKing them, and ACKs every later one (see `ack_durable`).
+    sync_committed: Zxid,
+    /// A PING that came before the NEWLEADER ACK went out, answered right after it.
+    deferred_ping: Option<Zxid>,
     epoch_requested: bool,
     epoch_durable: bool,
     acked: bool,
@@ -356,7 +364,11 @@ impl Learner {
                 if epoch_of(p.zxid) != self.new_epoch {
                     return Err(LearnerError::NewLeaderOtherEpoch);
                 }
-                self.newleader = Some(NewLeader { history_end: self.last_received, ..NewLeader::default() });
+                self.newleader = Some(NewLeader {
+                    history_end: self.last_received,
+                    sync_committed: self.committed,
+                    ..NewLeader::default()
+                });
                 if let Some(text) = p.data.as_ref().filter(|d| d.len() > 1) {
                     self.out.push(Action::LeaderConfig(text.to_vec()));
                 }
@@ -372,7 +384,13 @@ impl Learner {
                 Ok(())
             }
             (pt::PING, s) if s >= Stage::AwaitSyncMode => {
-                self.out.push(Action::PingReply { to: self.cfg.leader_sid, zxid: p.zxid });
+                match &mut self.newleader {
+                    // ZooKeeper's leader PINGs a learner as soon as it has queued NEWLEADER, but
+                    // takes nothing but the NEWLEADER ACK as the learner's next packet (its
+                    // LearnerHandler: "Next packet was supposed to be an ACK"; so does ours).
+                    Some(nl) if !nl.acked => nl.deferred_ping = Some(p.zxid),
+                    _ => self.out.push(Action::PingReply { to: self.cfg.leader_sid, zxid: p.zxid }),
+                }
                 Ok(())
             }
             (pt::SYNC, Stage::Broadcast) => {
@@ -487,6 +505,9 @@ impl Learner {
             if nl.epoch_durable && !nl.acked {
                 nl.acked = true;
                 self.send(QuorumPacket::new(pt::ACK, make_zxid(self.new_epoch, 0)));
+                if let Some(zxid) = nl.deferred_ping.take() {
+                    self.out.push(Action::PingReply { to: self.cfg.leader_sid, zxid });
+                }
             }
             self.newleader = Some(nl);
             if nl.acked && self.cfg.role == LearnerRole::Follower {
@@ -510,9 +531,12 @@ impl Learner {
         }
     }
 
-    /// One ACK per durable, uncommitted txn of the leader's epoch (ZooKeeper's leader counts ACKs
-    /// per zxid).
+    /// One ACK per durable txn of the leader's epoch but those the sync stream committed before
+    /// NEWLEADER, as ZooKeeper's follower ACKs every txn it logs: ZooKeeper's leader counts ACKs
+    /// per zxid, and its LearnerHandler drops a follower that has not ACKed a proposal it sent
+    /// within syncLimit ticks (`SyncLimitCheck`), even one a quorum has committed meanwhile.
     fn ack_durable(&mut self) {
+        let Some(nl) = self.newleader else { return };
         let upto = self.durable;
         // `entries` is in zxid order: start after what was acked already, not at the front (with
         // hundreds of txns in flight, a scan from the front per packet took 5-7% of a follower's
@@ -523,7 +547,7 @@ impl Learner {
             .range(from..)
             .map(TxnEntry::zxid)
             .take_while(|z| *z <= upto)
-            .filter(|z| *z > self.committed && epoch_of(*z) == self.new_epoch)
+            .filter(|z| *z > nl.sync_committed && epoch_of(*z) == self.new_epoch)
             .collect();
         for z in zxids {
             self.send(QuorumPacket::new(pt::ACK, z));
