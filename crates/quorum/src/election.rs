@@ -22,8 +22,14 @@
 //!   `outofelection`. When a quorum agrees on a leader that itself says LEADING, we join it at once
 //!   (this is how a restarted server rejoins an established leader).
 //! - Without notifications we resend ours with a backoff of 200 ms doubling to 60 s.
-//! - A server that is not LOOKING answers each LOOKING voter with its final vote; any server
-//!   answers a non-voter immediately with its vote.
+//! - A server that is not LOOKING answers each LOOKING voter with its final vote; a decided
+//!   server or a voter answers a LOOKING non-voter immediately with its vote (ZooKeeper answers
+//!   every non-voter whatever its state; two servers that each take the other for a non-voter,
+//!   as two configurations can, would then answer each other forever).
+//! - Reconfiguration: a LOOKING server takes a newer configuration (a higher `version=`) from any
+//!   notification and restarts its round under it, as ZooKeeper's `WorkerReceiver` does; its own
+//!   newly active configuration is sent at once and counted from the next round
+//!   ([`FastLeaderElection::reconfigure`]).
 //! - A non-voter (an observer) never answers a voter's LOOKING notification: a voter does not
 //!   count a non-voter's vote, and answers it at once, so an observer that answered (for being in
 //!   a newer round, holding a better proposal, or having decided) would start an endless exchange
@@ -106,6 +112,8 @@ pub struct FastLeaderElection {
     /// The `last_zxid` and `current_epoch` of the latest [`FastLeaderElection::start`], for a
     /// round restarted on a newer configuration.
     start_vote: (i64, i64),
+    /// The voters and observers of `config_text`, taken at the next round (given while decided).
+    next_config: Option<QuorumConfig>,
     logical_clock: i64,
     phase: Phase,
     own: Candidate,
@@ -127,6 +135,7 @@ impl FastLeaderElection {
             config_text: Vec::new(),
             config_version: 0,
             start_vote: (-1, -1),
+            next_config: None,
             logical_clock: 0,
             phase: Phase::Idle,
             own: Candidate::NONE,
@@ -146,18 +155,26 @@ impl FastLeaderElection {
         self.config_text = text;
     }
 
-    /// A new configuration (a reconfig became active). Only between rounds: the shell hands it
-    /// over right before [`FastLeaderElection::start`], so no tally of the old voters is mixed
-    /// with the new. Ignored if older than the one in use (which a notification may have
-    /// brought meanwhile).
-    pub fn set_config(&mut self, config: QuorumConfig, text: Vec<u8>) {
+    /// A configuration became active on this server (`text` its `QuorumMaj.toString`). Answers
+    /// carry it at once; its voters count from the next round, or, while LOOKING, from a round
+    /// restarted now, so no tally mixes two configurations. Ignored if older than the one in use
+    /// (a notification may have brought a newer one meanwhile).
+    pub fn reconfigure(&mut self, config: QuorumConfig, text: Vec<u8>, now_ms: u64, out: &mut Vec<ElectionAction>) {
         let version = config_version(&text).unwrap_or(0);
-        if version < self.config_version {
+        if version < self.config_version || (version == self.config_version && text == self.config_text) {
             return;
         }
-        self.config = config;
         self.config_text = text;
         self.config_version = version;
+        match self.phase {
+            Phase::Looking { .. } => {
+                self.config = config;
+                self.next_config = None;
+                let (last_zxid, current_epoch) = self.start_vote;
+                self.start(now_ms, last_zxid, current_epoch, out);
+            }
+            Phase::Idle | Phase::Decided(_) => self.next_config = Some(config),
+        }
     }
 
     /// The voters and observers counted in the current round.
@@ -217,6 +234,9 @@ impl FastLeaderElection {
     /// our `current_epoch` and `last_zxid` (-1 for a server that must not take part), broadcast.
     pub fn start(&mut self, now_ms: u64, last_zxid: i64, current_epoch: i64, out: &mut Vec<ElectionAction>) {
         self.start_vote = (last_zxid, current_epoch);
+        if let Some(config) = self.next_config.take() {
+            self.config = config;
+        }
         self.logical_clock += 1;
         self.recvset.clear();
         self.outofelection.clear();
@@ -268,6 +288,7 @@ impl FastLeaderElection {
             // while down would otherwise count the wrong voters, or come back in the wrong role).
             let sid = |id: u64| Sid::try_from(id).ok();
             self.config = QuorumConfig::new(m.voters().filter_map(sid), m.observers().filter_map(sid));
+            self.next_config = None;
             self.config_text = n.config.clone();
             self.config_version = m.version;
             let (last_zxid, current_epoch) = self.start_vote;
@@ -275,7 +296,7 @@ impl FastLeaderElection {
         }
         match self.phase {
             Phase::Idle => {}
-            _ if !self.config.is_voter(from) => self.answer_non_voter(from, out),
+            _ if !self.config.is_voter(from) => self.answer_non_voter(from, n, out),
             Phase::Decided(_) if !self.votes() => {}
             Phase::Decided(vote) => self.answer_looking_voter(from, n, vote, out),
             Phase::Looking { .. } => {
@@ -458,9 +479,14 @@ impl FastLeaderElection {
     }
 
     /// Answers a non-voter (observer or unknown) right away with our vote and state.
-    fn answer_non_voter(&self, to: Sid, out: &mut Vec<ElectionAction>) {
+    fn answer_non_voter(&self, to: Sid, n: &Notification, out: &mut Vec<ElectionAction>) {
+        // Only a LOOKING sender needs an answer, and only a decided server or a voter has one
+        // worth giving. (ZooKeeper answers every non-voter; two servers that each take the
+        // other for a non-voter, as two configurations can, would answer each other forever.)
         let vote = match self.phase {
+            _ if n.state != ServerState::Looking => return,
             Phase::Decided(v) => v,
+            _ if !self.votes() => return,
             _ => Vote::looking(self.proposal, self.logical_clock),
         };
         out.push(self.send_with_epoch(to, vote, self.logical_clock));

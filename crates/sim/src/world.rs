@@ -226,9 +226,6 @@ pub(crate) struct Running {
     leader_conns: BTreeMap<Sid, u64>,
     snap_zxid: Option<i64>,
     pub(crate) clients: BTreeSet<ConnId>,
-    /// A configuration made active since the last election round: the next round counts its
-    /// voters, as the election shell's `Configure` does.
-    next_config: Option<(QuorumConfig, Vec<u8>)>,
 }
 
 pub(crate) struct Server {
@@ -624,7 +621,6 @@ impl World {
             leader_conns: BTreeMap::new(),
             snap_zxid: None,
             clients: BTreeSet::new(),
-            next_config: None,
         };
         let s = self.server_mut(sid);
         s.inc = inc;
@@ -794,11 +790,13 @@ impl World {
                 });
                 self.check.config_activated(sid, inc, &membership)?;
                 self.summary.reconfigs_activated += 1;
+                let now = self.now;
+                let mut actions = Vec::new();
                 if let Some(r) = self.running(sid, inc) {
-                    r.fle.set_config_text(membership.to_text().into_bytes());
-                    r.next_config = Some((quorum_config(&membership), membership.to_text().into_bytes()));
+                    r.fle.reconfigure(quorum_config(&membership), membership.to_text().into_bytes(), now, &mut actions);
                 }
                 self.server_mut(sid).dynamic_config = Some(membership);
+                self.election_actions(sid, actions)?;
             }
         }
         Ok(())
@@ -902,9 +900,6 @@ impl World {
         let inc = self.server(sid).inc;
         let Some(r) = self.running(sid, inc) else { return Ok(()) };
         let (last_zxid, current_epoch) = r.driver.vote();
-        if let Some((config, text)) = r.next_config.take() {
-            r.fle.set_config(config, text);
-        }
         let mut actions = Vec::new();
         r.fle.start(now, last_zxid, current_epoch, &mut actions);
         self.election_actions(sid, actions)

@@ -249,7 +249,11 @@ impl Node {
     /// A node that takes part in an ensemble. It starts LOOKING: the shell runs the election and
     /// reports its result with `Input::Become*`. `cfg.server_id` should be `setup.my_sid` (it
     /// goes into the top byte of the session ids this server hands out).
-    pub fn new_quorum(cfg: crate::NodeConfig, setup: QuorumSetup, now: crate::Clock) -> Self {
+    pub fn new_quorum(cfg: crate::NodeConfig, mut setup: QuorumSetup, now: crate::Clock) -> Self {
+        if !setup.membership.servers.is_empty() {
+            // The configuration decides who votes.
+            setup.voters = warden_quorum::zab::voter_sids(&setup.membership);
+        }
         let mut node = Node::new(cfg, now);
         // A member starts LOOKING.
         node.counters.looking_count = 1;

@@ -607,8 +607,10 @@ impl Leader {
         }
         // A follower outside the voters is a non-voting follower (a server about to be added by
         // a reconfig, or one a reconfig removed): it follows, and its ACKs count only in a
-        // configuration that makes it a voter. A voter may not come as an observer.
-        if from == self.cfg.my_sid || (role == Role::Observer && self.cfg.voters.contains(&from)) {
+        // configuration that makes it a voter. An observer is taken as one whatever the
+        // configuration says (it may know a newer one than this leader has committed); its
+        // ACKs never count, as in ZooKeeper's LearnerHandler.
+        if from == self.cfg.my_sid {
             return self.disconnect(from, "learner type does not match the configuration");
         }
         if let Some(epoch) = self

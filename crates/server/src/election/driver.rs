@@ -21,7 +21,7 @@ pub(crate) enum Command {
     Restart { last_zxid: i64, current_epoch: i64, done: oneshot::Sender<()> },
     /// ZAB settled this epoch (`QuorumPeer.updateElectionVote`): answers carry it from now on.
     PeerEpoch(i64),
-    /// A reconfig made this configuration active: it takes effect at the next round; links to
+    /// A reconfig made this configuration active (`FastLeaderElection::reconfigure`); links to
     /// its new members (sid, election host and port) start at once.
     Configure(QuorumConfig, Vec<u8>, Vec<(Sid, String, u16)>),
 }
@@ -42,7 +42,6 @@ impl Driver {
         let mut actions = Vec::new();
         self.election.start(self.now_ms(), last_zxid, current_epoch, &mut actions);
         self.carry_out(&mut actions);
-        let mut next_config = None;
         loop {
             let deadline =
                 self.election.next_deadline_ms().map(|ms| self.started + std::time::Duration::from_millis(ms));
@@ -53,9 +52,6 @@ impl Driver {
                 cmd = self.commands.recv() => match cmd {
                     Some(Command::Restart { last_zxid, current_epoch, done }) => {
                         restarted = Some(done);
-                        if let Some((config, text)) = next_config.take() {
-                            self.election.set_config(config, text);
-                        }
                         self.election.start(now_ms, last_zxid, current_epoch, &mut actions)
                     }
                     Some(Command::PeerEpoch(epoch)) => self.election.update_peer_epoch(epoch),
@@ -63,10 +59,7 @@ impl Driver {
                         for (sid, host, port) in members {
                             self.peers.ensure(sid, &host, port);
                         }
-                        // Answers carry the new configuration at once (peers LOOKING adopt it);
-                        // its voters count from the next round.
-                        self.election.set_config_text(text.clone());
-                        next_config = Some((config, text));
+                        self.election.reconfigure(config, text, now_ms, &mut actions);
                     }
                     None => break,
                 },
