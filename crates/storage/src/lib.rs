@@ -17,6 +17,7 @@ mod epoch;
 mod error;
 mod fs;
 mod log_format;
+mod log_range;
 mod recover;
 mod snapshot;
 mod store;
@@ -26,6 +27,7 @@ pub use data_dir::DataDir;
 pub use epoch::EpochFile;
 pub use error::StorageError;
 pub use fs::{FaultFs, Fs, FsFile, RealFs};
+pub use log_range::{LogProbeFacts, LogRange};
 pub use log_format::{read_log_file, LogFileContents, LOG_FILE_MAGIC, LOG_FILE_VERSION, RECORD_END};
 pub use recover::Recovered;
 pub use snapshot::{
