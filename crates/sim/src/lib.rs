@@ -56,6 +56,9 @@ pub struct Options {
     /// Servers run with `linearizableReads`: then a plain read of another client's node must see
     /// every write acknowledged before it was sent, as a read after sync does.
     pub linearizable_reads: bool,
+    /// Leaders keep 20 committed txns in memory for DIFF instead of 500, so that learners fall
+    /// behind that history and are synced by DIFF from the on-disk log (or SNAP).
+    pub short_history: bool,
     /// Print every event to stderr.
     pub trace: bool,
 }
@@ -90,6 +93,8 @@ impl Options {
             scenario,
             // One ensemble seed in three.
             linearizable_reads: !standalone && seed % 3 == 1,
+            // One ensemble seed in two.
+            short_history: !standalone && seed % 2 == 0,
             trace: false,
         }
     }
@@ -108,6 +113,8 @@ pub struct Summary {
     pub reads_checked: u64,
     pub watch_events: u64,
     pub snap_syncs: u64,
+    /// Learners synced by a DIFF read from the leader's on-disk log (`Command::SendLogDiff`).
+    pub log_diff_syncs: u64,
     /// Liveness phase: virtual ms from healing to every server and client served.
     pub recovery_ms: u64,
     /// The final leader's last applied zxid and tree digest (equal on every server).
