@@ -746,7 +746,9 @@ impl World {
                 // Storage reads off the owner's turn: the answer comes a little later.
                 let data = disk(self.server(sid).fs.clone());
                 let probe = match data.probe_log(after) {
-                    Ok(f) => LogProbe { after, found: f.found, log_bytes: f.log_bytes, snapshot_bytes: f.snapshot_bytes },
+                    Ok(f) => {
+                        LogProbe { after, found: f.found, log_bytes: f.log_bytes, snapshot_bytes: f.snapshot_bytes }
+                    }
                     Err(e) => {
                         self.trace(|| format!("server {sid}: probing the log after {after:#x} failed: {e}"));
                         LogProbe { after, found: false, log_bytes: 0, snapshot_bytes: 0 }

@@ -387,7 +387,10 @@ async fn a_follower_2000_txns_behind_is_synced_by_diff_from_the_on_disk_log() {
     let mut acked = Vec::new();
     for i in 0..10 {
         let path = format!("/before{i}");
-        tokio::time::timeout(OP, c.create(&path, path.as_bytes(), &persistent())).await.expect("in time").expect("write");
+        tokio::time::timeout(OP, c.create(&path, path.as_bytes(), &persistent()))
+            .await
+            .expect("in time")
+            .expect("write");
         acked.push(path);
     }
     e.kill(lagging);
@@ -420,15 +423,14 @@ async fn a_follower_2000_txns_behind_is_synced_by_diff_from_the_on_disk_log() {
     assert_eq!(mntr_count(leader_addr, "diff_count"), diffs + 1, "one DIFF was sent");
     let log = std::fs::read_to_string(e.dir.path().join(format!("server{leader}.stderr"))).unwrap();
     assert!(log.contains("syncing a learner by DIFF from the on-disk txn log"), "{log}");
-    let wrote = log.lines().find(|l| l.contains("wrote the DIFF's txns from the on-disk log")).expect("the disk part was written");
+    let wrote = log
+        .lines()
+        .find(|l| l.contains("wrote the DIFF's txns from the on-disk log"))
+        .expect("the disk part was written");
     assert!(!log.contains("sending snapshot"), "no snapshot was sent");
     // At least the 1,500 txns older than the in-memory history came from disk.
-    let txns: u64 = wrote
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("txns="))
-        .expect("txns= in the log line")
-        .parse()
-        .unwrap();
+    let txns: u64 =
+        wrote.split_whitespace().find_map(|w| w.strip_prefix("txns=")).expect("txns= in the log line").parse().unwrap();
     assert!(txns >= 1500, "{wrote}");
     println!("DIFF FROM DISK: {wrote} (test took {} ms)", started.elapsed().as_millis());
 }
