@@ -94,7 +94,7 @@ impl Options {
             // One ensemble seed in three.
             linearizable_reads: !standalone && seed % 3 == 1,
             // One ensemble seed in two.
-            short_history: !standalone && seed % 2 == 0,
+            short_history: !standalone && seed.is_multiple_of(2),
             trace: false,
         }
     }
