@@ -115,6 +115,9 @@ pub enum Command {
     Elect { reason: String },
     /// The role is established in `epoch` (election answers carry it from now on).
     Serving { epoch: i64 },
+    /// A new configuration is active: the election and the peers follow it, and (with
+    /// `reconfigEnabled`) the dynamic config file is rewritten.
+    Reconfigured { membership: warden_proto::Membership },
 }
 
 /// The snapshot interval: the zxid of the last snapshot and the txns until the next one.
@@ -430,6 +433,7 @@ impl Driver {
                 cmds.push(Command::Serving { epoch });
             }
             QuorumOutput::Elect { reason } => self.elect(reason, cmds),
+            QuorumOutput::ConfigChanged { membership } => cmds.push(Command::Reconfigured { membership }),
         }
     }
 

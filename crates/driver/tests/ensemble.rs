@@ -17,9 +17,10 @@ use warden_node::{Clock, Input, Node, NodeConfig, QuorumSetup, RoleKind, Snapsho
 use warden_proto::connect::{ConnectRequest, ConnectResponse};
 use warden_proto::header::ReplyHeader;
 use warden_proto::quorum::{packet_type as pt, QuorumPacket};
+use warden_proto::request::{AuthPacket, ReconfigRequest};
 use warden_proto::request::{CreateRequest, PathWatch, Request};
 use warden_proto::response::{decode_reply, Response};
-use warden_proto::{Acl, OpCode, Record, Txn, TxnDigest, TxnHeader};
+use warden_proto::{Acl, ErrorCode, Membership, OpCode, Record, Txn, TxnDigest, TxnHeader};
 use warden_quorum::{Elected, ServerState, Sid};
 use warden_storage::{EpochFile, Report, StoreOp};
 
@@ -101,6 +102,8 @@ struct Cluster {
     /// A TxnDigest appended to each PROPOSAL or INFORM sent to a server, as a ZooKeeper leader
     /// appends the tree's digest after the txn.
     stamp_digest: BTreeMap<Sid, TxnDigest>,
+    /// Configurations each server's driver reported active (`Command::Reconfigured`), in order.
+    configs: Vec<(Sid, Membership)>,
 }
 
 fn node_config(sid: Sid) -> NodeConfig {
@@ -126,10 +129,18 @@ fn addr() -> SocketAddr {
 impl Cluster {
     /// Voters 1..=3 and observer 4, all LOOKING.
     fn new() -> Self {
+        Self::with(node_config, Membership::default())
+    }
+
+    /// As `new`, with each server's node configuration from `cfg` and `membership` (its text is
+    /// `/zookeeper/config`; empty: none).
+    fn with(cfg: impl Fn(Sid) -> NodeConfig, membership: Membership) -> Self {
         let now = Clock { mono_ms: 10_000, wall_ms: 1_700_000_000_000 };
         let mut servers = BTreeMap::new();
         for sid in 1..=4 {
-            let node = Node::new_quorum(node_config(sid), QuorumSetup::new(sid, [1, 2, 3]), now);
+            let mut setup = QuorumSetup::new(sid, [1, 2, 3]);
+            setup.membership = membership.clone();
+            let node = Node::new_quorum(cfg(sid), setup, now);
             servers.insert(sid, Server { driver: driver(sid, node), store: MemStore::default() });
         }
         Self {
@@ -141,6 +152,7 @@ impl Cluster {
             snapshots: 0,
             round: 0,
             stamp_digest: BTreeMap::new(),
+            configs: Vec::new(),
         }
     }
 
@@ -248,6 +260,7 @@ impl Cluster {
             Command::Lead => answers.push_back(Event::Leading(Ok(()))),
             Command::Elect { reason } => self.elect_requests.push((sid, reason)),
             Command::Serving { .. } => {}
+            Command::Reconfigured { membership } => self.configs.push((sid, membership)),
         }
     }
 
@@ -785,4 +798,85 @@ fn a_session_moves_to_a_follower_after_the_leader_changed_and_expires_under_the_
     assert_eq!((refused.session_id, refused.timeout_ms), (0, 0));
     let still = c.connect(4, 5, kept.session_id, kept.passwd.clone());
     assert_eq!(still.session_id, kept.session_id, "the observer revalidates through the leader too");
+}
+
+fn reconfig(joining: Option<&str>, leaving: Option<&str>, cur_config_id: i64) -> Request {
+    Request::Reconfig(ReconfigRequest {
+        joining: joining.map(String::from),
+        leaving: leaving.map(String::from),
+        new_members: None,
+        cur_config_id,
+    })
+}
+
+fn config_text(c: &Cluster, sid: Sid) -> String {
+    String::from_utf8(c.data(sid, "/zookeeper/config").unwrap()).unwrap()
+}
+
+/// kazoo's TestReconfig and the leader's rules, through the one driver: the first leader gives
+/// the configuration its NEWLEADER zxid as version and every server takes it from NEWLEADER;
+/// a reconfig forwarded by a follower is checked in ZooKeeper's order (bad version and bad
+/// arguments before the missing permission, no quorum for a new configuration of absent
+/// servers), commits, answers with the new text, and becomes active on every server, which
+/// reports it to its shell. A voter removed stays a non-voting follower, and later writes commit
+/// with the new voters only.
+#[test]
+fn a_reconfig_commits_on_both_quorums_and_activates_everywhere() {
+    let super_digest = warden_tree::digest_id(b"super:test");
+    let cfg = |sid| NodeConfig { reconfig_enabled: true, super_digest: Some(super_digest.clone()), ..node_config(sid) };
+    let servers = "server.1=127.0.0.1:2881:3881;2181\nserver.2=127.0.0.2:2881:3881;2181\n\
+                   server.3=127.0.0.3:2881:3881;2181\nserver.4=127.0.0.4:2881:3881:observer;2181";
+    let mut c = Cluster::with(cfg, Membership::parse_text(servers).unwrap());
+    assert_eq!(c.elect(), 3);
+    let v1 = format!("version={:x}", 1i64 << 32);
+    for sid in 1..=4 {
+        let text = config_text(&c, sid);
+        assert!(text.ends_with(&v1), "server {sid}: {text}");
+        assert!(text.contains("server.4=127.0.0.4:2881:3881:observer;0.0.0.0:2181"), "{text}");
+    }
+    c.connect(1, 1, 0, Vec::new());
+    c.connect(1, 2, 0, Vec::new());
+    let auth = Request::Auth(AuthPacket { auth_type: 0, scheme: "digest".into(), auth: b"super:test".to_vec() });
+    c.step(1, Input::Request { conn: 2, xid: -4, req: auth });
+    c.run();
+    c.take_client(1, 2);
+
+    let joiner = "server.100=0.0.0.0:1234:2345:observer;0.0.0.0:3456";
+    let (hdr, _) = c.request(1, 1, 1, reconfig(Some(joiner), None, -1));
+    assert_eq!(hdr.err, ErrorCode::NoAuth.code(), "no superuser, no reconfig");
+    let (hdr, _) = c.request(1, 1, 2, reconfig(Some("some thing"), None, -1));
+    assert_eq!(hdr.err, ErrorCode::BadArguments.code(), "bad arguments come before the permission check");
+    let (hdr, _) = c.request(1, 1, 3, reconfig(Some(joiner), None, 7));
+    assert_eq!(hdr.err, ErrorCode::BadVersion.code(), "a stale version comes before the permission check");
+    let absent = "server.7=127.0.0.7:1:2;3,server.8=127.0.0.8:1:2;3,server.9=127.0.0.9:1:2;3";
+    let (hdr, _) = c.request(1, 2, 4, reconfig(Some(absent), Some("1,2"), -1));
+    assert_eq!(hdr.err, ErrorCode::NewConfigNoQuorum.code(), "servers 3, 7, 8, 9: only 3 is synced");
+
+    let (hdr, body) = c.request(1, 2, 5, reconfig(Some(joiner), None, -1));
+    assert_eq!(hdr.err, 0);
+    let Some(Response::GetData { data: Some(data), stat }) = body else { panic!("reply {body:?}") };
+    let text = String::from_utf8(data).unwrap();
+    assert!(text.contains(joiner), "{text}");
+    assert_eq!(text.lines().last(), Some(format!("version={:x}", hdr.zxid).as_str()), "the version is the txn's zxid");
+    assert_eq!((stat.mzxid, stat.version), (hdr.zxid, -1));
+    for sid in 1..=4 {
+        assert_eq!(config_text(&c, sid), text, "server {sid}");
+        let (_, m) = c.configs.iter().rev().find(|(s, _)| *s == sid).expect("reported to the shell");
+        assert_eq!(m.version, hdr.zxid);
+    }
+    let (hdr, _) = c.request(1, 2, 6, reconfig(None, Some("100"), -1));
+    assert_eq!(hdr.err, 0);
+    assert!(!config_text(&c, 2).contains("server.100"));
+
+    // Server 1 leaves the voters: it keeps following, without a vote.
+    let (hdr, body) = c.request(1, 2, 7, reconfig(None, Some("1"), -1));
+    assert_eq!(hdr.err, 0, "{body:?}");
+    assert_eq!(c.node(1).role(), RoleKind::Follower, "a removed follower goes on as a non-voting one");
+    assert_eq!(c.node(3).quorum_size(), Some(2));
+    let (hdr, _) = c.request(1, 1, 8, create("/after", b"x", 0));
+    assert_eq!(hdr.err, 0);
+    for sid in 1..=4 {
+        assert_eq!(c.data(sid, "/after").as_deref(), Some(&b"x"[..]), "server {sid}");
+    }
+    c.assert_converged();
 }

@@ -46,6 +46,8 @@ pub struct NodeConfig {
     pub skip_acl: bool,
     pub ttl_enabled: bool,
     pub reconfig_enabled: bool,
+    /// `standaloneEnabled`: a reconfig must leave at least two voters (one when false).
+    pub standalone_enabled: bool,
     pub container_check_interval_ms: u64,
     /// `readonlymode.enabled`: a quorum member that has been LOOKING for a while serves read-only
     /// clients (see `read_only.rs`).
@@ -79,6 +81,7 @@ impl Default for NodeConfig {
             skip_acl: false,
             ttl_enabled: false,
             reconfig_enabled: false,
+            standalone_enabled: true,
             container_check_interval_ms: 60_000,
             read_only_enabled: false,
             linearizable_reads: false,
@@ -272,6 +275,7 @@ impl Node {
             q.restored(self.last_zxid, replayed);
         }
         self.install_tree(tree);
+        self.restored_config();
         self.prep.clear();
         for &(id, timeout_ms) in sessions {
             self.sessions.add(id, timeout_ms.max(0) as u32, self.now.mono_ms);
@@ -559,6 +563,9 @@ impl Node {
         let txn = if matches!(req, Request::CloseSession) {
             self.sessions.set_closing(session_id);
             self.prep.prep_close_session(&self.tree, session_id, zxid)
+        } else if let Request::Reconfig(r) = &req {
+            let auth = self.conns.get(&conn).map_or(&[][..], |c| c.auth.as_slice());
+            self.prep_reconfig(auth, zxid, r)
         } else {
             let auth = self.conns.get(&conn).map_or(&[][..], |c| c.auth.as_slice());
             Self::prep_write(&mut self.prep, &self.tree, &self.cfg, session_id, auth, zxid, req)
@@ -713,12 +720,22 @@ impl Node {
         match txn {
             Txn::CreateSession { timeout_ms } => self.sessions.add(hdr.client_id, *timeout_ms as u32, self.now.mono_ms),
             Txn::CloseSession { .. } => self.session_closed(hdr.client_id, &origin, out),
+            Txn::Reconfig { data, .. } => self.reconfig_applied(data.as_deref(), out),
             _ => {}
         }
         match origin {
             Origin::Client { conn, xid, ops, fwd } => {
                 let close_after = matches!(txn, Txn::CloseSession { .. });
-                let (err, body) = crate::writes::reply_body(ops.codes(), result);
+                let (err, body) = match (ops.codes(), result) {
+                    // A reconfig answers with this server's configuration, now the new one.
+                    ([op], warden_tree::TxnResult::SetData { stat })
+                        if *op == warden_proto::OpCode::Reconfig.code() =>
+                    {
+                        let data = self.tree.node(warden_tree::tree::CONFIG_NODE).and_then(|n| n.data.as_deref());
+                        (0, Some(Response::GetData { data: data.map(<[u8]>::to_vec), stat }))
+                    }
+                    (codes, result) => crate::writes::reply_body(codes, result),
+                };
                 let frame = self.reply_frame(xid, err, body.as_ref());
                 match self.conns.get_mut(&conn) {
                     Some(c) if fwd => {

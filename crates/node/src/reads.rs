@@ -23,10 +23,6 @@ impl Node {
     ) -> bool {
         let (result, close) = match req {
             Request::Sasl(_) => (Err(ErrorCode::AuthFailed), true),
-            Request::Reconfig(_) => {
-                let e = if self.cfg.reconfig_enabled { ErrorCode::Unimplemented } else { ErrorCode::ReconfigDisabled };
-                (Err(e), false)
-            }
             Request::SetWatches(sw) => {
                 self.set_watches(conn, sw.relative_zxid, [sw.data, sw.exist, sw.child, Vec::new(), Vec::new()], out);
                 (Ok(Response::Empty), false)

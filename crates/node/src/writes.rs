@@ -58,6 +58,7 @@ pub(crate) fn write_ops(req: &Request) -> Option<WriteOps> {
         | Request::DeleteContainer(_)
         | Request::SetData(_)
         | Request::SetAcl(_)
+        | Request::Reconfig(_)
         | Request::CloseSession => Some(WriteOps::One(op.code())),
         _ => None,
     }

@@ -25,6 +25,7 @@ pub mod error;
 pub mod frame;
 pub mod header;
 pub mod jute;
+pub mod membership;
 pub mod opcode;
 pub mod quorum;
 pub mod request;
@@ -39,6 +40,7 @@ pub use header::{
     add_watch_mode, keeper_state, watcher_type, EventType, MultiHeader, ReplyHeader, RequestHeader, WatcherEvent,
 };
 pub use jute::{DecodeError, Reader, Record, Writer, DEFAULT_MAX_BUFFER};
+pub use membership::{Membership, MembershipError, ServerRole, ServerSpec};
 pub use opcode::{xid, OpCode};
 pub use request::{
     AddWatchRequest, AuthPacket, CheckVersionRequest, CheckWatchesRequest, CreateRequest, CreateTtlRequest,

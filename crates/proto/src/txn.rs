@@ -104,6 +104,13 @@ pub enum Txn {
         acl: Vec<Acl>,
         version: i32,
     },
+    /// A committed reconfig: a SetDataTxn on `/zookeeper/config` under txn type reconfig (16),
+    /// `data` the new configuration's text (`Membership::to_text`), `version` -1.
+    Reconfig {
+        path: String,
+        data: Option<Bytes>,
+        version: i32,
+    },
     Check {
         path: String,
         version: i32,
@@ -128,7 +135,7 @@ impl Txn {
     /// keep all that alive.
     pub fn detach_data(&mut self) {
         match self {
-            Txn::SetData { data: Some(d), .. } => *d = Bytes::copy_from_slice(d),
+            Txn::SetData { data: Some(d), .. } | Txn::Reconfig { data: Some(d), .. } => *d = Bytes::copy_from_slice(d),
             Txn::Multi(txns) => txns.iter_mut().for_each(Txn::detach_data),
             _ => {}
         }
@@ -144,6 +151,7 @@ impl Txn {
             Txn::DeleteContainer { .. } => OpCode::DeleteContainer,
             Txn::SetData { .. } => OpCode::SetData,
             Txn::SetAcl { .. } => OpCode::SetAcl,
+            Txn::Reconfig { .. } => OpCode::Reconfig,
             Txn::Check { .. } => OpCode::Check,
             Txn::CreateSession { .. } => OpCode::CreateSession,
             Txn::CloseSession { .. } => OpCode::CloseSession,
@@ -191,7 +199,7 @@ impl Txn {
                 w.write_i64(*ttl_ms);
             }
             Txn::Delete { path } | Txn::DeleteContainer { path } => w.write_ustring(path),
-            Txn::SetData { path, data, version } => {
+            Txn::SetData { path, data, version } | Txn::Reconfig { path, data, version } => {
                 w.write_ustring(path);
                 w.write_buffer(data.as_deref());
                 w.write_i32(*version);
@@ -251,6 +259,9 @@ impl Txn {
             OpCode::DeleteContainer => Txn::DeleteContainer { path: r.read_ustring()? },
             OpCode::SetData => {
                 Txn::SetData { path: r.read_ustring()?, data: r.read_shared_buffer()?, version: r.read_i32()? }
+            }
+            OpCode::Reconfig => {
+                Txn::Reconfig { path: r.read_ustring()?, data: r.read_shared_buffer()?, version: r.read_i32()? }
             }
             OpCode::SetAcl => Txn::SetAcl { path: r.read_ustring()?, acl: r.read_vec()?, version: r.read_i32()? },
             OpCode::Check => Txn::Check { path: r.read_ustring()?, version: r.read_i32()? },
@@ -327,5 +338,27 @@ mod tests {
         t.encode_body(&mut w);
         let back = Txn::decode_body(OpCode::Multi.code(), &mut Reader::new(w.as_slice())).unwrap();
         assert_eq!(back, t);
+    }
+
+    /// A reconfig txn is a SetDataTxn body under type 16, and decodes back to a reconfig.
+    #[test]
+    fn reconfig_txn_is_a_set_data_body_under_type_16() {
+        let t = Txn::Reconfig {
+            path: "/zookeeper/config".into(),
+            data: Some(Bytes::from_static(b"server.1=a:1:2:participant\nversion=100000003")),
+            version: -1,
+        };
+        assert_eq!(t.op(), OpCode::Reconfig);
+        let mut w = Writer::new();
+        t.encode_body(&mut w);
+        let mut set = Writer::new();
+        Txn::SetData {
+            path: "/zookeeper/config".into(),
+            data: Some(Bytes::from_static(b"server.1=a:1:2:participant\nversion=100000003")),
+            version: -1,
+        }
+        .encode_body(&mut set);
+        assert_eq!(w.as_slice(), set.as_slice());
+        assert_eq!(Txn::decode_body(16, &mut Reader::new(w.as_slice())).unwrap(), t);
     }
 }

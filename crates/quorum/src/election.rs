@@ -137,6 +137,14 @@ impl FastLeaderElection {
         self.config_text = text;
     }
 
+    /// A new configuration (a reconfig became active). Only between rounds: the shell hands it
+    /// over right before [`FastLeaderElection::start`], so no tally of the old voters is mixed
+    /// with the new.
+    pub fn set_config(&mut self, config: QuorumConfig, text: Vec<u8>) {
+        self.config = config;
+        self.config_text = text;
+    }
+
     /// This server's id.
     pub fn my_id(&self) -> Sid {
         self.my_id

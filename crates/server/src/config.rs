@@ -21,62 +21,7 @@ pub enum ConfigError {
     Invalid(String),
 }
 
-/// A participant votes and can lead; an observer replicates without voting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PeerRole {
-    Participant,
-    Observer,
-}
-
-/// One `server.N=host:quorumPort:electionPort[:role][;[clientHost:]clientPort]` line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PeerSpec {
-    pub id: u64,
-    pub host: String,
-    pub quorum_port: u16,
-    pub election_port: u16,
-    pub role: PeerRole,
-    /// The client address from the `;` part, if given.
-    pub client: Option<(String, u16)>,
-}
-
-impl PeerSpec {
-    /// Parses the value of a `server.N` line.
-    pub fn parse(id: u64, value: &str) -> Result<PeerSpec, String> {
-        let (server, client) = match value.split_once(';') {
-            Some((s, c)) => (s, Some(c)),
-            None => (value, None),
-        };
-        let parts: Vec<&str> = server.split(':').collect();
-        if parts.len() < 3 || parts.len() > 4 {
-            return Err(format!("expected host:quorumPort:electionPort[:participant|observer], got {server:?}"));
-        }
-        let port = |p: &str| p.trim().parse::<u16>().map_err(|_| format!("bad port {p:?}"));
-        let role = match parts.get(3).map(|r| r.trim()) {
-            None | Some("participant") => PeerRole::Participant,
-            Some("observer") => PeerRole::Observer,
-            Some(other) => return Err(format!("unknown role {other:?}")),
-        };
-        let client = client.map(|c| parse_client_addr(c.split(';').next().unwrap_or(c))).transpose()?;
-        Ok(PeerSpec {
-            id,
-            host: parts[0].trim().to_string(),
-            quorum_port: port(parts[1])?,
-            election_port: port(parts[2])?,
-            role,
-            client,
-        })
-    }
-}
-
-fn parse_client_addr(text: &str) -> Result<(String, u16), String> {
-    let text = text.trim();
-    let (host, port) = match text.rsplit_once(':') {
-        Some((h, p)) => (h.to_string(), p),
-        None => ("0.0.0.0".to_string(), text),
-    };
-    Ok((host, port.parse().map_err(|_| format!("bad client port {port:?}"))?))
-}
+pub use warden_proto::membership::{ServerRole, ServerSpec};
 
 /// The settings Warden uses, with ZooKeeper's defaults.
 #[derive(Debug, Clone)]
@@ -103,6 +48,14 @@ pub struct Config {
     /// as if a quorum-confirmed sync preceded it.
     pub linearizable_reads: bool,
     pub reconfig_enabled: bool,
+    /// `standaloneEnabled`: a reconfig must leave two voters (one when false).
+    pub standalone_enabled: bool,
+    /// `dynamicConfigFile`: where the `server.N` lines were read from.
+    pub dynamic_config_file: Option<PathBuf>,
+    /// The configuration's version: the dynamic file name's hex suffix (0 without one).
+    pub config_version: i64,
+    /// The zoo.cfg this configuration was loaded from (rewritten when a reconfig activates).
+    pub config_path: Option<PathBuf>,
     /// `forceSync`: fdatasync the log before acknowledging (default yes).
     pub force_sync: bool,
     /// `preAllocSize` (KiB in zoo.cfg): the transaction log grows in blocks of this many bytes.
@@ -122,14 +75,14 @@ pub struct Config {
     /// snapshot rather than on an hourly timer).
     pub purge_enabled: bool,
     /// `server.N` lines: the ensemble. Empty or a single entry means standalone.
-    pub servers: std::collections::BTreeMap<u64, PeerSpec>,
+    pub servers: std::collections::BTreeMap<u64, ServerSpec>,
     /// `myid` from the dataDir (absent when standalone).
     pub my_id: Option<u64>,
     /// `initLimit` and `syncLimit`, in ticks.
     pub init_limit: u32,
     pub sync_limit: u32,
     /// `peerType`: this server's role.
-    pub peer_type: PeerRole,
+    pub peer_type: ServerRole,
     /// SASL: the JAAS file (`jaasLoginConfig`; `--jaas` and the JVM flags in the environment are
     /// applied by the `warden` binary), the server section, principal rewriting.
     pub sasl: crate::sasl::SaslSettings,
@@ -199,6 +152,10 @@ impl Default for Config {
             read_only: false,
             linearizable_reads: false,
             reconfig_enabled: false,
+            standalone_enabled: true,
+            dynamic_config_file: None,
+            config_version: 0,
+            config_path: None,
             force_sync: true,
             pre_alloc_bytes: 64 * 1024 * 1024,
             snap_count: 100_000,
@@ -209,7 +166,7 @@ impl Default for Config {
             my_id: None,
             init_limit: 10,
             sync_limit: 5,
-            peer_type: PeerRole::Participant,
+            peer_type: ServerRole::Participant,
             sasl: crate::sasl::SaslSettings { section: "Server".into(), ..Default::default() },
             auth_providers: Vec::new(),
             sasl_super_users: Vec::new(),
@@ -333,6 +290,10 @@ impl Config {
             std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
         let mut cfg = Self::parse(&text)?;
         cfg.initial_text = Some(text);
+        cfg.config_path = Some(path.to_owned());
+        if let Some(dynamic) = cfg.dynamic_config_file.clone() {
+            cfg.load_dynamic(&dynamic)?;
+        }
         // Relative dataDir values are relative to the working directory, as in ZooKeeper.
         if cfg.data_dir.as_os_str().is_empty() {
             return Err(ConfigError::Invalid("dataDir is not set".into()));
@@ -349,6 +310,36 @@ impl Config {
             cfg.my_id = Some(id);
         }
         Ok(cfg)
+    }
+
+    /// Reads the `server.N` lines of `dynamicConfigFile` (`QuorumPeerConfig.parseDynamicConfig`
+    /// as ZooKeeper reads it at boot: no `version=` line inside, the version is the file name's
+    /// hex suffix).
+    fn load_dynamic(&mut self, path: &std::path::Path) -> Result<(), ConfigError> {
+        if !self.servers.is_empty() {
+            return Err(ConfigError::Invalid(
+                "server.N lines must be in the separate dynamic config file when dynamicConfigFile is set".into(),
+            ));
+        }
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        let invalid = |why: String| ConfigError::Invalid(format!("{}: {why}", path.display()));
+        if text.lines().any(|l| l.trim_start().starts_with("version")) {
+            return Err(invalid("the dynamic file must not hold a version line".into()));
+        }
+        let m = warden_proto::Membership::parse_text(&text).map_err(|e| invalid(e.to_string()))?;
+        self.servers = m.servers;
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        self.config_version = match name.rsplit_once(".dynamic.") {
+            Some((_, hex)) => i64::from_str_radix(hex, 16).unwrap_or(0),
+            None => 0,
+        };
+        Ok(())
+    }
+
+    /// The configuration as zoo.cfg (and its dynamic file) gave it.
+    pub fn membership(&self) -> warden_proto::Membership {
+        warden_proto::Membership { servers: self.servers.clone(), version: self.config_version }
     }
 
     /// Parses properties text. Returns the config; unknown keys land in `ignored`.
@@ -411,6 +402,8 @@ impl Config {
                 "readonlymode.enabled" => cfg.read_only = parse_bool(val),
                 "linearizableReads" | "warden.linearizableReads" => cfg.linearizable_reads = parse_bool(val),
                 "reconfigEnabled" => cfg.reconfig_enabled = parse_bool(val),
+                "standaloneEnabled" => cfg.standalone_enabled = parse_bool(val),
+                "dynamicConfigFile" => cfg.dynamic_config_file = Some(PathBuf::from(val)),
                 "snapCount" | "zookeeper.snapCount" => cfg.snap_count = num(val)?.max(2) as u64,
                 "autopurge.snapRetainCount" => cfg.snap_retain_count = num(val)?.max(3) as usize,
                 "autopurge.enabled" => cfg.purge_enabled = parse_bool(val),
@@ -419,14 +412,14 @@ impl Config {
                 "syncLimit" => cfg.sync_limit = num(val)?.max(1) as u32,
                 "peerType" => {
                     cfg.peer_type = match val {
-                        "observer" => PeerRole::Observer,
-                        "participant" => PeerRole::Participant,
+                        "observer" => ServerRole::Observer,
+                        "participant" => ServerRole::Participant,
                         _ => return Err(err("must be participant or observer")),
                     }
                 }
                 k if k.starts_with("server.") => {
                     let id = k["server.".len()..].parse::<u64>().map_err(|_| err("server id must be a number"))?;
-                    let spec = PeerSpec::parse(id, val).map_err(|e| err(&e))?;
+                    let spec = ServerSpec::parse(id, val).map_err(|e| err(&e.to_string()))?;
                     cfg.servers.insert(id, spec);
                 }
                 "jaasLoginConfig" | "warden.jaasLoginConfig" => cfg.sasl.jaas_file = Some(PathBuf::from(val)),
@@ -752,12 +745,12 @@ skipACL=yes
         assert!(c.admin.enable && !c.ignored.contains_key("admin.serverPort"));
         assert_eq!(
             c.servers[&1],
-            PeerSpec {
+            ServerSpec {
                 id: 1,
                 host: "localhost".into(),
                 quorum_port: 20002,
                 election_port: 20001,
-                role: PeerRole::Participant,
+                role: ServerRole::Participant,
                 client: None
             }
         );
@@ -768,9 +761,9 @@ skipACL=yes
         let c = Config::parse("server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888:participant;2182\nserver.3=h3:2888:3888:observer;127.0.0.3:2183\ninitLimit=7\nsyncLimit=3\npeerType=observer\n").unwrap();
         assert_eq!(c.servers.len(), 3);
         assert_eq!(c.servers[&2].client, Some(("0.0.0.0".into(), 2182)));
-        assert_eq!(c.servers[&3].role, PeerRole::Observer);
+        assert_eq!(c.servers[&3].role, ServerRole::Observer);
         assert_eq!(c.servers[&3].client, Some(("127.0.0.3".into(), 2183)));
-        assert_eq!((c.init_limit, c.sync_limit, c.peer_type), (7, 3, PeerRole::Observer));
+        assert_eq!((c.init_limit, c.sync_limit, c.peer_type), (7, 3, ServerRole::Observer));
         let e = Config::parse("server.x=h:1:2\n").unwrap_err().to_string();
         assert!(e.contains("line 1"), "{e}");
         assert!(Config::parse("server.1=h:1\n").is_err());

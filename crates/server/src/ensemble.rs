@@ -22,7 +22,7 @@ use warden_quorum::{Elected, Sid};
 use warden_storage::SnapshotBody;
 use warden_tree::DataTree;
 
-use crate::config::{Config, PeerSpec};
+use crate::config::{Config, ServerSpec};
 use crate::election::{ElectionNet, ElectionStatus};
 use crate::quorum_net::{LeaderEvent, LeaderNet, LearnerEvent, LearnerNet, QuorumNetConfig};
 
@@ -42,7 +42,7 @@ pub(crate) enum EnsEvent {
 
 pub(crate) struct Ensemble {
     pub(crate) my_sid: Sid,
-    servers: BTreeMap<u64, PeerSpec>,
+    servers: BTreeMap<u64, ServerSpec>,
     election: ElectionNet,
     status: watch::Receiver<ElectionStatus>,
     /// Waiting for a decision of the current round.
@@ -118,7 +118,17 @@ impl Ensemble {
         Ok(())
     }
 
-    fn spec(&self, sid: Sid) -> anyhow::Result<PeerSpec> {
+    /// A new configuration is active: the peers' addresses and the election's voters follow it.
+    pub(crate) async fn reconfigure(&mut self, membership: &warden_proto::Membership) {
+        for (id, spec) in &membership.servers {
+            self.servers.insert(*id, spec.clone());
+        }
+        if let Err(e) = self.election.reconfigure(membership).await {
+            tracing::warn!(error = %e, "the election did not take the new configuration");
+        }
+    }
+
+    fn spec(&self, sid: Sid) -> anyhow::Result<ServerSpec> {
         let id = u64::try_from(sid).context("negative sid")?;
         self.servers.get(&id).cloned().with_context(|| format!("no server.{sid} line"))
     }

@@ -7,6 +7,7 @@ mod civil;
 pub mod config;
 pub mod config_keys;
 mod connection;
+pub mod dynamic_config;
 pub mod election;
 mod ensemble;
 mod fourlw;

@@ -25,7 +25,7 @@ use warden_storage::{Report, StoreOp};
 use warden_tree::DataTree;
 
 use crate::admin::backup::{Refusal, RestoreAnswer};
-use crate::config::{Config, PeerRole};
+use crate::config::{Config, ServerRole};
 use crate::ensemble::{EnsEvent, Ensemble};
 use crate::fourlw;
 use crate::snapshot::{SnapshotJob, Snapshots, Start};
@@ -207,6 +207,7 @@ impl Owner {
             skip_acl: cfg.skip_acl,
             ttl_enabled: cfg.extended_types_enabled,
             reconfig_enabled: cfg.reconfig_enabled,
+            standalone_enabled: cfg.standalone_enabled,
             container_check_interval_ms: cfg.container_check_interval_ms,
             read_only_enabled: cfg.read_only,
             linearizable_reads: cfg.linearizable_reads,
@@ -457,6 +458,20 @@ impl Owner {
             Command::Serving { epoch } => {
                 if let Some(ens) = self.ens.as_mut() {
                     ens.settled(epoch).await;
+                }
+            }
+            Command::Reconfigured { membership } => {
+                if let Some(ens) = self.ens.as_mut() {
+                    ens.reconfigure(&membership).await;
+                }
+                // ZooKeeper writes the dynamic files only with reconfig enabled.
+                if let (true, Some(path)) = (self.cfg.reconfig_enabled, self.cfg.config_path.as_deref()) {
+                    match crate::dynamic_config::write(path, &membership) {
+                        Ok(file) => tracing::info!(file = %file.display(), "dynamic config file written"),
+                        Err(e) => {
+                            tracing::error!(error = %e, config = %path.display(), "cannot write the dynamic config file")
+                        }
+                    }
                 }
             }
             Command::Send { .. } | Command::Close { .. } => {
@@ -794,8 +809,9 @@ impl Owner {
 }
 
 pub(crate) fn quorum_setup(cfg: &Config, my_sid: i64, accepted_epoch: i64, current_epoch: i64) -> QuorumSetup {
-    let voters = cfg.servers.values().filter(|s| s.role == PeerRole::Participant).map(|s| s.id as i64);
+    let voters = cfg.servers.values().filter(|s| s.role == ServerRole::Participant).map(|s| s.id as i64);
     let mut setup = QuorumSetup::new(my_sid, voters);
+    setup.membership = cfg.membership();
     setup.init_limit = cfg.init_limit;
     setup.sync_limit = cfg.sync_limit;
     setup.accepted_epoch = accepted_epoch;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use warden_proto::election::{frame_message, InitialMessage, Notification, ServerState, PROTOCOL_VERSION_V1};
 use warden_quorum::Elected;
-use warden_server::config::PeerSpec;
+use warden_server::config::ServerSpec;
 use warden_server::election::{ElectionNet, ElectionStatus};
 
 /// How long an election may take.
@@ -23,11 +23,11 @@ mod oracle;
 use oracle::{free_port, zk_classpath, MISSING as MISSING_ZK};
 
 /// `server.N=127.0.0.1:<quorum>:<election>` lines for `ids`, on fresh ports.
-fn ensemble(ids: &[u64]) -> BTreeMap<u64, PeerSpec> {
+fn ensemble(ids: &[u64]) -> BTreeMap<u64, ServerSpec> {
     ids.iter()
         .map(|&id| {
             let line = format!("127.0.0.1:{}:{}", free_port(), free_port());
-            (id, PeerSpec::parse(id, &line).expect("server line"))
+            (id, ServerSpec::parse(id, &line).expect("server line"))
         })
         .collect()
 }
@@ -49,7 +49,7 @@ async fn assert_leader(nets: &[&ElectionNet], leader: i64) {
     }
 }
 
-async fn start_all(servers: &BTreeMap<u64, PeerSpec>, history: &[(u64, i64, i64)]) -> Vec<ElectionNet> {
+async fn start_all(servers: &BTreeMap<u64, ServerSpec>, history: &[(u64, i64, i64)]) -> Vec<ElectionNet> {
     let mut nets = Vec::new();
     for &(id, zxid, epoch) in history {
         nets.push(ElectionNet::start(id, servers, zxid, epoch).await.expect("start election shell"));
@@ -245,7 +245,7 @@ struct ZkPeer {
 }
 
 impl ZkPeer {
-    fn start(classpath: &str, id: u64, client_port: u16, servers: &BTreeMap<u64, PeerSpec>) -> ZkPeer {
+    fn start(classpath: &str, id: u64, client_port: u16, servers: &BTreeMap<u64, ServerSpec>) -> ZkPeer {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("data");
         std::fs::create_dir_all(&data).unwrap();

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use common::{four_letter, test_config};
-use warden_server::config::PeerSpec;
+use warden_server::config::ServerSpec;
 use warden_server::{Config, Server};
 use zk::{Acls, CreateMode};
 use zookeeper_client as zk;
@@ -30,7 +30,7 @@ fn configs(n: u64) -> Vec<(Config, tempfile::TempDir)> {
     let mut servers = BTreeMap::new();
     for id in 1..=n {
         let line = format!("127.0.0.1:{}:{}", free_port(), free_port());
-        servers.insert(id, PeerSpec::parse(id, &line).expect("server line"));
+        servers.insert(id, ServerSpec::parse(id, &line).expect("server line"));
     }
     (1..=n)
         .map(|id| {
@@ -242,7 +242,7 @@ async fn an_observer_syncs_forwards_writes_and_reports_its_mode() {
     for id in 1..=4u64 {
         let role = if id == 4 { ":observer" } else { "" };
         let line = format!("127.0.0.1:{}:{}{role}", free_port(), free_port());
-        servers.insert(id, PeerSpec::parse(id, &line).expect("server line"));
+        servers.insert(id, ServerSpec::parse(id, &line).expect("server line"));
     }
     let mut members = Vec::new();
     for id in 1..=4u64 {
@@ -252,7 +252,7 @@ async fn an_observer_syncs_forwards_writes_and_reports_its_mode() {
         cfg.servers = servers.clone();
         cfg.my_id = Some(id);
         if id == 4 {
-            cfg.peer_type = warden_server::config::PeerRole::Observer;
+            cfg.peer_type = warden_server::config::ServerRole::Observer;
         }
         let server = Server::start(cfg).await.expect("member starts");
         members.push(Member { id, addr: server.local_addr, server: Some(server), _dir: dir });

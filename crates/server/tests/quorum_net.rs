@@ -174,6 +174,7 @@ fn carry_out(actions: Vec<Action>, store: &Shared, net: &mut dyn Transport) -> D
             | Action::Forwarded { .. }
             | Action::Revalidate { .. }
             | Action::Revalidated { .. }
+            | Action::LeaderConfig(_)
             | Action::SyncDone => {}
         }
     }

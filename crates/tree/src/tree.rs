@@ -368,7 +368,7 @@ impl DataTree {
                 Ok(()) => TxnResult::Deleted,
                 Err(e) => TxnResult::Error(e),
             },
-            Txn::SetData { path, data, version } => {
+            Txn::SetData { path, data, version } | Txn::Reconfig { path, data, version } => {
                 match self.set_data(path, data.as_deref(), *version, zxid, time, ev) {
                     Ok(stat) => TxnResult::SetData { stat },
                     Err(e) => TxnResult::Error(e),

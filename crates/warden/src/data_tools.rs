@@ -65,6 +65,9 @@ fn describe(txn: &Txn) -> String {
         Txn::SetData { path, data, version } => {
             format!("setData '{path},{},version={version}", data_text(data.as_deref()))
         }
+        Txn::Reconfig { path, data, version } => {
+            format!("reconfig '{path},{},version={version}", data_text(data.as_deref()))
+        }
         Txn::SetAcl { path, acl, version } => format!("setACL '{path},{},version={version}", acl_text(acl)),
         Txn::Check { path, version } => format!("check '{path},version={version}"),
         Txn::CreateSession { timeout_ms } => format!("createSession timeout={timeout_ms}"),

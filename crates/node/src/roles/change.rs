@@ -69,6 +69,7 @@ impl Node {
         self.leave_role(out);
         let tick_ms = u64::from(self.cfg.tick_time_ms);
         let now_ms = self.now.mono_ms;
+        let reconfig_enabled = self.cfg.reconfig_enabled;
         let q = self.ensemble_mut();
         let mut cfg = LeaderConfig::new(q.setup.my_sid, q.setup.voters.iter().copied());
         cfg.tick_ms = tick_ms;
@@ -77,6 +78,8 @@ impl Node {
         cfg.max_committed_log = q.setup.max_committed_log;
         cfg.snapshot_size_factor = q.setup.snapshot_size_factor;
         cfg.max_counter = q.setup.max_counter;
+        cfg.membership = Some(q.setup.membership.clone()).filter(|m| !m.servers.is_empty());
+        cfg.reconfig_enabled = reconfig_enabled;
         let init = LeaderInit {
             accepted_epoch: q.accepted_epoch,
             current_epoch: q.current_epoch,

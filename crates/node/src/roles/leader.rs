@@ -108,6 +108,9 @@ impl Node {
             Ok(r) if crate::writes::write_ops(&r).is_some() => r,
             _ => return Txn::Error { err: ErrorCode::MarshallingError.code() },
         };
+        if let Request::Reconfig(r) = &req {
+            return self.prep_reconfig(&auth, zxid, r);
+        }
         Self::prep_write(&mut self.prep, &self.tree, &self.cfg, session_id, &auth, zxid, req)
     }
 }

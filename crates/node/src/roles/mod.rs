@@ -62,6 +62,7 @@ mod change;
 mod leader;
 mod learner;
 mod reads;
+mod reconfig;
 
 pub(crate) use reads::{Barriers, SyncWaiter};
 
@@ -77,6 +78,9 @@ pub struct QuorumSetup {
     pub voters: BTreeSet<Sid>,
     pub init_limit: u32,
     pub sync_limit: u32,
+    /// The active configuration (`server.N` lines and version); empty in tests that do not need
+    /// one, and then `/zookeeper/config` stays empty. Kept in step with `voters`.
+    pub membership: warden_proto::Membership,
     /// The `acceptedEpoch` / `currentEpoch` files as loaded at start-up.
     pub accepted_epoch: i64,
     pub current_epoch: i64,
@@ -96,6 +100,7 @@ impl QuorumSetup {
         Self {
             my_sid,
             voters: voters.into_iter().collect(),
+            membership: warden_proto::Membership::default(),
             init_limit: 10,
             sync_limit: 5,
             accepted_epoch: 0,
@@ -140,6 +145,9 @@ pub enum QuorumOutput {
     InstallSnapshot { snapshot: SnapshotData },
     /// The role is established: the server serves clients in `epoch`.
     Serving { epoch: i64 },
+    /// A new configuration is active (a reconfig applied, a leader's newer one adopted, or the
+    /// first leader's version given): the shell updates its peers and the dynamic config file.
+    ConfigChanged { membership: warden_proto::Membership },
     /// The role was lost: start a leader election.
     Elect { reason: String },
 }
@@ -198,6 +206,9 @@ pub(crate) struct Quorum {
     unavailable_since_ms: u64,
     /// The machines push their actions here ([`Node::drive`]); kept to reuse its capacity.
     actions: Vec<Action>,
+    /// A newly active configuration no longer fits the role: left once the machine's actions
+    /// of this step are carried out (`Node::drive`).
+    role_exit: Option<String>,
 }
 
 impl Quorum {
@@ -273,7 +284,9 @@ impl Node {
             touched: BTreeMap::new(),
             incoming_snapshot: None,
             actions: Vec::new(),
+            role_exit: None,
         }));
+        node.write_config_node();
         node
     }
 
@@ -310,6 +323,11 @@ impl Node {
         let q = self.ensemble_mut();
         if q.actions.capacity() < actions.capacity() {
             q.actions = actions;
+        }
+        if let Some(reason) = q.role_exit.take() {
+            if !matches!(q.machine, Machine::Looking) {
+                self.lose_role(reason, out);
+            }
         }
     }
 
@@ -579,6 +597,15 @@ impl Node {
                 out.push(Output::Quorum(QuorumOutput::Serving { epoch }))
             }
             Action::Broadcasting { epoch } => {
+                // The first leader with reconfig enabled gave a version-0 configuration its
+                // NEWLEADER zxid as version.
+                if let Some(m) = self.leader().and_then(Leader::membership).cloned() {
+                    if m != self.ensemble_mut().setup.membership {
+                        self.ensemble_mut().setup.membership = m.clone();
+                        self.write_config_node();
+                        out.push(Output::Quorum(QuorumOutput::ConfigChanged { membership: m }));
+                    }
+                }
                 let unavailable = self.now.mono_ms.saturating_sub(self.ensemble_mut().unavailable_since_ms);
                 self.summaries.unavailable_time.record(unavailable);
                 self.summaries.leader_unavailable_time.record(unavailable);
@@ -606,6 +633,7 @@ impl Node {
             }
             Action::Revalidated { session_id, valid } => self.revalidated(session_id, valid, out),
             Action::SyncDone => self.sync_done(out),
+            Action::LeaderConfig(text) => self.leader_config(&text, out),
             Action::GoLooking { reason } => self.lose_role(reason, out),
         }
     }

@@ -21,9 +21,14 @@ pub fn encode_entry(entry: &TxnEntry) -> Vec<u8> {
     w.into_inner()
 }
 
-/// Decodes PROPOSAL / INFORM data and checks the header's zxid against the packet's.
+/// Decodes PROPOSAL / INFORM data and checks the header's zxid against the packet's. An
+/// INFORMANDACTIVATE's data is the designated leader's sid (8 bytes), then an INFORM's.
 pub fn decode_entry(packet: &QuorumPacket) -> Result<TxnEntry, DecodeError> {
     let data = packet.data.as_deref().ok_or(DecodeError::Invalid("proposal without data"))?;
+    let data = match packet.packet_type {
+        packet_type::INFORMANDACTIVATE => data.get(8..).ok_or(DecodeError::Invalid("short INFORMANDACTIVATE"))?,
+        _ => data,
+    };
     let mut r = Reader::new(data);
     let hdr = TxnHeader::decode(&mut r)?;
     if hdr.zxid != packet.zxid {
@@ -42,6 +47,25 @@ pub fn proposal(entry: &TxnEntry) -> QuorumPacket {
 /// An INFORM packet (leader -> observer, committed txn).
 pub fn inform(entry: &TxnEntry) -> QuorumPacket {
     QuorumPacket::with_data(packet_type::INFORM, entry.zxid(), encode_entry(entry))
+}
+
+/// What a leader sends an observer for a committed txn: INFORM, or for a reconfig
+/// INFORMANDACTIVATE with the designated leader's sid before the txn (`Leader.informAndActivate`).
+pub fn inform_activate(entry: &TxnEntry, designated: Option<super::Sid>) -> QuorumPacket {
+    match designated {
+        None => inform(entry),
+        Some(sid) => {
+            let mut data = sid.to_be_bytes().to_vec();
+            data.extend_from_slice(&encode_entry(entry));
+            QuorumPacket::with_data(packet_type::INFORMANDACTIVATE, entry.zxid(), data)
+        }
+    }
+}
+
+/// The designated leader's sid at the head of a COMMITANDACTIVATE or INFORMANDACTIVATE.
+pub fn decode_designated(packet: &QuorumPacket) -> Result<super::Sid, DecodeError> {
+    let data = packet.data.as_deref().ok_or(DecodeError::Invalid("activation without data"))?;
+    Reader::new(data).read_i64()
 }
 
 /// A 4-byte big-endian int payload (LEADERINFO's protocol version, ACKEPOCH's current epoch).

@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use warden_proto::membership::Membership;
 use warden_proto::quorum::{packet_type as pt, LearnerInfo, QuorumPacket};
 use warden_proto::txn::{Txn, TxnHeader};
 
@@ -35,8 +36,12 @@ pub struct LeaderConfig {
     /// are at most this fraction of the newest snapshot's size; below 0, never (SNAP). Here `-1`
     /// by default; the node sets it from zoo.cfg (ZooKeeper's default 0.33).
     pub snapshot_size_factor: f64,
-    /// NEWLEADER data: the quorum verifier text ZooKeeper sends (may be empty).
-    pub newleader_data: Vec<u8>,
+    /// The active configuration, sent in NEWLEADER as ZooKeeper sends its quorum verifier's
+    /// text (`None`: NEWLEADER carries no data).
+    pub membership: Option<Membership>,
+    /// `reconfigEnabled`: a configuration still at version 0 takes the NEWLEADER zxid as its
+    /// version once the epoch is fixed, as ZooKeeper's leader does (ZOOKEEPER-1783).
+    pub reconfig_enabled: bool,
     /// The highest zxid counter proposed in one epoch (0xffffffff, the 32-bit counter's top);
     /// reaching it makes `propose` fail with `ZxidExhausted` so the leader steps down and a new
     /// epoch starts (ZOOKEEPER-1277). Tests and the simulator lower it to exercise rollover.
@@ -68,7 +73,8 @@ impl LeaderConfig {
             sync_limit: 5,
             max_committed_log: 500,
             snapshot_size_factor: -1.0,
-            newleader_data: Vec::new(),
+            membership: None,
+            reconfig_enabled: false,
             max_counter: 0xffff_ffff,
         }
     }
@@ -108,6 +114,8 @@ pub enum ProposeError {
     Stopped,
     /// The epoch's 32-bit counter is used up: call `step_down` and elect again (ZOOKEEPER-1277).
     ZxidExhausted,
+    /// A reconfig txn whose data is not a configuration text.
+    BadConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -297,6 +305,10 @@ pub struct Leader {
     sync_round: Option<u64>,
     /// Learners whose DIFF from disk failed: their next sync is a SNAP.
     no_log_diff: BTreeSet<Sid>,
+    /// Proposed and not yet committed reconfigs: each one's zxid and the voters of the
+    /// configuration it makes. Every proposal from that zxid on needs a quorum of those voters
+    /// too, besides one of `cfg.voters` (ZooKeeper's proposals carrying both verifiers).
+    pending_configs: Vec<(Zxid, Membership)>,
     out: Vec<Action>,
 }
 
@@ -343,6 +355,7 @@ impl Leader {
             round_confirmed: 0,
             sync_round: None,
             no_log_diff: BTreeSet::new(),
+            pending_configs: Vec::new(),
             out: Vec::new(),
             cfg,
         };
@@ -557,6 +570,13 @@ impl Leader {
         } else {
             make_zxid(epoch, 1)
         };
+        if let Txn::Reconfig { data, .. } = &txn {
+            let members = data.as_deref().and_then(|d| Membership::parse_text(std::str::from_utf8(d).ok()?).ok());
+            match members {
+                Some(m) => self.pending_configs.push((zxid, m)),
+                None => return Err(ProposeError::BadConfig),
+            }
+        }
         let hdr = TxnHeader { client_id, cxid, zxid, time_ms, txn_type };
         let entry = TxnEntry { hdr, txn: txn.into(), digest: None };
         self.last_proposed = zxid;
@@ -640,10 +660,17 @@ impl Leader {
         if info.server_id != from {
             return self.disconnect(from, "LearnerInfo sid differs from the connection's");
         }
-        if from == self.cfg.my_sid || (role == Role::Follower) != self.cfg.voters.contains(&from) {
+        // A follower outside the voters is a non-voting follower (a server about to be added by
+        // a reconfig, or one a reconfig removed): it follows, and its ACKs count only in a
+        // configuration that makes it a voter. A voter may not come as an observer.
+        if from == self.cfg.my_sid || (role == Role::Observer && self.cfg.voters.contains(&from)) {
             return self.disconnect(from, "learner type does not match the configuration");
         }
-        if let Some(epoch) = self.phase.epoch().filter(|e| role == Role::Follower && epoch_of(packet.zxid) > *e) {
+        if let Some(epoch) = self
+            .phase
+            .epoch()
+            .filter(|e| role == Role::Follower && self.cfg.voters.contains(&from) && epoch_of(packet.zxid) > *e)
+        {
             // The voter promised a newer epoch (a leader attempt that never established) and will
             // refuse ours for good; stepping down lets the next discovery pick an epoch above it.
             return self.stop(&format!(
@@ -689,6 +716,9 @@ impl Leader {
             let max = connecting.iter().map(|(_, e)| *e).max().unwrap_or(self.accepted_epoch);
             let epoch = max.max(self.current_epoch) + 1;
             self.phase = Phase::AcceptingEpoch { epoch };
+            if let Some(m) = self.cfg.membership.as_mut().filter(|m| m.version == 0 && self.cfg.reconfig_enabled) {
+                m.version = make_zxid(epoch, 0);
+            }
             self.out.push(Action::PersistEpoch { kind: EpochKind::Accepted, epoch });
         }
     }
@@ -718,7 +748,7 @@ impl Leader {
         let Some(p) = self.peers.get_mut(&from) else { return };
         p.phase = PeerPhase::EpochAcked;
         p.last_zxid = packet.zxid;
-        if current != -1 && p.role == Role::Follower {
+        if current != -1 && p.role == Role::Follower && self.cfg.voters.contains(&from) {
             self.epoch_ackers.insert(from);
         }
         if self.phase.epoch_quorum() {
@@ -800,7 +830,8 @@ impl Leader {
         for p in packets {
             self.send(sid, p);
         }
-        let nl = QuorumPacket::with_data(pt::NEWLEADER, make_zxid(epoch, 0), self.cfg.newleader_data.clone());
+        let data = self.cfg.membership.as_ref().map_or_else(Vec::new, |m| m.to_text().into_bytes());
+        let nl = QuorumPacket::with_data(pt::NEWLEADER, make_zxid(epoch, 0), data);
         self.send(sid, nl);
         let now = self.now_ms;
         if let Some(p) = self.peers.get_mut(&sid) {
@@ -897,7 +928,7 @@ impl Leader {
                 if let Some(sent) = p.pings.pop_front() {
                     p.vouched_ms = p.vouched_ms.max(sent);
                 }
-                if p.role == Role::Follower {
+                if p.role == Role::Follower && self.cfg.voters.contains(&from) {
                     self.newleader_ackers.insert(from);
                 }
                 if self.is_established() {
@@ -958,13 +989,18 @@ impl Leader {
             if self.self_durable < z {
                 break;
             }
-            let ackers = self
+            let ackers: BTreeSet<Sid> = self
                 .peers
                 .iter()
                 .filter(|(_, p)| p.role == Role::Follower && p.synced() && p.acked >= z)
                 .map(|(s, _)| *s)
-                .chain([self.cfg.my_sid]);
-            if !self.is_quorum(ackers) {
+                .chain([self.cfg.my_sid])
+                .collect();
+            if !self.is_quorum(ackers.iter().copied()) {
+                break;
+            }
+            let pending = self.pending_configs.iter().take_while(|(rz, _)| *rz <= z);
+            if !pending.into_iter().all(|(_, m)| majority_of(&voter_sids(m), &ackers)) {
                 break;
             }
             let entry = entry.clone();
@@ -978,7 +1014,12 @@ impl Leader {
         if let Some(at) = self.proposed_at_ms.remove(&z) {
             self.ack_latencies.push(self.now_ms.saturating_sub(at));
         }
-        let commit = QuorumPacket::new(pt::COMMIT, z);
+        let activated = self.pending_configs.first().filter(|(rz, _)| *rz == z).is_some();
+        let designated = activated.then(|| self.activate_config(z));
+        let commit = match designated {
+            None => QuorumPacket::new(pt::COMMIT, z),
+            Some(sid) => QuorumPacket::with_data(pt::COMMITANDACTIVATE, z, sid.to_be_bytes().to_vec()),
+        };
         let targets: Vec<(Sid, Role)> =
             self.peers.iter().filter(|(_, p)| p.forwarding).map(|(s, p)| (*s, p.role)).collect();
         // An INFORM carries the whole txn: encoded only when an observer is there to take it.
@@ -987,11 +1028,17 @@ impl Leader {
             let packet = if role == Role::Follower {
                 commit.clone()
             } else {
-                inform.get_or_insert_with(|| codec::inform(&entry)).clone()
+                inform.get_or_insert_with(|| codec::inform_activate(&entry, designated)).clone()
             };
             self.send(sid, packet);
         }
         self.out.push(Action::ApplyCommitted(entry));
+        if designated.is_some_and(|d| d != self.cfg.my_sid) {
+            // Removed from the voters by its own reconfig: ZooKeeper's leader stops committing
+            // and lets the designated voter lead; Warden's steps down at once, and the new
+            // configuration's voters elect (the designated one has the most recent history).
+            self.stop("this leader is no longer a voter after the reconfig it committed");
+        }
         self.answer_syncs();
         self.trim_history();
     }
@@ -1073,9 +1120,59 @@ impl Leader {
         }
     }
 
+    /// The reconfig proposed at `z` commits: its voters become the configuration. Returns the
+    /// designated leader (`Leader.getDesignatedLeader`): this server while it stays a voter,
+    /// else the new configuration's synced voter that ACKed the most.
+    fn activate_config(&mut self, z: Zxid) -> Sid {
+        let (_, membership) = self.pending_configs.remove(0);
+        self.cfg.voters = voter_sids(&membership);
+        self.cfg.membership = Some(membership);
+        // Quorums gathered under the old configuration are not counted under the new one.
+        let voters = &self.cfg.voters;
+        self.newleader_ackers.retain(|s| voters.contains(s));
+        self.epoch_ackers.retain(|s| voters.contains(s));
+        if self.cfg.voters.contains(&self.cfg.my_sid) {
+            return self.cfg.my_sid;
+        }
+        self.peers
+            .iter()
+            .filter(|(s, p)| p.role == Role::Follower && p.synced() && p.acked >= z && self.cfg.voters.contains(s))
+            .max_by_key(|(s, p)| (p.acked, **s))
+            .map_or(self.cfg.my_sid, |(s, _)| *s)
+    }
+
+    /// Whether a reconfig is proposed and not yet committed.
+    pub fn reconfig_in_flight(&self) -> bool {
+        !self.pending_configs.is_empty()
+    }
+
+    /// Whether `voters` has a quorum among this leader (if it is one of them) and the followers
+    /// synced with it (`Leader.isQuorumSynced`): a reconfig to them could commit.
+    pub fn is_quorum_synced(&self, voters: &BTreeSet<Sid>) -> bool {
+        let synced: BTreeSet<Sid> = self
+            .peers
+            .iter()
+            .filter(|(_, p)| p.role == Role::Follower && p.synced())
+            .map(|(s, _)| *s)
+            .chain([self.cfg.my_sid])
+            .collect();
+        majority_of(voters, &synced)
+    }
+
+    /// The voters of the active configuration.
+    pub fn voters(&self) -> &BTreeSet<Sid> {
+        &self.cfg.voters
+    }
+
+    /// The active configuration (its version set from the epoch once that is fixed).
+    pub fn membership(&self) -> Option<&Membership> {
+        self.cfg.membership.as_ref()
+    }
+
     // ----- helpers -----
 
     fn is_quorum(&self, sids: impl Iterator<Item = Sid>) -> bool {
+        // (`majority_of` over `cfg.voters`, without collecting when the caller has an iterator.)
         let set: BTreeSet<Sid> = sids.filter(|s| self.cfg.voters.contains(s)).collect();
         set.len() * 2 > self.cfg.voters.len()
     }
@@ -1208,4 +1305,14 @@ enum SyncPlan {
         from: Zxid,
     },
     Snap,
+}
+
+/// Whether more than half of `voters` are in `ackers` (`QuorumMaj.containsQuorum`).
+fn majority_of(voters: &BTreeSet<Sid>, ackers: &BTreeSet<Sid>) -> bool {
+    voters.intersection(ackers).count() * 2 > voters.len()
+}
+
+/// A configuration's voters as sids.
+pub fn voter_sids(m: &Membership) -> BTreeSet<Sid> {
+    m.voters().filter_map(|v| Sid::try_from(v).ok()).collect()
 }

@@ -336,7 +336,10 @@ impl Learner {
                 }
                 self.on_txn(p)
             }
-            (pt::INFORM, Stage::Syncing | Stage::Broadcast) if self.cfg.role == LearnerRole::Observer => {
+            // A reconfig's commit: the node activates the configuration as it applies the txn.
+            (pt::INFORM | pt::INFORMANDACTIVATE, Stage::Syncing | Stage::Broadcast)
+                if self.cfg.role == LearnerRole::Observer =>
+            {
                 if self.newleader.is_none() {
                     return Err(LearnerError::InformBeforeNewLeader);
                 }
@@ -345,11 +348,18 @@ impl Learner {
                 Ok(())
             }
             (pt::COMMIT, Stage::Syncing | Stage::Broadcast) => self.on_commit(p.zxid),
+            (pt::COMMITANDACTIVATE, Stage::Syncing | Stage::Broadcast) => {
+                codec::decode_designated(p).map_err(|e| LearnerError::Malformed("COMMITANDACTIVATE", e))?;
+                self.on_commit(p.zxid)
+            }
             (pt::NEWLEADER, Stage::Syncing) if self.newleader.is_none() => {
                 if epoch_of(p.zxid) != self.new_epoch {
                     return Err(LearnerError::NewLeaderOtherEpoch);
                 }
                 self.newleader = Some(NewLeader { history_end: self.last_received, ..NewLeader::default() });
+                if let Some(text) = p.data.as_ref().filter(|d| d.len() > 1) {
+                    self.out.push(Action::LeaderConfig(text.to_vec()));
+                }
                 Ok(())
             }
             (pt::UPTODATE, Stage::Syncing) => {

@@ -40,7 +40,9 @@ pub mod codec;
 pub mod leader;
 pub mod learner;
 
-pub use leader::{Leader, LeaderConfig, LeaderGauges, LeaderInit, LeaderInitError, LogProbe, ProposeError};
+pub use leader::{
+    voter_sids, Leader, LeaderConfig, LeaderGauges, LeaderInit, LeaderInitError, LogProbe, ProposeError,
+};
 pub use learner::{Learner, LearnerConfig, LearnerError, LearnerRole, LocalState};
 
 use warden_proto::quorum::QuorumPacket;
@@ -152,6 +154,9 @@ pub enum Action {
     Revalidate { from: Sid, session_id: i64, timeout_ms: i32 },
     /// Learner: the leader's answer to our REVALIDATE of `session_id`.
     Revalidated { session_id: i64, valid: bool },
+    /// Learner: the leader's configuration text, as NEWLEADER carried it (adopted when newer
+    /// than this server's).
+    LeaderConfig(Vec<u8>),
     /// Learner: the leader answered a forwarded sync (everything it committed before is applied
     /// here once the preceding ApplyCommitted actions are done).
     SyncDone,

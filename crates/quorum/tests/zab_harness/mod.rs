@@ -346,6 +346,7 @@ impl Cluster {
             | Action::Forwarded { .. }
             | Action::Revalidate { .. }
             | Action::Revalidated { .. }
+            | Action::LeaderConfig(_)
             | Action::SyncDone => {}
         }
     }

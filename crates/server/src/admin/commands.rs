@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Map, Value};
 use warden_node::{Node, RoleKind};
 
-use crate::config::{Config, PeerRole};
+use crate::config::{Config, ServerRole};
 use crate::election::host_port;
 use crate::fourlw::{self, Metric};
 use crate::metrics::ShellMetrics;
@@ -402,7 +402,7 @@ fn system_properties(f: &mut Map<String, Value>) {
 fn voting_view(f: &mut Map<String, Value>, node: &Node, cfg: &Config) {
     let mut view = Map::new();
     if node.role() != RoleKind::Standalone {
-        for (id, s) in cfg.servers.iter().filter(|(_, s)| s.role == PeerRole::Participant) {
+        for (id, s) in cfg.servers.iter().filter(|(_, s)| s.role == ServerRole::Participant) {
             let host_port = |port: u16| host_port(&s.host, port);
             view.insert(
                 id.to_string(),
@@ -455,7 +455,7 @@ fn zabstate(f: &mut Map<String, Value>, node: &Node, cfg: &Config) {
     f.insert("quorum_address".into(), me.map_or(Value::Null, |s| multiple_addresses(&s.host, s.quorum_port)));
     f.insert("election_address".into(), me.map_or(Value::Null, |s| multiple_addresses(&s.host, s.election_port)));
     f.insert("client_address".into(), Value::Null);
-    f.insert("voting".into(), json!(me.is_some_and(|s| s.role == PeerRole::Participant)));
+    f.insert("voting".into(), json!(me.is_some_and(|s| s.role == ServerRole::Participant)));
     f.insert("last_zxid".into(), json!(format!("0x{zxid:x}")));
     f.insert("zab_epoch".into(), json!(epoch));
     f.insert("zab_counter".into(), json!(zxid & 0xffff_ffff));

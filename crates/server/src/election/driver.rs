@@ -2,16 +2,16 @@
 //! ticks at its deadline and restart commands, and carries out its actions (queue a
 //! notification for a peer, publish the outcome). Every protocol decision stays in the machine.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use warden_proto::election::frame_message;
-use warden_quorum::{ElectionAction, FastLeaderElection, ServerState, Sid};
+use warden_quorum::{ElectionAction, FastLeaderElection, QuorumConfig, ServerState, Sid};
 
 use super::conn::Received;
 use super::link::LinkEvent;
-use super::queue::SharedQueue;
+use super::peers::Peers;
 use super::ElectionStatus;
 
 /// What the handle asks the driver.
@@ -21,18 +21,15 @@ pub(crate) enum Command {
     Restart { last_zxid: i64, current_epoch: i64, done: oneshot::Sender<()> },
     /// ZAB settled this epoch (`QuorumPeer.updateElectionVote`): answers carry it from now on.
     PeerEpoch(i64),
-}
-
-/// A peer as the driver sees it: its send queue and its link's event queue.
-pub(crate) struct PeerHandle {
-    pub queue: SharedQueue,
-    pub link: mpsc::Sender<LinkEvent>,
+    /// A reconfig made this configuration active: it takes effect at the next round; links to
+    /// its new members (sid, election host and port) start at once.
+    Configure(QuorumConfig, Vec<u8>, Vec<(Sid, String, u16)>),
 }
 
 pub(crate) struct Driver {
     pub election: FastLeaderElection,
     pub started: Instant,
-    pub peers: BTreeMap<Sid, PeerHandle>,
+    pub peers: Arc<Peers>,
     pub received: mpsc::Receiver<Received>,
     pub commands: mpsc::Receiver<Command>,
     pub status: watch::Sender<ElectionStatus>,
@@ -45,6 +42,7 @@ impl Driver {
         let mut actions = Vec::new();
         self.election.start(self.now_ms(), last_zxid, current_epoch, &mut actions);
         self.carry_out(&mut actions);
+        let mut next_config = None;
         loop {
             let deadline =
                 self.election.next_deadline_ms().map(|ms| self.started + std::time::Duration::from_millis(ms));
@@ -55,9 +53,18 @@ impl Driver {
                 cmd = self.commands.recv() => match cmd {
                     Some(Command::Restart { last_zxid, current_epoch, done }) => {
                         restarted = Some(done);
+                        if let Some((config, text)) = next_config.take() {
+                            self.election.set_config(config, text);
+                        }
                         self.election.start(now_ms, last_zxid, current_epoch, &mut actions)
                     }
                     Some(Command::PeerEpoch(epoch)) => self.election.update_peer_epoch(epoch),
+                    Some(Command::Configure(config, text, members)) => {
+                        for (sid, host, port) in members {
+                            self.peers.ensure(sid, &host, port);
+                        }
+                        next_config = Some((config, text));
+                    }
                     None => break,
                 },
                 Some(received) = self.received.recv() => match received {
@@ -133,7 +140,7 @@ impl Driver {
     }
 
     fn send(&self, to: Sid, frame: Vec<u8>) {
-        let Some(peer) = self.peers.get(&to) else {
+        let Some(peer) = self.peers.get(to) else {
             return tracing::warn!(to, "election wants to send to a server that is not configured");
         };
         peer.queue.put(frame.into());

@@ -3,20 +3,23 @@
 //!
 //! - a larger sid keeps its connection: the socket goes to that peer's link;
 //! - a smaller sid loses: the socket is closed and the link dials back;
-//! - our own sid, an unknown sid, or a malformed introduction: closed and logged.
+//! - a sid outside the configuration: a link to the address it introduced itself with is
+//!   started ([`Peers::ensure`]) and the rules above apply;
+//! - our own sid or a malformed introduction: closed and logged.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use warden_proto::election::{InitialMessage, INITIAL_ADDR_MAX};
 use warden_quorum::Sid;
 
 use super::link::LinkEvent;
+use super::peers::Peers;
 use crate::sasl::quorum::QuorumSasl;
 use crate::tls::peer::PeerTls;
 
@@ -31,7 +34,7 @@ const INITIAL_MESSAGE_MAX: usize = 8 + 8 + 4 + INITIAL_ADDR_MAX;
 pub(crate) struct Listener {
     pub my_id: Sid,
     pub listener: TcpListener,
-    pub links: BTreeMap<Sid, mpsc::Sender<LinkEvent>>,
+    pub peers: Arc<Peers>,
     pub shutdown: watch::Receiver<bool>,
     pub tls: PeerTls,
     pub sasl: QuorumSasl,
@@ -53,7 +56,7 @@ impl Listener {
                             stream,
                             peer,
                             (self.tls.clone(), self.sasl.clone()),
-                            self.links.clone(),
+                            self.peers.clone(),
                         ));
                     }
                     Ok((_, peer)) => tracing::warn!(%peer, "too many election handshakes in progress; closing"),
@@ -76,7 +79,7 @@ async fn handshake(
     stream: TcpStream,
     peer: SocketAddr,
     (tls, sasl): (PeerTls, QuorumSasl),
-    links: BTreeMap<Sid, mpsc::Sender<LinkEvent>>,
+    peers: Arc<Peers>,
 ) {
     let _ = stream.set_nodelay(true);
     let mut stream = match tls.accept(stream, peer).await {
@@ -95,15 +98,28 @@ async fn handshake(
         Ok(None) => {}
         Err(why) => return tracing::warn!(?peer, sid = msg.sid(), %why, "election connection refused"),
     }
-    if msg.addresses().is_none() {
+    let Some(addresses) = msg.addresses() else {
         return tracing::warn!(?peer, ?msg, "badly formed election address; closing");
-    }
+    };
     let sid = msg.sid();
-    let Some(link) = links.get(&sid) else {
-        if sid == my_id {
-            return tracing::warn!(?peer, sid, "election connection from a server with our own id; closing");
+    if sid == my_id {
+        return tracing::warn!(?peer, sid, "election connection from a server with our own id; closing");
+    }
+    // A server outside the configuration (one about to be added by a reconfig) gets a link
+    // to the election address it gave, as ZooKeeper answers it too.
+    let known = peers.get(sid);
+    let link = match (known, addresses.first()) {
+        (Some(h), _) => h.link,
+        (None, Some((host, port))) => match peers.ensure(sid, host, *port) {
+            Some(h) => {
+                tracing::info!(?peer, sid, host, port, "election connection from a server outside the configuration");
+                h.link
+            }
+            None => return,
+        },
+        (None, None) => {
+            return tracing::warn!(?peer, sid, "election connection from an unknown sid without an address; closing")
         }
-        return tracing::warn!(?peer, sid, "election connection from an unknown sid; closing");
     };
     let event = if sid < my_id {
         drop(stream);

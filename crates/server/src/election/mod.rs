@@ -40,6 +40,7 @@ mod conn;
 mod driver;
 mod link;
 mod listener;
+mod peers;
 mod queue;
 
 use std::collections::BTreeMap;
@@ -53,13 +54,12 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use warden_quorum::{Elected, FastLeaderElection, QuorumConfig, Sid};
 
-use crate::config::{PeerRole, PeerSpec};
+use crate::config::{ServerRole, ServerSpec};
 use crate::sasl::quorum::QuorumSasl;
 use crate::tls::peer::PeerTls;
-use driver::{Command, Driver, PeerHandle};
-use link::{Link, LinkSpec, LINK_EVENT_QUEUE};
+use driver::{Command, Driver};
 use listener::Listener;
-use queue::PeerQueue;
+use peers::{LinkFactory, Peers};
 
 /// `QuorumCnxManager.RECV_CAPACITY`: received notifications waiting for the driver.
 pub const RECV_CAPACITY: usize = 100;
@@ -91,6 +91,7 @@ pub struct ElectionNet {
     status: watch::Receiver<ElectionStatus>,
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<()>,
+    peers: Arc<Peers>,
 }
 
 impl ElectionNet {
@@ -99,7 +100,7 @@ impl ElectionNet {
     /// `current_epoch`.
     pub async fn start(
         my_id: u64,
-        servers: &BTreeMap<u64, PeerSpec>,
+        servers: &BTreeMap<u64, ServerSpec>,
         last_zxid: i64,
         current_epoch: i64,
     ) -> anyhow::Result<ElectionNet> {
@@ -110,7 +111,7 @@ impl ElectionNet {
     /// `portUnification`) and SASL after each introduction (`quorum.auth.*`).
     pub async fn start_with(
         my_id: u64,
-        servers: &BTreeMap<u64, PeerSpec>,
+        servers: &BTreeMap<u64, ServerSpec>,
         last_zxid: i64,
         current_epoch: i64,
         tls: PeerTls,
@@ -127,39 +128,34 @@ impl ElectionNet {
         let mut observers = Vec::new();
         for spec in servers.values() {
             match spec.role {
-                PeerRole::Participant => voters.push(sid(spec.id)?),
-                PeerRole::Observer => observers.push(sid(spec.id)?),
+                ServerRole::Participant => voters.push(sid(spec.id)?),
+                ServerRole::Observer => observers.push(sid(spec.id)?),
             }
         }
         let mut election = FastLeaderElection::new(my_sid, QuorumConfig::new(voters, observers));
-        election.set_config_text(config_text(servers).into_bytes());
+        // The QuorumVerifier text ZooKeeper peers expect in notifications (`QuorumMaj.toString`); they
+        // act only on a version above their own, which 0 never is.
+        let text = warden_proto::Membership { servers: servers.clone(), version: 0 }.to_text();
+        election.set_config_text(text.into_bytes());
 
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (received_tx, received_rx) = mpsc::channel(RECV_CAPACITY);
         let my_addr = host_port(&me.host, local_addr.port());
         let mut tasks = JoinSet::new();
-        let mut peers = BTreeMap::new();
-        let mut link_events = BTreeMap::new();
+        let peers = Peers::new(LinkFactory {
+            my_sid,
+            my_host: me.host.clone(),
+            my_addr,
+            tls: tls.clone(),
+            sasl: sasl.clone(),
+            received: received_tx,
+            shutdown: shutdown_rx.clone(),
+        });
         for spec in servers.values().filter(|s| s.id != my_id) {
-            let peer_sid = sid(spec.id)?;
-            let queue = Arc::new(PeerQueue::default());
-            let (events_tx, events_rx) = mpsc::channel(LINK_EVENT_QUEUE);
-            let link_spec = LinkSpec::new(
-                my_sid,
-                peer_sid,
-                (&spec.host, spec.election_port),
-                &me.host,
-                my_addr.clone(),
-                (tls.clone(), sasl.clone()),
-            );
-            let link = Link::new(link_spec, queue.clone(), events_rx, received_tx.clone(), shutdown_rx.clone());
-            tasks.spawn(link.run());
-            link_events.insert(peer_sid, events_tx.clone());
-            peers.insert(peer_sid, PeerHandle { queue, link: events_tx });
+            peers.ensure(sid(spec.id)?, &spec.host, spec.election_port);
         }
-        drop(received_tx);
         tasks.spawn(
-            Listener { my_id: my_sid, listener, links: link_events, shutdown: shutdown_rx.clone(), tls, sasl }.run(),
+            Listener { my_id: my_sid, listener, peers: peers.clone(), shutdown: shutdown_rx.clone(), tls, sasl }.run(),
         );
 
         let (status_tx, status_rx) = watch::channel(ElectionStatus::Looking { round: 0 });
@@ -167,7 +163,7 @@ impl ElectionNet {
         let driver = Driver {
             election,
             started: tokio::time::Instant::now(),
-            peers,
+            peers: peers.clone(),
             received: received_rx,
             commands: commands_rx,
             status: status_tx,
@@ -175,7 +171,7 @@ impl ElectionNet {
         };
         tasks.spawn(driver.run(last_zxid, current_epoch));
         tracing::info!(my_id, addr = %local_addr, "election port listening");
-        Ok(ElectionNet { my_id: my_sid, local_addr, commands: commands_tx, status: status_rx, shutdown, tasks })
+        Ok(ElectionNet { my_id: my_sid, local_addr, commands: commands_tx, status: status_rx, shutdown, tasks, peers })
     }
 
     /// This server's sid.
@@ -223,14 +219,38 @@ impl ElectionNet {
         self.commands.send(Command::PeerEpoch(epoch)).await.map_err(|_| anyhow::anyhow!("election driver stopped"))
     }
 
+    /// A reconfig made `membership` active: links to its new members start now; the next round
+    /// counts its voters and sends its text.
+    pub async fn reconfigure(&self, membership: &warden_proto::Membership) -> anyhow::Result<()> {
+        let sid = |id: u64| Sid::try_from(id).ok();
+        let config = QuorumConfig::new(membership.voters().filter_map(sid), membership.observers().filter_map(sid));
+        let text = membership.to_text().into_bytes();
+        let members = membership
+            .servers
+            .values()
+            .filter_map(|s| Some((sid(s.id)?, s.host.clone(), s.election_port)))
+            .filter(|(s, _, _)| *s != self.my_id)
+            .collect();
+        self.commands
+            .send(Command::Configure(config, text, members))
+            .await
+            .map_err(|_| anyhow::anyhow!("election driver stopped"))
+    }
+
     /// Stops every task and closes every connection; returns when all have ended.
     pub async fn stop(mut self) {
         let _ = self.shutdown.send(true);
-        while let Some(joined) = self.tasks.join_next().await {
-            if let Err(e) = joined {
-                if e.is_panic() {
-                    tracing::error!(error = %e, "election task panicked");
-                }
+        // The listener and the driver first: after them no link is started.
+        join_all(&mut self.tasks).await;
+        join_all(&mut self.peers.take_tasks()).await;
+    }
+}
+
+async fn join_all(tasks: &mut JoinSet<()>) {
+    while let Some(joined) = tasks.join_next().await {
+        if let Err(e) = joined {
+            if e.is_panic() {
+                tracing::error!(error = %e, "election task panicked");
             }
         }
     }
@@ -242,20 +262,4 @@ pub(crate) fn host_port(host: &str, port: u16) -> String {
         true => format!("[{host}]:{port}"),
         false => format!("{host}:{port}"),
     }
-}
-
-/// The QuorumVerifier text ZooKeeper peers expect in notifications (`QuorumMaj.toString`):
-/// one `server.N=host:quorumPort:electionPort:role` line each, then `version=0`. ZooKeeper only
-/// acts on a config whose version is above its own, which version 0 never is.
-fn config_text(servers: &BTreeMap<u64, PeerSpec>) -> String {
-    let mut text = String::new();
-    for s in servers.values() {
-        let role = match s.role {
-            PeerRole::Participant => "participant",
-            PeerRole::Observer => "observer",
-        };
-        text.push_str(&format!("server.{}={}:{}:{}:{role}\n", s.id, s.host, s.quorum_port, s.election_port));
-    }
-    text.push_str("version=0");
-    text
 }

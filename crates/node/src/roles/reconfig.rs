@@ -1,0 +1,168 @@
+//! Dynamic reconfiguration (ZooKeeper's `reconfig`): the leader's checks of a request, in
+//! ZooKeeper's order (`PrepRequestProcessor`, case reconfig); the configuration becoming active
+//! on every server as the reconfig txn is applied; `/zookeeper/config` kept equal to the active
+//! configuration's text; and the role change a new configuration forces.
+//!
+//! The configuration is part of the replicated history: a reconfig is a txn (type 16, a
+//! SetDataTxn on `/zookeeper/config` whose data is the new configuration with the txn's zxid as
+//! its version). The leader machine commits it only with a quorum of the old voters and one of
+//! the new (`zab::leader`), and every server activates it when it applies it, so a server
+//! restarted from its log or synced by DIFF or SNAP ends with the same configuration.
+//!
+//! After activation: a learner whose leader is no longer a voter, or whose own kind changed
+//! (observer made a voter, voter made an observer), goes back to election; a leader that is no
+//! longer a voter steps down (ZooKeeper's hands over to a designated voter instead). A removed
+//! follower stays a non-voting follower, as in ZooKeeper.
+
+use warden_proto::request::ReconfigRequest;
+use warden_proto::{perms, Id, Membership};
+use warden_tree::acl::check_acl;
+use warden_tree::tree::CONFIG_NODE;
+
+use super::*;
+
+impl Node {
+    /// The reconfig request's txn under `zxid`, or its error as ZooKeeper checks them (the first
+    /// failing check wins; the ACL is checked last, so a client without rights still learns of
+    /// a bad version or bad arguments first, as kazoo's tests expect).
+    pub(crate) fn prep_reconfig(&self, auth: &[Id], zxid: Zxid, r: &ReconfigRequest) -> Txn {
+        match self.reconfig_checked(auth, zxid, r) {
+            Ok(next) => Txn::Reconfig {
+                path: CONFIG_NODE.to_string(),
+                data: Some(next.to_text().into_bytes().into()),
+                version: -1,
+            },
+            Err(e) => {
+                tracing::info!(error = ?e, "reconfig refused");
+                Txn::Error { err: e.code() }
+            }
+        }
+    }
+
+    fn reconfig_checked(&self, auth: &[Id], zxid: Zxid, r: &ReconfigRequest) -> Result<Membership, ErrorCode> {
+        if !self.cfg.reconfig_enabled {
+            return Err(ErrorCode::ReconfigDisabled);
+        }
+        let (Some(leader), Some(q)) = (self.leader(), self.ensemble()) else { return Err(ErrorCode::Unimplemented) };
+        if leader.reconfig_in_flight() {
+            return Err(ErrorCode::ReconfigInProgress);
+        }
+        let current = leader.membership().unwrap_or(&q.setup.membership);
+        if r.cur_config_id != -1 && r.cur_config_id != current.version {
+            return Err(ErrorCode::BadVersion);
+        }
+        let next = match &r.new_members {
+            Some(members) => Membership::from_new_members(members),
+            None => current.incremental(r.joining.as_deref(), r.leaving.as_deref()),
+        };
+        let mut next = next.map_err(|e| {
+            tracing::info!(error = %e, "reconfig: bad arguments");
+            ErrorCode::BadArguments
+        })?;
+        next.version = zxid;
+        let voters = warden_quorum::zab::voter_sids(&next);
+        if voters.len() < if self.cfg.standalone_enabled { 2 } else { 1 } {
+            return Err(ErrorCode::BadArguments);
+        }
+        if !leader.is_quorum_synced(&voters) {
+            return Err(ErrorCode::NewConfigNoQuorum);
+        }
+        let acl = self.tree.node(CONFIG_NODE).map(|n| n.acl.clone()).unwrap_or_default();
+        let allowed = self.cfg.skip_acl || check_acl(&acl, perms::WRITE, auth);
+        if !allowed {
+            return Err(ErrorCode::NoAuth);
+        }
+        Ok(next)
+    }
+
+    /// Writes the active configuration into `/zookeeper/config` without a txn, as ZooKeeper's
+    /// `initConfigInZKDatabase` does at start-up and when a new leader sets the version.
+    pub(crate) fn write_config_node(&mut self) {
+        let Some(q) = self.ensemble() else { return };
+        if q.setup.membership.servers.is_empty() {
+            return;
+        }
+        let (text, version) = (q.setup.membership.to_text(), q.setup.membership.version);
+        self.tree.set_config_data(text.into_bytes(), version);
+    }
+
+    /// After a restart from storage: the tree's `/zookeeper/config` holds the last reconfig
+    /// replayed from the log or the snapshot; it is the active configuration if newer than the
+    /// one the config files gave. Otherwise the active one is written into the node.
+    pub(crate) fn restored_config(&mut self) {
+        let Some(q) = self.ensemble() else { return };
+        let ours = q.setup.membership.version;
+        let stored = self.tree.node(CONFIG_NODE).and_then(|n| n.data.as_deref());
+        let stored = stored.and_then(|d| std::str::from_utf8(d).ok()).and_then(|t| Membership::parse_text(t).ok());
+        match stored.filter(|m| m.version > ours && !m.servers.is_empty()) {
+            Some(m) => {
+                tracing::info!(version = format_args!("{:x}", m.version), "configuration from the data directory");
+                let q = self.ensemble_mut();
+                q.setup.voters = warden_quorum::zab::voter_sids(&m);
+                q.setup.membership = m;
+            }
+            None => self.write_config_node(),
+        }
+    }
+
+    /// A reconfig txn was applied (the tree holds its text): the configuration it carries
+    /// becomes the active one.
+    pub(crate) fn reconfig_applied(&mut self, data: Option<&[u8]>, out: &mut Vec<Output>) {
+        if self.ensemble().is_none() {
+            return; // a standalone server replaying an ensemble's log
+        }
+        let parsed = data.and_then(|d| std::str::from_utf8(d).ok()).map(Membership::parse_text);
+        match parsed {
+            Some(Ok(m)) => self.activate(m, out),
+            other => tracing::error!(?other, "a committed reconfig carries no configuration; ignored"),
+        }
+    }
+
+    /// A NEWLEADER carried the leader's configuration: adopted if newer than ours.
+    pub(super) fn leader_config(&mut self, text: &[u8], out: &mut Vec<Output>) {
+        let Some(Ok(m)) = std::str::from_utf8(text).ok().map(Membership::parse_text) else {
+            tracing::warn!("NEWLEADER carries no readable configuration; ignored");
+            return;
+        };
+        let ours = self.ensemble().map_or(i64::MAX, |q| q.setup.membership.version);
+        if m.version > ours && !m.servers.is_empty() {
+            self.activate(m, out);
+            self.write_config_node();
+        }
+    }
+
+    /// Makes `m` the active configuration, tells the shell, and leaves a role it no longer fits.
+    fn activate(&mut self, m: Membership, out: &mut Vec<Output>) {
+        let my_sid = self.ensemble_mut().setup.my_sid;
+        let q = self.ensemble_mut();
+        if q.setup.membership == m {
+            return;
+        }
+        tracing::info!(version = format_args!("{:x}", m.version), config = %m.to_text(), "configuration activated");
+        q.setup.voters = warden_quorum::zab::voter_sids(&m);
+        q.setup.membership = m.clone();
+        let me = u64::try_from(my_sid).ok().and_then(|id| m.servers.get(&id)).map(|s| s.is_voter());
+        let leaving = match &q.machine {
+            Machine::Looking => None,
+            Machine::Leader(_) => match me {
+                Some(true) => None,
+                _ => Some("this leader is no longer a voter".to_string()),
+            },
+            Machine::Learner(l) => {
+                let leader_votes = q.setup.voters.contains(&l.leader());
+                let follower = l.role() == LearnerRole::Follower;
+                if !leader_votes {
+                    Some(format!("leader {} is no longer a voter", l.leader()))
+                } else if me == Some(follower) || me.is_none() {
+                    None // unchanged, or removed: a removed follower goes on as a non-voting one
+                } else {
+                    Some("this server's role changed".to_string())
+                }
+            }
+        };
+        out.push(Output::Quorum(QuorumOutput::ConfigChanged { membership: m }));
+        // (A leader machine that committed its own removal has stepped down already; its
+        // GoLooking follows.)
+        self.ensemble_mut().role_exit = leaving;
+    }
+}

@@ -1,0 +1,338 @@
+//! Dynamic reconfiguration with real `warden serve` processes (`reconfigEnabled=true`, the super
+//! user `super:test`), under a writer that keeps writing through one session the whole time:
+//!
+//! 1. servers 1-3 form the ensemble; 4 and 5 start with a configuration of 1-5, join as
+//!    non-voting followers, and a reconfig adds them (5 voters), then another removes them (3);
+//! 2. server 6 joins and replaces voter 2 in one reconfig;
+//! 3. server 4, still following without a vote, is made an observer, then promoted to a voter;
+//! 4. the leader is removed by a reconfig sent to a follower: the others elect a new one.
+//!
+//! After each step every server's `/zookeeper/config` (after a sync) is the new configuration,
+//! the leader's `mntr` quorum size counts its voters, and `zoo<N>.cfg.dynamic.<version>` exists
+//! beside each running server's zoo.cfg. At the end: every write the writer saw acknowledged is
+//! on every running server, its session never expired, and the longest pause between two
+//! acknowledged writes is printed. Every process started is killed by its PID (also on failure).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Child;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use zk::{Acls, CreateMode, EnsembleUpdate};
+use zookeeper_client as zk;
+
+mod common;
+use common::mixed::{four_letters, mode, op, ELECT, OP};
+use common::{free_port, stop, warden_command, WorkDir};
+
+/// `super:test`, as kazoo's harness configures it.
+const SUPER_DIGEST: &str = "super:D/InIHSb7yEEbrWz8b9l71RjZJU=";
+
+struct Server {
+    client: SocketAddr,
+    quorum: u16,
+    election: u16,
+    cfg: PathBuf,
+    out: PathBuf,
+    child: Option<Child>,
+}
+
+struct Cluster {
+    dir: WorkDir,
+    servers: BTreeMap<u64, Server>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for s in self.servers.values_mut() {
+            stop(s.child.take());
+        }
+    }
+}
+
+impl Cluster {
+    fn new(ids: std::ops::RangeInclusive<u64>) -> Cluster {
+        let dir = WorkDir::new("warden-reconfig-");
+        let mut servers = BTreeMap::new();
+        for id in ids {
+            let client = SocketAddr::from(([127, 0, 0, 1], free_port()));
+            let cfg = dir.path().join(format!("zoo{id}.cfg"));
+            let out = dir.path().join(format!("server{id}.out"));
+            servers.insert(id, Server { client, quorum: free_port(), election: free_port(), cfg, out, child: None });
+        }
+        Cluster { dir, servers }
+    }
+
+    /// The dynamic-config line of server `id` with `role`.
+    fn line(&self, id: u64, role: &str) -> String {
+        let s = &self.servers[&id];
+        format!("server.{id}=127.0.0.1:{}:{}:{role};127.0.0.1:{}", s.quorum, s.election, s.client.port())
+    }
+
+    /// Starts server `id` with a zoo.cfg naming `members` (all participants).
+    fn start(&mut self, id: u64, members: &[u64]) {
+        let data = self.dir.member_data_dir(id);
+        let lines: String = members.iter().map(|m| format!("{}\n", self.line(*m, "participant"))).collect();
+        let s = &self.servers[&id];
+        let cfg = format!(
+            "tickTime=200\ninitLimit=20\nsyncLimit=10\nclientPort={}\nclientPortAddress=127.0.0.1\n\
+             dataDir={}\n4lw.commands.whitelist=*\npreAllocSize=1024\nmaxSessionTimeout=30000\n\
+             reconfigEnabled=true\nDigestAuthenticationProvider.superDigest={SUPER_DIGEST}\n{lines}",
+            s.client.port(),
+            data.display()
+        );
+        std::fs::write(&s.cfg, cfg).unwrap();
+        let out = std::fs::OpenOptions::new().create(true).append(true).open(&s.out).unwrap();
+        let child = warden_command(&s.cfg, out).spawn().expect("spawn warden");
+        self.servers.get_mut(&id).unwrap().child = Some(child);
+    }
+
+    fn kill(&mut self, id: u64) {
+        stop(self.servers.get_mut(&id).unwrap().child.take());
+    }
+
+    fn running(&self) -> Vec<u64> {
+        self.servers.iter().filter(|(_, s)| s.child.is_some()).map(|(id, _)| *id).collect()
+    }
+
+    fn connect_string(&self, ids: &[u64]) -> String {
+        ids.iter().map(|id| self.servers[id].client.to_string()).collect::<Vec<_>>().join(",")
+    }
+
+    fn log_tail(&self, id: u64) -> String {
+        let log = std::fs::read_to_string(&self.servers[&id].out).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    /// Waits until each of `want` reports its mode; returns the leader.
+    async fn wait_modes(&self, want: &[(u64, &str)]) -> u64 {
+        let deadline = Instant::now() + ELECT;
+        loop {
+            let addrs: Vec<(u64, SocketAddr)> = want.iter().map(|(id, _)| (*id, self.servers[id].client)).collect();
+            let modes: Vec<(u64, Option<String>)> =
+                tokio::task::spawn_blocking(move || addrs.into_iter().map(|(id, a)| (id, mode(a))).collect())
+                    .await
+                    .unwrap();
+            let ok = want.iter().zip(&modes).all(|((_, w), (_, m))| m.as_deref() == Some(*w));
+            if ok {
+                return modes.iter().find(|(_, m)| m.as_deref() == Some("leader")).map_or(0, |(id, _)| *id);
+            }
+            if Instant::now() > deadline {
+                let tails: String =
+                    want.iter().map(|(id, _)| format!("--- server {id}:\n{}\n", self.log_tail(*id))).collect();
+                panic!("modes {modes:?}, want {want:?}\n{tails}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Every running server's `/zookeeper/config` (after a sync) is `text`; its dynamic file of
+    /// `version` exists; the leader counts `voters` voters.
+    async fn check_config(&self, text: &str, version: &str, voters: usize) {
+        for id in self.running() {
+            let c = client(&self.connect_string(&[id])).await;
+            op(c.sync("/")).await.unwrap();
+            let (data, _) = op(c.get_config()).await.unwrap_or_else(|e| panic!("server {id}: getConfig: {e}"));
+            assert_eq!(String::from_utf8(data).unwrap(), text, "server {id}'s /zookeeper/config");
+            let cfg = &self.servers[&id].cfg;
+            let mut dynamic = cfg.as_os_str().to_os_string();
+            dynamic.push(format!(".dynamic.{version}"));
+            let written = std::fs::read_to_string(PathBuf::from(&dynamic))
+                .unwrap_or_else(|e| panic!("server {id}: {}: {e}", PathBuf::from(&dynamic).display()));
+            assert_eq!(format!("{written}\nversion={version}"), text, "server {id}'s dynamic file");
+            let static_cfg = std::fs::read_to_string(cfg).unwrap();
+            assert!(static_cfg.contains("dynamicConfigFile="), "server {id}: {static_cfg}");
+            if mode(self.servers[&id].client).as_deref() == Some("leader") {
+                let mntr = four_letters(self.servers[&id].client, "mntr").unwrap();
+                assert!(mntr.contains(&format!("zk_quorum_size\t{voters}\n")), "leader {id}: {mntr}");
+            }
+        }
+    }
+}
+
+async fn client(connect: &str) -> zk::Client {
+    op(zk::Client::connector().with_session_timeout(Duration::from_secs(30)).connect(connect))
+        .await
+        .unwrap_or_else(|e| panic!("connect to {connect}: {e}"))
+}
+
+/// A reconfig through `admin`; the new configuration's text and its version (hex).
+async fn reconfig(admin: &zk::Client, joining: &[String], leaving: &[&str]) -> (String, String) {
+    let joining: Vec<&str> = joining.iter().map(String::as_str).collect();
+    let leaving: Vec<&str> = leaving.to_vec();
+    let update =
+        EnsembleUpdate::Incremental { joinings: joining.clone().into_iter(), leavings: leaving.clone().into_iter() };
+    let (data, _) = tokio::time::timeout(ELECT, admin.update_ensemble(update, None))
+        .await
+        .expect("reconfig in time")
+        .unwrap_or_else(|e| panic!("reconfig +{joining:?} -{leaving:?}: {e}"));
+    let text = String::from_utf8(data).unwrap();
+    let version = text.lines().last().and_then(|l| l.strip_prefix("version=")).expect("a version line").to_string();
+    (text, version)
+}
+
+/// Writes `/load/w-<seq>` through one session until told to stop; the acknowledged paths and
+/// the longest gap between two acknowledgements.
+struct Writer {
+    acked: Arc<Mutex<Vec<String>>>,
+    longest_pause: Arc<Mutex<Duration>>,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<(i64, Vec<zk::SessionState>)>,
+}
+
+impl Writer {
+    fn start(c: zk::Client) -> Writer {
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let longest_pause = Arc::new(Mutex::new(Duration::ZERO));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (a, p, s) = (acked.clone(), longest_pause.clone(), stop.clone());
+        let task = tokio::spawn(async move {
+            let session = c.session_id().0;
+            let mut states = c.state_watcher();
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let seen2 = seen.clone();
+            let watch = tokio::spawn(async move {
+                loop {
+                    let st = states.changed().await;
+                    seen2.lock().unwrap().push(st);
+                    if st.is_terminated() {
+                        break;
+                    }
+                }
+            });
+            let opts = CreateMode::PersistentSequential.with_acls(Acls::anyone_all());
+            let mut last = Instant::now();
+            let mut i = 0u64;
+            while !s.load(Ordering::Relaxed) {
+                i += 1;
+                let data = format!("w{i}");
+                match tokio::time::timeout(OP, c.create("/load/w-", data.as_bytes(), &opts)).await {
+                    Ok(Ok((_, seq))) => {
+                        a.lock().unwrap().push(format!("/load/w-{seq}={data}"));
+                        let gap = last.elapsed();
+                        last = Instant::now();
+                        let mut longest = p.lock().unwrap();
+                        *longest = (*longest).max(gap);
+                    }
+                    // Connection loss during a leader change: the write may or may not have
+                    // happened; it is not counted as acknowledged.
+                    Ok(Err(_)) | Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            watch.abort();
+            let seen = seen.lock().unwrap().clone();
+            (session, seen)
+        });
+        Writer { acked, longest_pause, stop, task }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grow_shrink_replace_promote_and_remove_the_leader_under_writes() {
+    let mut c = Cluster::new(1..=6);
+    for id in 1..=3 {
+        c.start(id, &[1, 2, 3]);
+    }
+    c.wait_modes(&[(1, "follower"), (2, "follower"), (3, "leader")]).await;
+    let first = client(&c.connect_string(&[1, 2, 3])).await;
+    op(first.create("/load", b"", &CreateMode::Persistent.with_acls(Acls::anyone_all()))).await.unwrap();
+    // The writer's session lives through every step: it may move between servers 1 and 3
+    // (2 leaves in step 2; 3, the first leader, leaves in step 4 and stays a non-voting follower).
+    let writer = Writer::start(client(&c.connect_string(&[1, 3])).await);
+    let admin = client(&c.connect_string(&[1])).await;
+    op(admin.auth("digest", b"super:test")).await.unwrap();
+    let (text0, _) = op(admin.get_config()).await.unwrap();
+    let text0 = String::from_utf8(text0).unwrap();
+    assert!(text0.ends_with("version=100000000"), "the first leader's NEWLEADER zxid: {text0}");
+
+    // 1. Grow to five voters and shrink back.
+    let t = Instant::now();
+    for id in [4, 5] {
+        c.start(id, &[1, 2, 3, 4, 5]);
+    }
+    c.wait_modes(&[(4, "follower"), (5, "follower")]).await;
+    let (text, version) = reconfig(&admin, &[c.line(4, "participant"), c.line(5, "participant")], &[]).await;
+    for id in 1..=5 {
+        assert!(text.contains(&c.line(id, "participant")), "{text}");
+    }
+    c.check_config(&text, &version, 5).await;
+    let (text, version) = reconfig(&admin, &[], &["4", "5"]).await;
+    assert!(!text.contains("server.4") && !text.contains("server.5"), "{text}");
+    c.check_config(&text, &version, 3).await;
+    println!("grow to 5 and shrink to 3: {:?}", t.elapsed());
+
+    // 2. Server 6 replaces voter 2.
+    let t = Instant::now();
+    c.start(6, &[1, 2, 3, 6]);
+    c.wait_modes(&[(6, "follower")]).await;
+    let (text, version) = reconfig(&admin, &[c.line(6, "participant")], &["2"]).await;
+    assert!(text.contains(&c.line(6, "participant")) && !text.contains("server.2="), "{text}");
+    c.check_config(&text, &version, 3).await;
+    c.kill(2);
+    c.kill(5);
+    println!("replace voter 2 by 6: {:?}", t.elapsed());
+
+    // 3. Server 4 (following without a vote since step 1) becomes an observer, then a voter.
+    let t = Instant::now();
+    let (text, version) = reconfig(&admin, &[c.line(4, "observer")], &[]).await;
+    c.wait_modes(&[(4, "observer")]).await;
+    c.check_config(&text, &version, 3).await;
+    let (text, version) = reconfig(&admin, &[c.line(4, "participant")], &[]).await;
+    c.wait_modes(&[(4, "follower")]).await;
+    c.check_config(&text, &version, 4).await;
+    println!("observer 4 promoted: {:?}", t.elapsed());
+
+    // 4. The leader is removed by a reconfig sent to a follower.
+    let t = Instant::now();
+    let leader = c.wait_modes(&[(3, "leader")]).await;
+    assert_eq!(leader, 3);
+    let via = client(&c.connect_string(&[1])).await;
+    op(via.auth("digest", b"super:test")).await.unwrap();
+    // The reply may be lost with the leader's hand-over (ZooKeeper's client sees ConnectionLoss).
+    let update = EnsembleUpdate::Incremental { joinings: Vec::new().into_iter(), leavings: vec!["3"].into_iter() };
+    let answered = tokio::time::timeout(ELECT, via.update_ensemble(update, None)).await.expect("in time");
+    println!("reconfig removing the leader answered {:?}", answered.as_ref().map(|(d, _)| d.len()));
+    let deadline = Instant::now() + ELECT;
+    let new_leader = loop {
+        let modes: Vec<(u64, Option<String>)> = [1, 4, 6].iter().map(|id| (*id, mode(c.servers[id].client))).collect();
+        if let Some((id, _)) = modes.iter().find(|(_, m)| m.as_deref() == Some("leader")) {
+            break *id;
+        }
+        assert!(Instant::now() < deadline, "no new leader: {modes:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let after = client(&c.connect_string(&[new_leader])).await;
+    op(after.sync("/")).await.unwrap();
+    let (data, _) = op(after.get_config()).await.unwrap();
+    let text = String::from_utf8(data).unwrap();
+    assert!(!text.contains("server.3="), "server 3 is no longer a member: {text}");
+    println!("leader 3 removed, {new_leader} leads: {:?}", t.elapsed());
+
+    // The writer went on through all of it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    writer.stop.store(true, Ordering::Relaxed);
+    let (session, states) = writer.task.await.unwrap();
+    let acked = writer.acked.lock().unwrap().clone();
+    let pause = *writer.longest_pause.lock().unwrap();
+    assert!(acked.len() > 50, "the writer kept writing: {} acknowledged", acked.len());
+    assert!(!states.contains(&zk::SessionState::Expired), "the writer's session expired: {states:?}");
+    for id in c.running() {
+        let r = client(&c.connect_string(&[id])).await;
+        op(r.sync("/")).await.unwrap();
+        for entry in &acked {
+            let (path, data) = entry.split_once('=').unwrap();
+            let (got, _) = op(r.get_data(path)).await.unwrap_or_else(|e| panic!("server {id}: {path}: {e}"));
+            assert_eq!(got, data.as_bytes(), "server {id}: {path}");
+        }
+    }
+    println!(
+        "writer session {session:#x}: {} writes acknowledged, none lost on servers {:?}; longest pause {pause:?}; states {states:?}",
+        acked.len(),
+        c.running()
+    );
+}
