@@ -97,11 +97,11 @@ pub enum Command {
     /// Write this snapshot stream to `to`, right after the SNAP packet sent before it.
     SendSnapshot { to: Sid, snapshot: SnapshotData },
     /// Leader: look in the on-disk txn log for the record `after` and measure the log after it
-    /// (`DataDir::probe_log`), off the owner's turn, then step `Event::Node(Input::LogProbed)`.
+    /// (warden-storage's `probe_log`), off the shell's turn, then step `Event::Node(Input::LogProbed)`.
     /// Reads only: it need not wait for storage ops before it.
     ProbeLog { to: Sid, after: i64 },
     /// Leader: right after the DIFF packet sent before it, write the on-disk log's txns
-    /// `(after, upto]` to `to` as PROPOSAL + COMMIT pairs (`DataDir::read_log_range`, in bounded
+    /// `(after, upto]` to `to` as PROPOSAL + COMMIT pairs (storage's `read_log_range`, in bounded
     /// chunks), ahead of every later packet for `to`: the shell holds that learner's later packets
     /// until the stream is written. The range is durable (the leader committed it). On failure:
     /// close the connection and step `Event::Node(Input::LogDiffFailed)`.
