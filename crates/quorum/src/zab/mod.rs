@@ -40,9 +40,7 @@ pub mod codec;
 pub mod leader;
 pub mod learner;
 
-pub use leader::{
-    voter_sids, Leader, LeaderConfig, LeaderGauges, LeaderInit, LeaderInitError, LogProbe, ProposeError,
-};
+pub use leader::{voter_sids, Leader, LeaderConfig, LeaderGauges, LeaderInit, LeaderInitError, LogProbe, ProposeError};
 pub use learner::{Learner, LearnerConfig, LearnerError, LearnerRole, LocalState};
 
 use warden_proto::quorum::QuorumPacket;
