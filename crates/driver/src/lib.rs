@@ -96,6 +96,16 @@ pub enum Command {
     PeerSend { to: Sid, packet: QuorumPacket },
     /// Write this snapshot stream to `to`, right after the SNAP packet sent before it.
     SendSnapshot { to: Sid, snapshot: SnapshotData },
+    /// Leader: look in the on-disk txn log for the record `after` and measure the log after it
+    /// (warden-storage's `probe_log`), off the shell's turn, then step `Event::Node(Input::LogProbed)`.
+    /// Reads only: it need not wait for storage ops before it.
+    ProbeLog { to: Sid, after: i64 },
+    /// Leader: right after the DIFF packet sent before it, write the on-disk log's txns
+    /// `(after, upto]` to `to` as PROPOSAL + COMMIT pairs (storage's `read_log_range`, in bounded
+    /// chunks), ahead of every later packet for `to`: the shell holds that learner's later packets
+    /// until the stream is written. The range is durable (the leader committed it). On failure:
+    /// close the connection and step `Event::Node(Input::LogDiffFailed)`.
+    SendLogDiff { to: Sid, after: i64, upto: i64 },
     /// Close the quorum connection of `sid`.
     PeerClose { sid: Sid, reason: String },
     /// Open the leader's quorum port, then answer `Event::Leading`.
@@ -386,6 +396,8 @@ impl Driver {
         match q {
             QuorumOutput::PeerSend { to, packet } => cmds.push(Command::PeerSend { to, packet }),
             QuorumOutput::SendSnapshot { to, snapshot } => cmds.push(Command::SendSnapshot { to, snapshot }),
+            QuorumOutput::ProbeLog { to, after } => cmds.push(Command::ProbeLog { to, after }),
+            QuorumOutput::SendLogDiff { to, after, upto } => cmds.push(Command::SendLogDiff { to, after, upto }),
             QuorumOutput::PeerClose { sid, reason } => cmds.push(Command::PeerClose { sid, reason }),
             QuorumOutput::PersistEpoch { kind, epoch } => {
                 let which = match kind {

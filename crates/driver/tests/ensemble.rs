@@ -249,6 +249,13 @@ impl Cluster {
                     _ => panic!("SendSnapshot without a SNAP just before"),
                 }
             }
+            // The in-memory store keeps no log files: the log never holds a learner's zxid, so a
+            // learner behind the leader's in-memory history gets SNAP.
+            Command::ProbeLog { to, after } => {
+                let probe = warden_quorum::zab::LogProbe { after, found: false, log_bytes: 0, snapshot_bytes: 0 };
+                answers.push_back(Event::Node(Input::LogProbed { sid: to, probe }));
+            }
+            Command::SendLogDiff { .. } => panic!("{sid}: a DIFF from disk with no log on disk"),
             Command::PeerClose { sid: other, reason } => panic!("{sid} closed its link to {other}: {reason}"),
             Command::Lead => answers.push_back(Event::Leading(Ok(()))),
             Command::Elect { reason } => self.elect_requests.push((sid, reason)),

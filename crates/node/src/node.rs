@@ -120,6 +120,12 @@ pub enum Input {
     PeerSnapshot { from: Sid, snapshot: SnapshotData },
     /// Quorum mode: the quorum connection to `sid` closed.
     PeerDisconnected { sid: Sid },
+    /// Quorum mode, leader: what the on-disk log holds for learner `sid` (the answer to
+    /// `QuorumOutput::ProbeLog`).
+    LogProbed { sid: Sid, probe: warden_quorum::zab::LogProbe },
+    /// Quorum mode, leader: the shell could not stream `QuorumOutput::SendLogDiff` to `sid` and
+    /// closed its connection.
+    LogDiffFailed { sid: Sid },
     /// Election result: lead.
     BecomeLeader,
     /// Election result: follow `leader`.

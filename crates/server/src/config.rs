@@ -63,6 +63,10 @@ pub struct Config {
     /// `snapCount`: a snapshot (and a new log file) after a random count of txns in
     /// [snapCount/2 + 1, snapCount].
     pub snap_count: u64,
+    /// `snapshotSizeFactor` (`zookeeper.snapshotSizeFactor`): a leader syncs a learner behind its
+    /// in-memory history by DIFF from the on-disk log when the log files to read are at most this
+    /// fraction of the newest snapshot's size; below 0, by SNAP.
+    pub snapshot_size_factor: f64,
     /// `autopurge.snapRetainCount` (at least 3): snapshots kept, with the logs they need.
     pub snap_retain_count: usize,
     /// Purge old snapshots and logs after each snapshot. On by default, unlike ZooKeeper. Off with
@@ -155,6 +159,7 @@ impl Default for Config {
             force_sync: true,
             pre_alloc_bytes: 64 * 1024 * 1024,
             snap_count: 100_000,
+            snapshot_size_factor: 0.33,
             snap_retain_count: 3,
             purge_enabled: true,
             servers: std::collections::BTreeMap::new(),
@@ -497,6 +502,10 @@ impl Config {
             }
             "allowSaslFailedClients" => self.allow_sasl_failed_clients = val.eq_ignore_ascii_case("true"),
             "skipACL" => self.skip_acl = val.eq_ignore_ascii_case("yes"),
+            "snapshotSizeFactor" => match val.trim().parse::<f64>() {
+                Ok(f) if f.is_finite() => self.snapshot_size_factor = f,
+                _ => tracing::warn!(value = val, "snapshotSizeFactor is not a number; keeping 0.33"),
+            },
             "DigestAuthenticationProvider.superDigest" => self.super_digest = Some(val.to_string()),
             "admin.enableServer" => self.admin.enable = val != "false",
             "metricsProvider.className" => match val {

@@ -98,6 +98,7 @@ pub const ZOO_CFG_KEYS: &[ZooCfgKey] = &[
     read("forceSync", Prefixed, "yes", "no", "`no` skips the fdatasync before a write is acknowledged (data can be lost on a crash)."),
     read("preAllocSize", Prefixed, "65536", "16384", "The transaction log grows in blocks of this many KiB."),
     read("snapCount", Prefixed, "100000", "50000", "A snapshot (and a new log file) after a random count of txns between snapCount/2 + 1 and snapCount."),
+    read("snapshotSizeFactor", SystemProperty, "0.33", "0.5", "A leader syncs a learner behind its 500 txns in memory by a DIFF read from the on-disk txn log when the log holds the learner's last zxid and the log files after the one holding it add up to at most this fraction of the newest snapshot's size (no limit when that product is 0, as in ZooKeeper); otherwise by SNAP. Below 0: always SNAP."),
     read("autopurge.snapRetainCount", Plain, "3", "5", "Snapshots kept by the purge, with the logs they need (at least 3)."),
     read("autopurge.purgeInterval", Plain, "unset (purge on)", "0", "0 turns the purge off; a positive value keeps it on (Warden purges after every snapshot, not on an hourly timer)."),
     read("autopurge.enabled", Plain, "true", "false", "Warden's own switch for the purge (ZooKeeper's is purgeInterval)."),

@@ -184,6 +184,15 @@ impl Ensemble {
         }
     }
 
+    /// Queues the on-disk log's txns `(after, upto]` that follow the DIFF packet just sent to
+    /// learner `to`, ahead of whatever is queued for it later.
+    pub(crate) fn send_log_diff(&mut self, to: Sid, data: warden_storage::DataDir, after: i64, upto: i64) {
+        let Net::Leader(n) = &mut self.net else { return };
+        if let Err(e) = n.send_log_diff(to, data, after, upto) {
+            tracing::info!(to, error = %e, "DIFF from disk not queued; the connection is closed");
+        }
+    }
+
     pub(crate) fn close(&mut self, sid: Sid, reason: &str) {
         tracing::info!(sid, reason, "closing quorum connection");
         match &mut self.net {
@@ -237,6 +246,7 @@ async fn net_recv(net: &mut Net) -> Option<EnsEvent> {
         Net::Leader(n) => match n.recv().await? {
             LeaderEvent::Packet { from, packet } => Some(EnsEvent::Node(Input::Peer { from, packet })),
             LeaderEvent::Disconnected { sid } => Some(EnsEvent::Node(Input::PeerDisconnected { sid })),
+            LeaderEvent::LogDiffFailed { sid } => Some(EnsEvent::Node(Input::LogDiffFailed { sid })),
         },
         Net::Learner { leader, net } => {
             let from = *leader;

@@ -142,10 +142,19 @@ impl Server {
         let log_activity = snapshot::LogActivity::new();
         let (storage, storage_thread) = storage::spawn(store, cfg.force_sync, log_activity.clone(), events_tx.clone())?;
         let retain = cfg.purge_enabled.then_some(cfg.snap_retain_count);
+        let log_reader = owner::LogReader { data: data.clone(), events: events_tx.downgrade() };
         let (snapshots, snapshot_thread) = snapshot::spawn(data, retain, log_activity)?;
         let edge = Arc::new(metrics::EdgeCounters { client_tls: tls.clone(), ..Default::default() });
-        let mut owner =
-            owner::Owner::new(cfg.clone(), events_rx, shutdown_rx.clone(), storage, snapshots, quorum, edge.clone());
+        let mut owner = owner::Owner::new(
+            cfg.clone(),
+            events_rx,
+            log_reader,
+            shutdown_rx.clone(),
+            storage,
+            snapshots,
+            quorum,
+            edge.clone(),
+        );
         owner.record_startup(
             dbinit,
             recovered.txns_after_snapshot.len(),

@@ -20,6 +20,7 @@ use warden_driver::{Command, Driver, DriverConfig, Event as DriverEvent};
 use warden_node::{Clock, ConnId, Input, Node, NodeConfig, QuorumSetup, RestoreRefused, RoleKind, SnapshotData};
 use warden_proto::frame::FourLetterWord;
 use warden_proto::{Txn, TxnHeader};
+use warden_quorum::zab::LogProbe;
 use warden_storage::{Report, StoreOp};
 use warden_tree::DataTree;
 
@@ -171,12 +172,24 @@ pub(crate) struct Owner {
     backup: crate::admin::backup::Backup,
     /// A restore waiting for its snapshot to be durable: its zxid and whom to tell.
     restoring: Option<(i64, Instant, oneshot::Sender<RestoreAnswer>)>,
+    /// Reads of the on-disk log for a leader's DIFF from disk.
+    log_reader: LogReader,
+}
+
+/// What the owner needs to read the on-disk log for a leader's DIFF from disk (`Command::ProbeLog`,
+/// `Command::SendLogDiff`): the data directories, and a way to send the probe's answer back as an
+/// event (weak, so the owner does not keep its own event channel open).
+pub(crate) struct LogReader {
+    pub data: warden_storage::DataDir,
+    pub events: mpsc::WeakSender<Event>,
 }
 
 impl Owner {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         cfg: Arc<Config>,
         events: mpsc::Receiver<Event>,
+        log_reader: LogReader,
         shutdown: watch::Receiver<bool>,
         storage: Storage,
         snapshots: Snapshots,
@@ -237,6 +250,7 @@ impl Owner {
             fatal: None,
             ens: quorum.map(|(e, _)| e),
             restoring: None,
+            log_reader,
         }
     }
 
@@ -414,6 +428,12 @@ impl Owner {
             Command::SendSnapshot { to, snapshot } => {
                 if let Some(ens) = self.ens.as_mut() {
                     ens.send_snapshot(to, snapshot);
+                }
+            }
+            Command::ProbeLog { to, after } => self.probe_log(to, after),
+            Command::SendLogDiff { to, after, upto } => {
+                if let Some(ens) = self.ens.as_mut() {
+                    ens.send_log_diff(to, self.log_reader.data.clone(), after, upto);
                 }
             }
             Command::PeerClose { sid, reason } => {
@@ -757,6 +777,37 @@ async fn ens_next(ens: Option<&mut Ensemble>) -> EnsEvent {
     }
 }
 
+impl Owner {
+    /// Looks for `after` in the on-disk log on a blocking thread, off the owner's turn; the
+    /// answer comes back as `Input::LogProbed` (not found if the log cannot be read).
+    fn probe_log(&self, to: i64, after: i64) {
+        let data = self.log_reader.data.clone();
+        let Some(events) = self.log_reader.events.upgrade() else { return };
+        tokio::spawn(async move {
+            let facts = tokio::task::spawn_blocking(move || data.probe_log(after)).await;
+            let probe = match facts {
+                Ok(Ok(f)) => {
+                    LogProbe { after, found: f.found, log_bytes: f.log_bytes, snapshot_bytes: f.snapshot_bytes }
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(to, error = %e, "cannot look into the txn log for a DIFF from disk");
+                    LogProbe { after, found: false, log_bytes: 0, snapshot_bytes: 0 }
+                }
+                Err(_) => LogProbe { after, found: false, log_bytes: 0, snapshot_bytes: 0 },
+            };
+            tracing::info!(
+                sid = to,
+                after = format_args!("{after:#x}"),
+                found = probe.found,
+                log_bytes = probe.log_bytes,
+                snapshot_bytes = probe.snapshot_bytes,
+                "looked into the txn log for a DIFF from disk"
+            );
+            let _ = events.send(Event::Node(Input::LogProbed { sid: to, probe })).await;
+        });
+    }
+}
+
 pub(crate) fn quorum_setup(cfg: &Config, my_sid: i64, accepted_epoch: i64, current_epoch: i64) -> QuorumSetup {
     let voters = cfg.servers.values().filter(|s| s.role == ServerRole::Participant).map(|s| s.id as i64);
     let mut setup = QuorumSetup::new(my_sid, voters);
@@ -765,5 +816,6 @@ pub(crate) fn quorum_setup(cfg: &Config, my_sid: i64, accepted_epoch: i64, curre
     setup.sync_limit = cfg.sync_limit;
     setup.accepted_epoch = accepted_epoch;
     setup.current_epoch = current_epoch;
+    setup.snapshot_size_factor = cfg.snapshot_size_factor;
     setup
 }

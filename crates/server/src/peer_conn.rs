@@ -18,6 +18,9 @@ pub(crate) enum ConnEnd {
     /// The task that consumes this connection's input (election driver, quorum consumer) is gone.
     #[error("the consumer is gone")]
     ConsumerGone,
+    /// Leader: the txns of a DIFF could not be read from the on-disk log.
+    #[error("DIFF from the on-disk txn log failed: {0}")]
+    LogDiff(String),
 }
 
 /// Passes `stream` on unless it is connected to itself. On one host, a connect to a port in the

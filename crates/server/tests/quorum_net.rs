@@ -135,6 +135,9 @@ fn carry_out(actions: Vec<Action>, store: &Shared, net: &mut dyn Transport) -> D
                 drop(s);
                 net.drop_learner(sid);
             }
+            Action::ProbeLog { .. } | Action::SendLogDiff { .. } => {
+                unreachable!("these leaders keep snapshot_size_factor below 0 (no DIFF from disk)")
+            }
             Action::Persist(e) => {
                 let last = s.log.last().map_or(0, TxnEntry::zxid);
                 assert!(e.zxid() > last, "persist {:#x} after {last:#x}", e.zxid());
@@ -211,6 +214,7 @@ async fn run_leader(
             event = net.recv() => match event {
                 Some(LeaderEvent::Packet { from, packet }) => leader.on_packet(from, &packet, now(), &mut actions),
                 Some(LeaderEvent::Disconnected { sid }) => leader.on_disconnect(sid, &mut actions),
+                Some(LeaderEvent::LogDiffFailed { sid }) => leader.on_log_diff_failed(sid, &mut actions),
                 None => break,
             },
             _ = tick.tick() => leader.on_tick(now(), &mut actions),

@@ -60,6 +60,9 @@ pub struct Options {
     /// voter, adds a server back as a voter, or makes one an observer (`reconfig`), under the
     /// same faults, and the configuration invariants are checked (see `check`).
     pub reconfig: bool,
+    /// Leaders keep 20 committed txns in memory for DIFF instead of 500, so that learners fall
+    /// behind that history and are synced by DIFF from the on-disk log (or SNAP).
+    pub short_history: bool,
     /// Print every event to stderr.
     pub trace: bool,
 }
@@ -96,6 +99,8 @@ impl Options {
             linearizable_reads: !standalone && seed % 3 == 1,
             // One ensemble seed in four.
             reconfig: !standalone && seed % 4 == 3,
+            // One ensemble seed in two.
+            short_history: !standalone && (seed / 2).is_multiple_of(2),
             trace: false,
         }
     }
@@ -117,6 +122,8 @@ pub struct Summary {
     /// Configurations made active (summed over servers), and reconfigs acknowledged.
     pub reconfigs_activated: u64,
     pub reconfigs_acked: u64,
+    /// Learners synced by a DIFF read from the leader's on-disk log (`Command::SendLogDiff`).
+    pub log_diff_syncs: u64,
     /// Liveness phase: virtual ms from healing to every server and client served.
     pub recovery_ms: u64,
     /// The final leader's last applied zxid and tree digest (equal on every server).

@@ -20,8 +20,9 @@ use rand::{Rng, SeedableRng};
 use warden_driver::{Command, Driver, DriverConfig, Event as DriverEvent};
 use warden_node::{Clock, ConnId, Input, Node, NodeConfig, QuorumSetup, RoleKind, SnapshotData};
 use warden_proto::election::Notification;
-use warden_proto::quorum::packet_type as pt;
+use warden_proto::quorum::{packet_type as pt, QuorumPacket};
 use warden_proto::ConnectRequest;
+use warden_quorum::zab::{LogProbe, TxnEntry};
 use warden_quorum::{ElectionAction, FastLeaderElection, QuorumConfig, Sid};
 use warden_storage::{DataDir, EpochFile, FaultFs, Report, SnapshotOptions, Store, StoreOp};
 use warden_tree::DataTree;
@@ -155,6 +156,13 @@ pub(crate) enum Ev {
     Resume {
         sid: Sid,
     },
+    /// A leader's look into its on-disk log (`Command::ProbeLog`) is answered.
+    LogProbed {
+        sid: Sid,
+        inc: u64,
+        to: Sid,
+        probe: warden_quorum::zab::LogProbe,
+    },
 }
 
 impl Ev {
@@ -179,6 +187,7 @@ impl Ev {
             Ev::Heal => 15,
             Ev::ApplyChunk { .. } => 18,
             Ev::Resume { .. } => 19,
+            Ev::LogProbed { .. } => 20,
         }
     }
 }
@@ -351,6 +360,7 @@ impl World {
             | Ev::StoreSynced { sid, .. }
             | Ev::SnapshotWrite { sid, .. }
             | Ev::ApplyChunk { sid, .. }
+            | Ev::LogProbed { sid, .. }
             | Ev::QuorumClosed { sid, .. } => *sid,
             Ev::Vote { to, .. } => *to,
             Ev::Quorum { conn, to_leader, .. } => {
@@ -475,6 +485,11 @@ impl World {
                 r.fle.receive(from, &n, now, &mut actions);
                 self.election_actions(to, actions)?;
             }
+            Ev::LogProbed { sid, inc, to, probe } => {
+                if self.running(sid, inc).is_some() {
+                    self.step_node(sid, Input::LogProbed { sid: to, probe })?;
+                }
+            }
             Ev::Dial { conn } => self.on_dial(conn)?,
             Ev::Quorum { conn, to_leader, item } => self.on_quorum(conn, to_leader, item)?,
             Ev::QuorumClosed { conn, sid } => self.on_quorum_closed(conn, sid)?,
@@ -580,6 +595,9 @@ impl World {
         setup.current_epoch = current;
         if let Some(limit) = self.faults.max_counter {
             setup.max_counter = limit;
+        }
+        if self.opts.short_history {
+            setup.max_committed_log = 20;
         }
         let standalone = self.opts.standalone;
         let node = match standalone {
@@ -753,6 +771,24 @@ impl World {
                 self.summary.snap_syncs += 1;
                 self.peer_send(sid, to, QItem::Blob { bytes, hist });
             }
+            Command::ProbeLog { to, after } => {
+                // Storage reads off the owner's turn: the answer comes a little later.
+                let data = disk(self.server(sid).fs.clone());
+                let probe = match data.probe_log(after) {
+                    Ok(f) => {
+                        LogProbe { after, found: f.found, log_bytes: f.log_bytes, snapshot_bytes: f.snapshot_bytes }
+                    }
+                    Err(e) => {
+                        self.trace(|| format!("server {sid}: probing the log after {after:#x} failed: {e}"));
+                        LogProbe { after, found: false, log_bytes: 0, snapshot_bytes: 0 }
+                    }
+                };
+                self.trace(|| format!("server {sid}: log probe for {to}: {probe:?}"));
+                let delay = self.rng.gen_range(1..=20);
+                let now = self.now;
+                self.at(now + delay, Ev::LogProbed { sid, inc, to, probe });
+            }
+            Command::SendLogDiff { to, after, upto } => self.send_log_diff(sid, inc, to, after, upto)?,
             Command::PeerClose { sid: other, reason } => {
                 self.trace(|| format!("server {sid} closes its quorum connection to {other}: {reason}"));
                 let Some(r) = self.running(sid, inc) else { return Ok(()) };
@@ -800,6 +836,44 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    /// The leader's DIFF from disk: the log's txns `(after, upto]` read from this server's disk in
+    /// chunks and queued to `to` as PROPOSAL + COMMIT pairs, in order, where the command stands
+    /// among the packets (as the server's connection writer does). On failure the connection is
+    /// closed and the leader told.
+    fn send_log_diff(&mut self, sid: Sid, inc: u64, to: Sid, after: i64, upto: i64) -> Result<(), String> {
+        let data = disk(self.server(sid).fs.clone());
+        let mut packets = Vec::new();
+        let read = data.read_log_range(after, upto).and_then(|mut range| loop {
+            let chunk = range.next_chunk(64 << 10)?;
+            if chunk.is_empty() {
+                return Ok(());
+            }
+            for (hdr, txn) in chunk {
+                let zxid = hdr.zxid;
+                let entry = TxnEntry { hdr, txn: txn.into(), digest: None };
+                packets.push(crate::wire::encode_packet(&warden_quorum::zab::codec::proposal(&entry)));
+                packets.push(crate::wire::encode_packet(&QuorumPacket::new(pt::COMMIT, zxid)));
+            }
+        });
+        match read {
+            Ok(()) => {
+                self.summary.log_diff_syncs += 1;
+                for bytes in packets {
+                    self.peer_send(sid, to, QItem::Packet(bytes));
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.trace(|| format!("server {sid}: DIFF from disk to {to} failed: {e}"));
+                let Some(r) = self.running(sid, inc) else { return Ok(()) };
+                if let Some(conn) = r.leader_conns.get(&to).copied() {
+                    self.close_quorum(conn, sid, false);
+                }
+                self.step_node(sid, Input::LogDiffFailed { sid: to })
+            }
+        }
     }
 
     /// A storage op: queued for the storage "thread" (kicked after the step), except a reload,

@@ -7,7 +7,8 @@
 //! system, `DataDir::real` for std::fs or `DataDir::with_fs` for any `Fs`, such as the crash- and
 //! fault-injecting `FaultFs`. Its methods recover (`recover`), open the log (`open_log`,
 //! `open_log_after`), read and write epoch files (`read_epoch`, `read_epochs`, `write_epoch`),
-//! write, find and purge snapshots (`write_snapshot`, `find_valid_snapshots`, `purge`). `Store`
+//! write, find and purge snapshots (`write_snapshot`, `find_valid_snapshots`, `purge`), and read a
+//! zxid range of the log for a leader's DIFF from disk (`probe_log`, `read_log_range`). `Store`
 //! holds a `DataDir` and the open log. The two readers of a single file, which tools use on any
 //! path, take the file system as an argument instead: `read_snapshot(fs, path)` and
 //! `read_log_file(fs, path)`.
@@ -17,6 +18,7 @@ mod epoch;
 mod error;
 mod fs;
 mod log_format;
+mod log_range;
 mod recover;
 mod snapshot;
 mod store;
@@ -27,6 +29,7 @@ pub use epoch::EpochFile;
 pub use error::StorageError;
 pub use fs::{FaultFs, Fs, FsFile, RealFs};
 pub use log_format::{read_log_file, LogFileContents, LOG_FILE_MAGIC, LOG_FILE_VERSION, RECORD_END};
+pub use log_range::{LogProbeFacts, LogRange};
 pub use recover::Recovered;
 pub use snapshot::{
     decode_snapshot, decode_snapshot_stream, encode_snap_sync, encode_snapshot, encode_snapshot_with_last_zxid,

@@ -141,7 +141,7 @@ fn check_header(file: &Path, buf: &[u8], data_end: usize) -> Result<Option<Strin
 
 /// Checks the framing (length, checksum, end byte) of the record at `off`; returns its buffer and
 /// the offset after it.
-fn frame_at(buf: &[u8], off: usize) -> Result<(&[u8], usize), String> {
+pub(crate) fn frame_at(buf: &[u8], off: usize) -> Result<(&[u8], usize), String> {
     let rest = &buf[off..];
     let mut r = Reader::new(rest);
     let (crc, len) = match (r.read_i64(), r.read_i32()) {
@@ -172,6 +172,16 @@ fn decode_record(file: &Path, off: usize, body: &[u8]) -> Result<LogRecord, Stor
     let txn = Txn::decode_body(hdr.txn_type, &mut r)
         .map_err(|e| corrupt(file, off, format!("bad body of txn type {}: {e}", hdr.txn_type)))?;
     Ok(LogRecord { offset: off as u64, hdr, txn })
+}
+
+/// `decode_record` for a reader that holds part of the file: `offset` is the record's offset in
+/// the file (for the error).
+pub(crate) fn decode_record_at(file: &Path, offset: u64, body: &[u8]) -> Result<(TxnHeader, Txn), StorageError> {
+    let rec = decode_record(file, 0, body).map_err(|e| match e {
+        StorageError::Corrupt { file, reason, .. } => StorageError::Corrupt { file, offset, reason },
+        other => other,
+    })?;
+    Ok((rec.hdr, rec.txn))
 }
 
 fn torn_or_corrupt(

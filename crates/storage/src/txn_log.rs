@@ -365,7 +365,7 @@ fn padded_size(end: u64, size: u64, pre_alloc: u64) -> Option<u64> {
 }
 
 /// `log.<hex zxid>` files in `dir` with their first zxid, oldest first.
-fn list_log_files(fs: &dyn Fs, dir: &Path) -> Result<Vec<(i64, PathBuf)>, StorageError> {
+pub(crate) fn list_log_files(fs: &dyn Fs, dir: &Path) -> Result<Vec<(i64, PathBuf)>, StorageError> {
     let mut files = Vec::new();
     for name in fs.list_dir(dir).map_err(StorageError::io("list", dir))? {
         let Some(hex) = name.strip_prefix("log.") else {

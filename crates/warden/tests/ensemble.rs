@@ -44,6 +44,11 @@ impl Drop for Ensemble {
 
 impl Ensemble {
     fn new(n: u64) -> Ensemble {
+        Ensemble::with_cfg(n, "")
+    }
+
+    /// As `new`, with `extra` zoo.cfg lines for every member.
+    fn with_cfg(n: u64, extra: &str) -> Ensemble {
         let dir = WorkDir::new("warden-ensemble-");
         let ports: Vec<(u16, u16, u16)> = (0..n).map(|_| (free_port(), free_port(), free_port())).collect();
         let mut servers = String::new();
@@ -59,7 +64,7 @@ impl Ensemble {
                 &cfg,
                 format!(
                     "tickTime=200\ninitLimit=10\nsyncLimit=5\nclientPort={c}\nclientPortAddress=127.0.0.1\n\
-                     dataDir={}\n4lw.commands.whitelist=*\npreAllocSize=1024\nmaxSessionTimeout=20000\n{servers}",
+                     dataDir={}\n4lw.commands.whitelist=*\npreAllocSize=1024\nmaxSessionTimeout=20000\n{servers}{extra}",
                     data.display()
                 ),
             )
@@ -152,7 +157,8 @@ async fn check_all(e: &Ensemble, paths: &[String]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_processes_elect_replicate_and_survive_kill_9_of_the_leader() {
-    let mut e = Ensemble::new(3);
+    // No DIFF from the on-disk log: a learner behind the in-memory history gets SNAP.
+    let mut e = Ensemble::with_cfg(3, "snapshotSizeFactor=-1\n");
     let leader = wait_roles(&e).await;
     let follower = e.members.iter().find(|m| m.id != leader).unwrap().client;
     let c = client(follower).await;
@@ -198,7 +204,7 @@ async fn three_processes_elect_replicate_and_survive_kill_9_of_the_leader() {
     check_all(&e, &acked).await;
 
     // More txns than the leader keeps in memory for DIFF (500), so the killed server, when it
-    // comes back, is synced by SNAP.
+    // comes back, is synced by SNAP (snapshotSizeFactor=-1: not from the on-disk log).
     let c = client(e.live()[0].client).await;
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..600 {
@@ -350,6 +356,83 @@ async fn a_restarted_leader_syncs_a_follower_a_few_txns_behind_by_diff() {
     wait_roles(&e).await;
     check_all(&e, &acked).await;
     assert_eq!(snaps(&e), before, "the follower ten txns behind a restarted leader was synced by SNAP");
+}
+
+/// `zk_<name>` from a server's `mntr`.
+fn mntr_count(addr: SocketAddr, name: &str) -> u64 {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).expect("connect for mntr");
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    s.write_all(b"mntr").unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let key = format!("zk_{name}\t");
+    out.lines()
+        .find_map(|l| l.strip_prefix(key.as_str()).map(|v| v.trim().parse().expect("a count")))
+        .unwrap_or_else(|| panic!("no {key:?} in mntr:\n{out}"))
+}
+
+/// A follower killed, then 2,000 txns written (four times the 500 the leader keeps in memory),
+/// then restarted, is synced by a DIFF read from the leader's on-disk txn log (ZooKeeper's
+/// snapshotSizeFactor path), not by SNAP, and serves every node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_2000_txns_behind_is_synced_by_diff_from_the_on_disk_log() {
+    let started = Instant::now();
+    // A longer tick than the other tests: a burst of writes must not starve the PINGs of a debug
+    // build on a busy machine past the leader's lease (about syncLimit ticks).
+    let mut e = Ensemble::with_cfg(3, "tickTime=1000\n");
+    let leader = wait_roles(&e).await;
+    let lagging = e.members.iter().find(|m| m.id != leader).unwrap().id;
+    let leader_addr = e.members.iter().find(|m| m.id == leader).unwrap().client;
+    let c = client(leader_addr).await;
+    let mut acked = Vec::new();
+    for i in 0..10 {
+        let path = format!("/before{i}");
+        tokio::time::timeout(OP, c.create(&path, path.as_bytes(), &persistent()))
+            .await
+            .expect("in time")
+            .expect("write");
+        acked.push(path);
+    }
+    e.kill(lagging);
+    let mut tasks = tokio::task::JoinSet::new();
+    for chunk in (0..2000).collect::<Vec<_>>().chunks(50) {
+        for &i in chunk {
+            let c = c.clone();
+            tasks.spawn(async move {
+                let path = format!("/d{i}");
+                tokio::time::timeout(OP, c.create(&path, path.as_bytes(), &persistent()))
+                    .await
+                    .expect("write in time")
+                    .expect("write");
+                path
+            });
+        }
+        while let Some(path) = tasks.join_next().await {
+            acked.push(path.expect("writer task"));
+        }
+    }
+    drop(c);
+    let (diffs, snaps) = (mntr_count(leader_addr, "diff_count"), mntr_count(leader_addr, "snap_count"));
+
+    let idx = e.members.iter().position(|m| m.id == lagging).unwrap();
+    e.spawn(idx);
+    assert_eq!(wait_roles(&e).await, leader, "the working leader keeps the lead");
+    // Every node, read on the restarted follower itself (and on the others).
+    check_all(&e, &acked).await;
+    assert_eq!(mntr_count(leader_addr, "snap_count"), snaps, "no SNAP was sent");
+    assert_eq!(mntr_count(leader_addr, "diff_count"), diffs + 1, "one DIFF was sent");
+    let log = std::fs::read_to_string(e.dir.path().join(format!("server{leader}.stderr"))).unwrap();
+    assert!(log.contains("syncing a learner by DIFF from the on-disk txn log"), "{log}");
+    let wrote = log
+        .lines()
+        .find(|l| l.contains("wrote the DIFF's txns from the on-disk log"))
+        .expect("the disk part was written");
+    assert!(!log.contains("sending snapshot"), "no snapshot was sent");
+    // At least the 1,500 txns older than the in-memory history came from disk.
+    let txns: u64 =
+        wrote.split_whitespace().find_map(|w| w.strip_prefix("txns=")).expect("txns= in the log line").parse().unwrap();
+    assert!(txns >= 1500, "{wrote}");
+    println!("DIFF FROM DISK: {wrote} (test took {} ms)", started.elapsed().as_millis());
 }
 
 /// A client reconnecting with an existing session to a follower is answered after the leader's

@@ -7,7 +7,8 @@
 //!   (`zookeeper.commitLogCount` 500, on-disk DIFF off with `zookeeper.snapshotSizeFactor=-1`),
 //!   restarts, is synced by SNAP and serves every node.
 //! * Warden leads, a ZooKeeper follower misses more than Warden's 500 in-memory txns, restarts, is
-//!   synced by SNAP from Warden and serves every node on its own client port.
+//!   synced by SNAP from Warden (`snapshotSizeFactor=-1`) and serves every node on its own client
+//!   port; with Warden's default factor it is synced by a DIFF read from Warden's on-disk log.
 //!
 //! Every process started is killed by its PID when its guard drops (also on failure).
 
@@ -121,11 +122,12 @@ async fn zookeeper_leader_syncs_a_warden_follower_by_diff_and_by_snap() {
 }
 
 /// Warden (server.3) leads ZooKeeper 3.8 followers (server.1 and 2); a ZooKeeper follower misses
-/// more than Warden's in-memory history, restarts, is synced by SNAP from Warden and serves every
-/// node on its own client port.
+/// more than Warden's in-memory history, restarts, is synced by SNAP from Warden (on-disk DIFF off:
+/// `snapshotSizeFactor=-1`) and serves every node on its own client port.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn warden_leader_syncs_a_zookeeper_follower_by_snap() {
     let mut e = Mixed::new(&[Kind::ZooKeeper, Kind::ZooKeeper, Kind::Warden]);
+    e.set_extra(3, "snapshotSizeFactor=-1\n");
     e.start(3);
     e.start(1);
     e.wait_roles(3).await;
@@ -146,6 +148,40 @@ async fn warden_leader_syncs_a_zookeeper_follower_by_snap() {
     check(zk1, "ZooKeeper follower after SNAP from Warden", &acked).await;
     assert!(e.log(1).contains("Getting a snapshot from leader"), "ZooKeeper was synced by SNAP");
     assert!(e.log(3).contains("sending snapshot"), "Warden's leader sent a snapshot");
+    acked.extend(write_many(zk1, "after", 5).await);
+    check(e.member(2).client, "the other ZooKeeper follower at the end", &acked).await;
+    check(warden, "Warden leader at the end", &acked).await;
+}
+
+/// Warden (server.3, default snapshotSizeFactor) leads ZooKeeper 3.8 followers; a ZooKeeper
+/// follower misses more than Warden's 500 in-memory txns, restarts, and is synced by a DIFF whose
+/// older txns Warden reads from its on-disk log: ZooKeeper takes the DIFF, not a snapshot, and
+/// serves every node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn warden_leader_syncs_a_zookeeper_follower_by_diff_from_its_on_disk_log() {
+    let mut e = Mixed::new(&[Kind::ZooKeeper, Kind::ZooKeeper, Kind::Warden]);
+    e.start(3);
+    e.start(1);
+    e.wait_roles(3).await;
+    e.start(2);
+    e.wait_roles(3).await;
+    let (warden, zk1) = (e.member(3).client, e.member(1).client);
+    let mut acked = write_many(warden, "a", 20).await;
+    check(zk1, "ZooKeeper follower, broadcast from Warden", &acked).await;
+    let (diffs, snaps) = (sync_count(warden, "diff_count"), sync_count(warden, "snap_count"));
+
+    e.kill(1);
+    acked.extend(write_many(warden, "s", MISSED).await);
+    e.start(1);
+    e.wait_roles(3).await;
+    check(zk1, "ZooKeeper follower after a DIFF from Warden's disk", &acked).await;
+    assert!(e.log(3).contains("syncing a learner by DIFF from the on-disk txn log"), "Warden read the DIFF from disk");
+    assert!(e.log(3).contains("wrote the DIFF's txns from the on-disk log"), "Warden wrote the disk part");
+    assert!(!e.log(3).contains("sending snapshot"), "Warden's leader sent no snapshot");
+    assert!(!e.log(1).contains("Getting a snapshot from leader"), "ZooKeeper was not synced by SNAP");
+    assert!(e.log(1).contains("Getting a diff from the leader"), "ZooKeeper was synced by DIFF");
+    assert!(sync_count(warden, "diff_count") > diffs, "Warden's leader counted a DIFF");
+    assert_eq!(sync_count(warden, "snap_count"), snaps, "Warden's leader counted no SNAP");
     acked.extend(write_many(zk1, "after", 5).await);
     check(e.member(2).client, "the other ZooKeeper follower at the end", &acked).await;
     check(warden, "Warden leader at the end", &acked).await;

@@ -90,7 +90,8 @@ impl Node {
         cfg.tick_ms = tick_ms;
         cfg.init_limit = q.setup.init_limit;
         cfg.sync_limit = q.setup.sync_limit;
-        cfg.max_committed_log = LOG_KEEP;
+        cfg.max_committed_log = q.setup.max_committed_log;
+        cfg.snapshot_size_factor = q.setup.snapshot_size_factor;
         cfg.max_counter = q.setup.max_counter;
         // NEWLEADER carries the last configuration seen, as ZooKeeper's.
         let last_seen = pending_config.as_ref().map_or(&q.setup.membership, |(_, m)| m);

@@ -84,6 +84,12 @@ pub struct QuorumSetup {
     /// The `acceptedEpoch` / `currentEpoch` files as loaded at start-up.
     pub accepted_epoch: i64,
     pub current_epoch: i64,
+    /// `LeaderConfig::snapshot_size_factor` (zoo.cfg `snapshotSizeFactor`, ZooKeeper's 0.33; below
+    /// 0 a learner behind the in-memory history always gets SNAP).
+    pub snapshot_size_factor: f64,
+    /// `LeaderConfig::max_committed_log`: committed txns a leader keeps in memory for DIFF
+    /// (500, ZooKeeper's commitLogCount; the simulator lowers it so that learners fall behind it).
+    pub max_committed_log: usize,
     /// `LeaderConfig::max_counter`: the zxid counter at which a leader steps down for a new
     /// epoch (0xffffffff; lowered only to test rollover).
     pub max_counter: i64,
@@ -99,6 +105,8 @@ impl QuorumSetup {
             sync_limit: 5,
             accepted_epoch: 0,
             current_epoch: 0,
+            snapshot_size_factor: 0.33,
+            max_committed_log: LOG_KEEP,
             max_counter: 0xffff_ffff,
         }
     }
@@ -125,6 +133,13 @@ pub enum QuorumOutput {
     Truncate { zxid: Zxid },
     /// Write this snapshot stream to `to` right after the SNAP packet sent just before.
     SendSnapshot { to: Sid, snapshot: SnapshotData },
+    /// Leader: look in the on-disk log for the record `after` and measure the log after it, then
+    /// answer `Input::LogProbed` (`Action::ProbeLog`). Reads only.
+    ProbeLog { to: Sid, after: Zxid },
+    /// Leader: right after the DIFF packet sent just before, stream the on-disk log's txns
+    /// `(after, upto]` to `to` as PROPOSAL + COMMIT pairs, ahead of every later packet for `to`;
+    /// on failure close the connection and answer `Input::LogDiffFailed` (`Action::SendLogDiff`).
+    SendLogDiff { to: Sid, after: Zxid, upto: Zxid },
     /// The snapshot from the leader replaced the tree: write it durably, keep no log record above
     /// its zxid, then answer `Input::Durable { zxid }`.
     InstallSnapshot { snapshot: SnapshotData },
@@ -442,6 +457,16 @@ impl Node {
                 Machine::Learner(l) if l.leader() == sid => l.on_disconnect(a),
                 _ => {}
             }),
+            I::LogProbed { sid, probe } => self.drive(out, |q, a| {
+                if let Machine::Leader(l) = &mut q.machine {
+                    l.on_log_probe(sid, probe, a);
+                }
+            }),
+            I::LogDiffFailed { sid } => self.drive(out, |q, a| {
+                if let Machine::Leader(l) = &mut q.machine {
+                    l.on_log_diff_failed(sid, a);
+                }
+            }),
             I::BecomeLeader => self.become_leader(out),
             I::BecomeFollower { leader } => self.become_learner(leader, LearnerRole::Follower, out),
             I::BecomeObserver { leader } => self.become_learner(leader, LearnerRole::Observer, out),
@@ -535,6 +560,16 @@ impl Node {
                     to,
                     snapshot: SnapshotData { zxid, tree: Box::new(tree), sessions },
                 }));
+            }
+            Action::ProbeLog { to, after } => out.push(Output::Quorum(QuorumOutput::ProbeLog { to, after })),
+            Action::SendLogDiff { to, after, upto } => {
+                tracing::info!(
+                    sid = to,
+                    after = format_args!("{after:#x}"),
+                    upto = format_args!("{upto:#x}"),
+                    "syncing a learner by DIFF from the on-disk txn log"
+                );
+                out.push(Output::Quorum(QuorumOutput::SendLogDiff { to, after, upto }))
             }
             Action::Disconnect { sid, reason } => out.push(Output::Quorum(QuorumOutput::PeerClose { sid, reason })),
             Action::Persist(entry) => {

@@ -31,6 +31,11 @@ pub struct LeaderConfig {
     pub sync_limit: u32,
     /// Committed txns kept in memory for DIFF (ZooKeeper's `commitLogCount`, 500).
     pub max_committed_log: usize,
+    /// ZooKeeper's `snapshotSizeFactor`: a learner behind the in-memory history is synced by a
+    /// DIFF read from the on-disk log when the log holds its last zxid and the log files to read
+    /// are at most this fraction of the newest snapshot's size; below 0, never (SNAP). Here `-1`
+    /// by default; the node sets it from zoo.cfg (ZooKeeper's default 0.33).
+    pub snapshot_size_factor: f64,
     /// The active configuration, sent in NEWLEADER as ZooKeeper sends its quorum verifier's
     /// text (`None`: NEWLEADER carries no data).
     pub membership: Option<Membership>,
@@ -67,6 +72,7 @@ impl LeaderConfig {
             init_limit: 10,
             sync_limit: 5,
             max_committed_log: 500,
+            snapshot_size_factor: -1.0,
             membership: None,
             reconfig_enabled: false,
             max_counter: 0xffff_ffff,
@@ -138,6 +144,35 @@ pub struct LeaderGauges {
     pub syncing: usize,
 }
 
+/// What the leader's storage found in the on-disk txn log for a learner behind the in-memory
+/// history: the answer to [`Action::ProbeLog`], the facts ZooKeeper's `ZKDatabase`
+/// (`getProposalsFromTxnLog`, `calculateTxnLogSizeLimit`) looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogProbe {
+    /// The learner's last zxid the probe looked for.
+    pub after: Zxid,
+    /// The log holds a record with exactly the zxid `after` (ZooKeeper refuses a log whose first
+    /// record at or above it is above it).
+    pub found: bool,
+    /// Bytes of the log files after the one holding `after` (ZooKeeper's
+    /// `FileTxnIterator.getStorageSize`, which leaves that first file out).
+    pub log_bytes: u64,
+    /// Size of the newest snapshot file; 0 if there is none.
+    pub snapshot_bytes: u64,
+}
+
+impl LogProbe {
+    /// Whether a DIFF from disk is allowed at `factor` (ZooKeeper's rule: the limit is
+    /// `snapshot_bytes * factor`, checked only when above 0; a factor below 0 disables it).
+    pub fn allows_diff(&self, factor: f64) -> bool {
+        if !self.found || factor < 0.0 {
+            return false;
+        }
+        let limit = (self.snapshot_bytes as f64 * factor) as u64;
+        limit == 0 || self.log_bytes <= limit
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum PeerPhase {
     /// FOLLOWERINFO / OBSERVERINFO received; waiting for the epoch to be fixed.
@@ -145,6 +180,8 @@ enum PeerPhase {
     LeaderInfoSent,
     /// ACKEPOCH received; waiting for the epoch quorum before sync.
     EpochAcked,
+    /// Behind the in-memory history: waiting for the on-disk log's answer (`Action::ProbeLog`).
+    Probing,
     NewLeaderSent,
     NewLeaderAcked,
     UpToDate,
@@ -271,6 +308,8 @@ pub struct Leader {
     round_confirmed: u64,
     /// The round started for waiting syncs, until it is confirmed.
     sync_round: Option<u64>,
+    /// Learners whose DIFF from disk failed: their next sync is a SNAP.
+    no_log_diff: BTreeSet<Sid>,
     /// Proposed and not yet committed reconfigs: each one's zxid and the voters of the
     /// configuration it makes. Every proposal from that zxid on needs a quorum of those voters
     /// too, besides one of `cfg.voters` (ZooKeeper's proposals carrying both verifiers).
@@ -321,6 +360,7 @@ impl Leader {
             round_started: 0,
             round_confirmed: 0,
             sync_round: None,
+            no_log_diff: BTreeSet::new(),
             pending_configs,
             out: Vec::new(),
             cfg,
@@ -426,6 +466,27 @@ impl Leader {
                 self.check_established();
             }
             _ => {}
+        }
+        self.take(out);
+    }
+
+    /// Storage's answer to `Action::ProbeLog` for learner `sid`: its sync goes on, by DIFF from
+    /// disk or by SNAP. An answer for a learner no longer waiting for it (reconnected, gone) is
+    /// dropped.
+    pub fn on_log_probe(&mut self, sid: Sid, probe: LogProbe, out: &mut Vec<Action>) {
+        let waiting = self.peers.get(&sid).is_some_and(|p| p.phase == PeerPhase::Probing && p.last_zxid == probe.after);
+        if waiting && !self.phase.stopped() {
+            self.sync_peer_with(sid, Some(probe));
+        }
+        self.take(out);
+    }
+
+    /// The shell could not stream `Action::SendLogDiff` to `sid` and closed its connection: the
+    /// learner's next sync is a SNAP.
+    pub fn on_log_diff_failed(&mut self, sid: Sid, out: &mut Vec<Action>) {
+        self.no_log_diff.insert(sid);
+        if self.peers.contains_key(&sid) {
+            self.disconnect(sid, "DIFF from the on-disk log failed");
         }
         self.take(out);
     }
@@ -725,21 +786,43 @@ impl Leader {
 
     /// DIFF / TRUNC / SNAP for one learner, the txns it lacks, then NEWLEADER.
     fn sync_peer(&mut self, sid: Sid) {
+        self.sync_peer_with(sid, None);
+    }
+
+    /// As `sync_peer`, with what the on-disk log holds for a learner behind the in-memory
+    /// history (`None`: not asked yet; such a learner is then asked about first).
+    fn sync_peer_with(&mut self, sid: Sid, probe: Option<LogProbe>) {
         let Some(epoch) = self.phase.epoch() else { return };
         let Some(peer) = self.peers.get(&sid) else { return };
         let role = peer.role;
+        let peer_last = peer.last_zxid;
         let upto = if role == Role::Follower { self.last_proposed } else { self.committed };
-        let plan = self.plan_sync(peer.last_zxid, upto);
+        let plan = self.plan_sync(sid, peer_last, upto, probe);
         let from = match plan {
             SyncPlan::Diff { from } => {
                 self.send(sid, QuorumPacket::new(pt::DIFF, self.committed));
                 from
+            }
+            SyncPlan::ProbeLog => {
+                if let Some(p) = self.peers.get_mut(&sid) {
+                    p.phase = PeerPhase::Probing;
+                }
+                self.out.push(Action::ProbeLog { to: sid, after: peer_last });
+                return;
+            }
+            SyncPlan::LogDiff { from } => {
+                // LearnerHandler: DIFF, the txns from the on-disk log up to where the in-memory
+                // history starts, then the history (below), then NEWLEADER.
+                self.send(sid, QuorumPacket::new(pt::DIFF, self.committed));
+                self.out.push(Action::SendLogDiff { to: sid, after: from, upto: self.history_base });
+                self.history_base
             }
             SyncPlan::Trunc { to } => {
                 self.send(sid, QuorumPacket::new(pt::TRUNC, to));
                 to
             }
             SyncPlan::Snap => {
+                self.no_log_diff.remove(&sid);
                 self.send(sid, QuorumPacket::new(pt::SNAP, self.committed));
                 self.out.push(Action::SendSnapshot { to: sid, zxid: self.committed });
                 self.committed
@@ -768,8 +851,9 @@ impl Leader {
         }
     }
 
-    /// ZooKeeper's `LearnerHandler.syncFollower` choice, over the in-memory log `(base, upto]`.
-    fn plan_sync(&self, peer_last: Zxid, upto: Zxid) -> SyncPlan {
+    /// ZooKeeper's `LearnerHandler.syncFollower` choice, over the in-memory log `(base, upto]`
+    /// and, for a learner behind it, the on-disk log (`probe`).
+    fn plan_sync(&self, sid: Sid, peer_last: Zxid, upto: Zxid, probe: Option<LogProbe>) -> SyncPlan {
         if peer_last == upto {
             return SyncPlan::Diff { from: peer_last };
         }
@@ -780,7 +864,21 @@ impl Leader {
             return SyncPlan::Trunc { to: self.committed.min(upto) };
         }
         if peer_last < self.history_base {
-            return SyncPlan::Snap;
+            // Older than the in-memory history: from the on-disk log if it holds the learner's
+            // zxid and is small enough next to a snapshot (`txnLogSyncEnabled`,
+            // `getProposalsFromTxnLog`), else SNAP. The log is durable through `committed`, so
+            // the records up to `history_base` are all there unless purged since the probe; the
+            // shell reports that (`on_log_diff_failed`) and the learner gets SNAP next time.
+            if self.cfg.snapshot_size_factor < 0.0 || self.no_log_diff.contains(&sid) {
+                return SyncPlan::Snap;
+            }
+            return match probe {
+                None => SyncPlan::ProbeLog,
+                Some(p) if p.after == peer_last && p.allows_diff(self.cfg.snapshot_size_factor) => {
+                    SyncPlan::LogDiff { from: peer_last }
+                }
+                Some(_) => SyncPlan::Snap,
+            };
         }
         if in_log(peer_last) || (counter_of(peer_last) == 0 && peer_last > self.history_base) {
             return SyncPlan::Diff { from: peer_last };
@@ -1238,6 +1336,12 @@ enum SyncPlan {
     /// Roll the learner back to `to`, then send every txn after it.
     Trunc {
         to: Zxid,
+    },
+    /// Ask storage what the on-disk log holds first (`Action::ProbeLog`).
+    ProbeLog,
+    /// Send the txns after `from` up to `history_base` from the on-disk log, then the history.
+    LogDiff {
+        from: Zxid,
     },
     Snap,
 }

@@ -40,7 +40,7 @@ pub mod codec;
 pub mod leader;
 pub mod learner;
 
-pub use leader::{voter_sids, Leader, LeaderConfig, LeaderGauges, LeaderInit, LeaderInitError, ProposeError};
+pub use leader::{voter_sids, Leader, LeaderConfig, LeaderGauges, LeaderInit, LeaderInitError, LogProbe, ProposeError};
 pub use learner::{Learner, LearnerConfig, LearnerError, LearnerRole, LocalState};
 
 use warden_proto::quorum::QuorumPacket;
@@ -109,6 +109,17 @@ pub enum Action {
     /// Leader: right after the SNAP packet just sent to `to`, write the snapshot stream of the tree
     /// as it stands once every earlier `ApplyCommitted` is applied (its last zxid is `zxid`).
     SendSnapshot { to: Sid, zxid: Zxid },
+    /// Leader: look in the on-disk txn log for a record with exactly the zxid `after` (the
+    /// learner `to`'s last zxid, older than the in-memory history) and measure the log after it,
+    /// then answer [`Leader::on_log_probe`] with a [`LogProbe`]. Reads only; nothing is sent.
+    ProbeLog { to: Sid, after: Zxid },
+    /// Leader: right after the DIFF packet just sent to `to`, read the txns `(after, upto]` from
+    /// the on-disk log and write each as PROPOSAL then COMMIT, in zxid order, before any packet
+    /// for `to` that comes after this action (in bounded chunks, never the whole range in
+    /// memory). If the log cannot give exactly that gap-free run (a read error, a missing or
+    /// purged file, a hole), close the connection of `to` and report
+    /// [`Leader::on_log_diff_failed`].
+    SendLogDiff { to: Sid, after: Zxid, upto: Zxid },
     /// Leader: close the connection of learner `sid` (protocol error or timeout).
     Disconnect { sid: Sid, reason: String },
     /// Append to the txn log. Durability comes back as `on_durable`.

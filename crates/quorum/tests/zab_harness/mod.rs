@@ -275,6 +275,9 @@ impl Cluster {
                     .expect("SNAP before the snapshot");
                 m.snapshot = Some(tree);
             }
+            Action::ProbeLog { .. } | Action::SendLogDiff { .. } => {
+                unreachable!("the harness's leaders keep snapshot_size_factor below 0 (no DIFF from disk)")
+            }
             Action::Disconnect { sid: peer, .. } => self.disconnect_learner(peer),
             Action::Persist(e) => self.nodes.get_mut(&sid).unwrap().pending.push(StorageOp::Append(e)),
             Action::PersistEpoch { kind, epoch } => {

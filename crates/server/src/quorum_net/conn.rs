@@ -28,10 +28,102 @@ const MAX_SNAPSHOT: u64 = 1 << 34;
 /// What goes out on a connection: a packet, or (leader, right after a SNAP packet) the state to
 /// write as ZooKeeper's snapshot stream: `ZKDatabase.serializeSnapshot` then "BenWasHere"
 /// (`warden_storage::encode_snap_sync`), raw, with no length in front.
+///
+/// Or (leader, right after a DIFF packet) the txns `(after, upto]` of the on-disk log, read by the
+/// writer a chunk at a time and written as PROPOSAL + COMMIT pairs before anything queued after.
 #[derive(Debug, Clone)]
 pub(crate) enum Outgoing {
     Packet(QuorumPacket),
     Snapshot(Box<(DataTree, Vec<(i64, i32)>)>),
+    LogDiff(Box<LogDiffJob>),
+}
+
+/// A DIFF's part from the on-disk log: where to read and which txns.
+#[derive(Debug, Clone)]
+pub(crate) struct LogDiffJob {
+    pub data: warden_storage::DataDir,
+    pub after: i64,
+    pub upto: i64,
+}
+
+/// Bytes of log records read (and packets encoded) at a time for a DIFF from disk.
+const LOG_DIFF_CHUNK: usize = 1 << 20;
+
+/// Writes the DIFF's part from the on-disk log: each chunk read and encoded on a blocking thread,
+/// then written, so at most about two chunks are in memory whatever the range.
+async fn write_log_diff(
+    wr: &mut PeerWrite,
+    job: LogDiffJob,
+    timeout: Duration,
+    stats: Option<&LinkStats>,
+) -> Result<(), ConnEnd> {
+    let started = std::time::Instant::now();
+    let LogDiffJob { data, after, upto } = job;
+    let range = tokio::task::spawn_blocking(move || data.read_log_range(after, upto))
+        .await
+        .map_err(|e| ConnEnd::LogDiff(e.to_string()))?
+        .map_err(|e| ConnEnd::LogDiff(e.to_string()))?;
+    let mut range = Some(range);
+    let (mut txns, mut bytes) = (0u64, 0u64);
+    loop {
+        let mut r = range.take().expect("the range comes back with each chunk");
+        let (r, chunk) = tokio::task::spawn_blocking(move || {
+            let chunk = r.next_chunk(LOG_DIFF_CHUNK).map(|recs| {
+                let mut packets = Vec::with_capacity(recs.len() * 2);
+                for (hdr, txn) in recs {
+                    let zxid = hdr.zxid;
+                    let entry = warden_quorum::zab::TxnEntry { hdr, txn: txn.into(), digest: None };
+                    packets.push(warden_quorum::zab::codec::proposal(&entry));
+                    packets.push(QuorumPacket::new(warden_proto::quorum::packet_type::COMMIT, zxid));
+                }
+                packets
+            });
+            (r, chunk)
+        })
+        .await
+        .map_err(|e| ConnEnd::LogDiff(e.to_string()))?;
+        let packets = chunk.map_err(|e| ConnEnd::LogDiff(e.to_string()))?;
+        if packets.is_empty() {
+            break;
+        }
+        range = Some(r);
+        let mut buf = Vec::with_capacity(LOG_DIFF_CHUNK + LOG_DIFF_CHUNK / 4);
+        for p in &packets {
+            buf.extend_from_slice(&p.to_bytes());
+            // Never queued by the owner: written, not taken off the queue.
+            if let Some(stats) = stats {
+                stats.written(p);
+            }
+        }
+        txns += packets.len() as u64 / 2;
+        bytes += buf.len() as u64;
+        write_pieces(wr, &buf, timeout).await?;
+    }
+    tracing::info!(
+        after = format_args!("{after:#x}"),
+        upto = format_args!("{upto:#x}"),
+        txns,
+        bytes,
+        ms = started.elapsed().as_millis() as u64,
+        "wrote the DIFF's txns from the on-disk log"
+    );
+    Ok(())
+}
+
+/// Writes `buf` in pieces of about WRITE_BATCH, each within the timeout, then flushes.
+async fn write_pieces(wr: &mut PeerWrite, buf: &[u8], timeout: Duration) -> Result<(), ConnEnd> {
+    for piece in buf.chunks(WRITE_BATCH.max(1)) {
+        match tokio::time::timeout(timeout, wr.write_all(piece)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(ConnEnd::Io(e)),
+            Err(_) => return Err(ConnEnd::WriteTimeout(timeout)),
+        }
+    }
+    match tokio::time::timeout(timeout, wr.flush()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(ConnEnd::Io(e)),
+        Err(_) => Err(ConnEnd::WriteTimeout(timeout)),
+    }
 }
 
 /// What comes in: a packet, or (learner) a SNAP packet's zxid with the snapshot stream after it.
@@ -213,6 +305,7 @@ async fn encode(item: Outgoing, batch: &mut Vec<u8>, stats: Option<&LinkStats>) 
             tracing::info!(bytes = bytes.len(), "writing the snapshot stream");
             batch.extend_from_slice(&bytes);
         }
+        Outgoing::LogDiff(_) => unreachable!("write_loop streams a DIFF from disk itself"),
     }
     Some(())
 }
@@ -231,7 +324,14 @@ async fn write_loop(
         };
         batch.clear();
         let mut next = Some(item);
+        // A DIFF's part from the on-disk log, taken off the queue after the packets before it:
+        // written once they are, before anything queued after it (which waits in the queue).
+        let mut log_diff = None;
         while let Some(item) = next.take() {
+            if let Outgoing::LogDiff(job) = item {
+                log_diff = Some(*job);
+                break;
+            }
             if encode(item, &mut batch, stats).await.is_none() {
                 return ConnEnd::Malformed("serialising the snapshot failed".into());
             }
@@ -240,19 +340,15 @@ async fn write_loop(
             }
         }
         // In pieces of about WRITE_BATCH, each within the timeout: a large snapshot may take
-        // long in total, but a peer that stops reading is still noticed.
-        for piece in batch.chunks(WRITE_BATCH.max(1)) {
-            match tokio::time::timeout(timeout, wr.write_all(piece)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return ConnEnd::Io(e),
-                Err(_) => return ConnEnd::WriteTimeout(timeout),
-            }
+        // long in total, but a peer that stops reading is still noticed. A TLS writer holds what
+        // it encrypted until flushed; a socket's flush does nothing.
+        if let Err(end) = write_pieces(&mut wr, &batch, timeout).await {
+            return end;
         }
-        // A TLS writer holds what it encrypted until flushed; a socket's flush does nothing.
-        match tokio::time::timeout(timeout, wr.flush()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return ConnEnd::Io(e),
-            Err(_) => return ConnEnd::WriteTimeout(timeout),
+        if let Some(job) = log_diff {
+            if let Err(end) = write_log_diff(&mut wr, job, timeout, stats).await {
+                return end;
+            }
         }
         if batch.capacity() > 4 * WRITE_BATCH {
             batch = Vec::with_capacity(WRITE_BATCH);

@@ -31,13 +31,16 @@ pub enum LeaderEvent {
     Packet { from: Sid, packet: QuorumPacket },
     /// The connection of `sid` ended (once per connection; nothing of it follows).
     Disconnected { sid: Sid },
+    /// The connection of `sid` ended because the txns of a DIFF could not be read from the
+    /// on-disk log (`send_log_diff`); its `Disconnected` follows.
+    LogDiffFailed { sid: Sid },
 }
 
 /// What connection tasks report.
 enum Raw {
     Open { sid: Sid, first: QuorumPacket, conn: ConnHandle },
     Packet { sid: Sid, id: u64, packet: QuorumPacket },
-    Closed { sid: Sid, id: u64, why: String },
+    Closed { sid: Sid, id: u64, why: String, log_diff_failed: bool },
 }
 
 /// The consumer's hold on a registered connection; dropping it closes the connection.
@@ -104,8 +107,11 @@ impl LeaderNet {
                     self.pending.push_back(LeaderEvent::Packet { from: sid, packet });
                 }
             }
-            Raw::Closed { sid, id, why } => {
+            Raw::Closed { sid, id, why, log_diff_failed } => {
                 if self.is_current(sid, id) {
+                    if log_diff_failed {
+                        self.pending.push_back(LeaderEvent::LogDiffFailed { sid });
+                    }
                     self.close(sid, &why);
                 }
             }
@@ -127,6 +133,20 @@ impl LeaderNet {
     /// stream. Serialised by the connection's writer (off the caller's task).
     pub fn send_snapshot(&mut self, to: Sid, tree: DataTree, sessions: Vec<(i64, i32)>) -> Result<(), SendError> {
         self.send_item(to, Outgoing::Snapshot(Box::new((tree, sessions))))
+    }
+
+    /// Queues the txns `(after, upto]` of the on-disk log in `data`, to be written as PROPOSAL +
+    /// COMMIT pairs right after the DIFF packet just sent to `to` and before anything queued
+    /// later. The connection's writer reads them a chunk at a time; if it cannot, the connection
+    /// ends with `LogDiffFailed` then `Disconnected`.
+    pub fn send_log_diff(
+        &mut self,
+        to: Sid,
+        data: warden_storage::DataDir,
+        after: i64,
+        upto: i64,
+    ) -> Result<(), SendError> {
+        self.send_item(to, Outgoing::LogDiff(Box::new(conn::LogDiffJob { data, after, upto })))
     }
 
     fn send_item(&mut self, to: Sid, item: Outgoing) -> Result<(), SendError> {
@@ -320,7 +340,8 @@ async fn serve_inner(
         ConnEnd::Killed | ConnEnd::ConsumerGone => tracing::debug!(sid, %peer, %end, "learner connection ended"),
         _ => tracing::warn!(sid, %peer, error = %end, "learner connection ended"),
     }
-    let _ = events.send(Raw::Closed { sid, id, why: end.to_string() }).await;
+    let log_diff_failed = matches!(end, ConnEnd::LogDiff(_));
+    let _ = events.send(Raw::Closed { sid, id, why: end.to_string(), log_diff_failed }).await;
 }
 
 /// The sid a first packet announces (`LearnerHandler.run`).
