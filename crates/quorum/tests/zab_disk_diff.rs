@@ -44,8 +44,14 @@ fn types(packets: &[QuorumPacket]) -> Vec<i32> {
 /// Returns the leader and its actions after the ACKEPOCH.
 fn leader_syncing(factor: f64, last: Zxid) -> (Leader, Vec<Action>) {
     let history: Vec<TxnEntry> = (51..=60).map(|c| entry(z(c))).collect();
-    let init =
-        LeaderInit { accepted_epoch: 1, current_epoch: 1, last_zxid: z(60), history_base: z(50), history, pending_config: None };
+    let init = LeaderInit {
+        accepted_epoch: 1,
+        current_epoch: 1,
+        last_zxid: z(60),
+        history_base: z(50),
+        history,
+        pending_config: None,
+    };
     let mut cfg = LeaderConfig::new(1, [1, 2, 3]);
     cfg.snapshot_size_factor = factor;
     let mut leader = Leader::new(cfg, init, 0, &mut Vec::new()).unwrap();

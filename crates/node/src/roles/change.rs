@@ -75,17 +75,9 @@ impl Node {
         let now_ms = self.now.mono_ms;
         let reconfig_enabled = self.cfg.reconfig_enabled;
         let q = self.ensemble_mut();
-        // A reconfig in the log above the active configuration: proposed, never seen committed.
-        let active_version = q.setup.membership.version;
-        let pending_config = q.log.iter().rev().find_map(|e| match &*e.txn {
-            Txn::Reconfig { data: Some(d), .. }
-                if e.zxid() > active_version && !q.setup.membership.servers.is_empty() =>
-            {
-                let m = warden_proto::Membership::parse_text(std::str::from_utf8(d).ok()?).ok()?;
-                Some((e.zxid(), m))
-            }
-            _ => None,
-        });
+        // A reconfig in this server's history above the active configuration, never seen
+        // committed: the leader finishes it (its version is its txn's zxid).
+        let pending_config = q.last_seen.clone().map(|m| (m.version, m));
         let mut cfg = LeaderConfig::new(q.setup.my_sid, q.setup.voters.iter().copied());
         cfg.tick_ms = tick_ms;
         cfg.init_limit = q.setup.init_limit;

@@ -212,6 +212,10 @@ pub(crate) struct Quorum {
     /// A reload from storage changed the configuration: reported at the next step.
     /// The log is being applied on a role change: a reconfig met there is not active yet.
     replaying_log: bool,
+    /// A configuration newer than the active one that this server's history holds (a reconfig
+    /// in its log or its recovered tree) but never saw committed: ZooKeeper's last-seen
+    /// configuration. A leader finishes it (`LeaderInit::pending_config`).
+    last_seen: Option<warden_proto::Membership>,
 }
 
 impl Quorum {
@@ -293,6 +297,7 @@ impl Node {
             actions: Vec::new(),
             role_exit: None,
             replaying_log: false,
+            last_seen: None,
         }));
         node.write_config_node();
         node

@@ -92,18 +92,45 @@ impl Node {
     /// configuration in use is the one last activated (the dynamic config file a reconfig-enabled
     /// server writes at each activation, which it boots from).
     pub(crate) fn restored_config(&mut self) {
-        self.write_config_node();
+        let Some(q) = self.ensemble_mut_if() else { return };
+        q.last_seen = None;
+        let stored = self.tree.node(CONFIG_NODE).and_then(|n| n.data.as_deref());
+        let stored = stored.and_then(|d| std::str::from_utf8(d).ok()).and_then(|t| Membership::parse_text(t).ok());
+        self.saw_config(stored);
+        if self.ensemble().is_some_and(|q| q.last_seen.is_none()) {
+            self.write_config_node();
+        }
+    }
+
+    /// The ensemble state, if any (restore runs in both modes).
+    fn ensemble_mut_if(&mut self) -> Option<&mut Quorum> {
+        match &mut self.mode {
+            Mode::Ensemble(q) => Some(q),
+            Mode::Standalone { .. } => None,
+        }
+    }
+
+    /// A configuration this server's history holds without it being known committed: kept as
+    /// the last-seen one when newer than the active one.
+    fn saw_config(&mut self, m: Option<Membership>) {
+        let Some(q) = self.ensemble_mut_if() else { return };
+        if let Some(m) = m.filter(|m| !m.servers.is_empty() && m.version > q.setup.membership.version) {
+            if q.last_seen.as_ref().is_none_or(|l| l.version < m.version) {
+                q.last_seen = Some(m);
+            }
+        }
     }
 
     /// A reconfig txn was applied (the tree holds its text): the configuration it carries
     /// becomes the active one.
     pub(crate) fn reconfig_applied(&mut self, data: Option<&[u8]>, out: &mut Vec<Output>) {
+        let parsed = data.and_then(|d| std::str::from_utf8(d).ok()).map(Membership::parse_text);
         match self.ensemble() {
-            None => return,                       // a standalone server replaying an ensemble's log
-            Some(q) if q.replaying_log => return, // never seen committed
+            None => return, // a standalone server replaying an ensemble's log
+            // Never seen committed: the last-seen configuration, not the active one.
+            Some(q) if q.replaying_log => return self.saw_config(parsed.and_then(Result::ok)),
             Some(_) => {}
         }
-        let parsed = data.and_then(|d| std::str::from_utf8(d).ok()).map(Membership::parse_text);
         match parsed {
             Some(Ok(m)) => self.activate(m, out),
             other => tracing::error!(?other, "a committed reconfig carries no configuration; ignored"),
@@ -131,6 +158,9 @@ impl Node {
             return;
         }
         tracing::info!(version = format_args!("{:x}", m.version), config = %m.to_text(), "configuration activated");
+        if q.last_seen.as_ref().is_some_and(|l| l.version <= m.version) {
+            q.last_seen = None;
+        }
         q.setup.voters = warden_quorum::zab::voter_sids(&m);
         q.setup.membership = m.clone();
         let me = u64::try_from(my_sid).ok().and_then(|id| m.servers.get(&id)).map(|s| s.is_voter());
