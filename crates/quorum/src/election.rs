@@ -109,6 +109,9 @@ pub struct FastLeaderElection {
     /// The version of `config_text` (0 without one): a LOOKING server adopts a newer
     /// configuration from a notification.
     config_version: i64,
+    /// Whether this server is a participant by the last configuration that named it (its
+    /// learner type; [`FastLeaderElection::learning_state`] for one outside the configuration).
+    participant: bool,
     /// The `last_zxid` and `current_epoch` of the latest [`FastLeaderElection::start`], for a
     /// round restarted on a newer configuration.
     start_vote: (i64, i64),
@@ -130,6 +133,7 @@ impl FastLeaderElection {
     /// A machine for server `my_id` in `config`; idle until [`FastLeaderElection::start`].
     pub fn new(my_id: Sid, config: QuorumConfig) -> Self {
         Self {
+            participant: !config.observers.contains(&my_id),
             my_id,
             config,
             config_text: Vec::new(),
@@ -237,6 +241,7 @@ impl FastLeaderElection {
         if let Some(config) = self.next_config.take() {
             self.config = config;
         }
+        self.note_kind();
         self.logical_clock += 1;
         self.recvset.clear();
         self.outofelection.clear();
@@ -460,10 +465,24 @@ impl FastLeaderElection {
     }
 
     /// FOLLOWING for voters, OBSERVING for observers.
+    /// FOLLOWING for a participant, OBSERVING for an observer. A server outside the
+    /// configuration (about to be added, or removed) keeps the kind the last configuration that
+    /// named it gave (ZooKeeper's learner type), so a joiner follows without a vote.
     fn learning_state(&self) -> ServerState {
-        match self.config.is_voter(self.my_id) {
+        let participant = match self.config.is_member(self.my_id) {
+            true => self.config.is_voter(self.my_id),
+            false => self.participant,
+        };
+        match participant {
             true => ServerState::Following,
             false => ServerState::Observing,
+        }
+    }
+
+    /// Remembers this server's kind while a configuration names it.
+    fn note_kind(&mut self) {
+        if self.config.is_member(self.my_id) {
+            self.participant = self.config.is_voter(self.my_id);
         }
     }
 
