@@ -115,8 +115,6 @@ pub struct FastLeaderElection {
     /// The `last_zxid` and `current_epoch` of the latest [`FastLeaderElection::start`], for a
     /// round restarted on a newer configuration.
     start_vote: (i64, i64),
-    /// The voters and observers of `config_text`, taken at the next round (given while decided).
-    next_config: Option<QuorumConfig>,
     logical_clock: i64,
     phase: Phase,
     own: Candidate,
@@ -139,7 +137,6 @@ impl FastLeaderElection {
             config_text: Vec::new(),
             config_version: 0,
             start_vote: (-1, -1),
-            next_config: None,
             logical_clock: 0,
             phase: Phase::Idle,
             own: Candidate::NONE,
@@ -159,10 +156,10 @@ impl FastLeaderElection {
         self.config_text = text;
     }
 
-    /// A configuration became active on this server (`text` its `QuorumMaj.toString`). Answers
-    /// carry it at once; its voters count from the next round, or, while LOOKING, from a round
-    /// restarted now, so no tally mixes two configurations. Ignored if older than the one in use
-    /// (a notification may have brought a newer one meanwhile).
+    /// A configuration became active on this server (`text` its `QuorumMaj.toString`). It is in
+    /// use at once: answers carry it and whom a decided server answers follows it; while LOOKING
+    /// the round restarts under it, so no tally mixes two configurations. Ignored if older than
+    /// the one in use (a notification may have brought a newer one meanwhile).
     pub fn reconfigure(&mut self, config: QuorumConfig, text: Vec<u8>, now_ms: u64, out: &mut Vec<ElectionAction>) {
         let version = config_version(&text).unwrap_or(0);
         if version < self.config_version || (version == self.config_version && text == self.config_text) {
@@ -173,11 +170,13 @@ impl FastLeaderElection {
         match self.phase {
             Phase::Looking { .. } => {
                 self.config = config;
-                self.next_config = None;
                 let (last_zxid, current_epoch) = self.start_vote;
                 self.start(now_ms, last_zxid, current_epoch, out);
             }
-            Phase::Idle | Phase::Decided(_) => self.next_config = Some(config),
+            Phase::Idle | Phase::Decided(_) => {
+                self.config = config;
+                self.note_kind();
+            }
         }
     }
 
@@ -238,9 +237,6 @@ impl FastLeaderElection {
     /// our `current_epoch` and `last_zxid` (-1 for a server that must not take part), broadcast.
     pub fn start(&mut self, now_ms: u64, last_zxid: i64, current_epoch: i64, out: &mut Vec<ElectionAction>) {
         self.start_vote = (last_zxid, current_epoch);
-        if let Some(config) = self.next_config.take() {
-            self.config = config;
-        }
         self.note_kind();
         self.logical_clock += 1;
         self.recvset.clear();
@@ -293,7 +289,6 @@ impl FastLeaderElection {
             // while down would otherwise count the wrong voters, or come back in the wrong role).
             let sid = |id: u64| Sid::try_from(id).ok();
             self.config = QuorumConfig::new(m.voters().filter_map(sid), m.observers().filter_map(sid));
-            self.next_config = None;
             self.config_text = n.config.clone();
             self.config_version = m.version;
             let (last_zxid, current_epoch) = self.start_vote;
@@ -565,9 +560,9 @@ impl FastLeaderElection {
     }
 
     fn check_decided(&self, v: Vote) -> Result<(), String> {
-        ensure!(self.config.is_voter(v.leader), "the leader is a voter");
-        let want = if v.leader == self.my_id { ServerState::Leading } else { self.learning_state() };
-        ensure!(v.state == want, "decided {:?}, expected {want:?}", v.state);
+        // A configuration activated since the decision may have changed who votes (the node
+        // then leaves a role it no longer fits and starts a new round); the decision stands.
+        ensure!(v.leader != self.my_id || v.state == ServerState::Leading, "decided for ourselves but not LEADING");
         ensure!(v.state != ServerState::Looking, "decided while LOOKING");
         Ok(())
     }
