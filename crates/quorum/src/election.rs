@@ -28,8 +28,9 @@
 //!   as two configurations can, would then answer each other forever).
 //! - Reconfiguration: a LOOKING server takes a newer configuration (a higher `version=`) from any
 //!   notification and restarts its round under it, as ZooKeeper's `WorkerReceiver` does; its own
-//!   newly active configuration is sent at once and counted from the next round
-//!   ([`FastLeaderElection::reconfigure`]).
+//!   newly active configuration is in use at once, a LOOKING server's round restarting under it
+//!   ([`FastLeaderElection::reconfigure`]). A server the configuration does not name keeps the
+//!   kind (participant or observer) the last one that named it gave.
 //! - A non-voter (an observer) never answers a voter's LOOKING notification: a voter does not
 //!   count a non-voter's vote, and answers it at once, so an observer that answered (for being in
 //!   a newer round, holding a better proposal, or having decided) would start an endless exchange

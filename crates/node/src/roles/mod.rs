@@ -735,6 +735,12 @@ impl Node {
     }
 
     pub(super) fn apply_committed(&mut self, entry: TxnEntry, out: &mut Vec<Output>) {
+        // A committed txn after the last-seen configuration's commits it too (a committed
+        // history is a prefix): it becomes active, though its own txn was applied before (a
+        // restart recovered it from the log) and will not be applied again.
+        if let Some(m) = self.ensemble_mut().last_seen.clone().filter(|m| m.version < entry.zxid()) {
+            self.activate(m, out);
+        }
         let q = self.ensemble_mut();
         let origin = match q.machine {
             Machine::Leader(_) => q.origins.remove(&entry.zxid()),

@@ -151,10 +151,13 @@ impl Node {
     }
 
     /// Makes `m` the active configuration, tells the shell, and leaves a role it no longer fits.
-    fn activate(&mut self, m: Membership, out: &mut Vec<Output>) {
+    pub(super) fn activate(&mut self, m: Membership, out: &mut Vec<Output>) {
         let my_sid = self.ensemble_mut().setup.my_sid;
         let q = self.ensemble_mut();
-        if q.setup.membership == m {
+        // Configurations only move forward: a learner that took its leader's from NEWLEADER then
+        // applies the synced txns, older reconfigs among them.
+        if q.setup.membership == m || (m.version < q.setup.membership.version && !q.setup.membership.servers.is_empty())
+        {
             return;
         }
         tracing::info!(version = format_args!("{:x}", m.version), config = %m.to_text(), "configuration activated");
