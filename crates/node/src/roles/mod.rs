@@ -686,6 +686,8 @@ impl Node {
             return self.lose_role("SNAP without a matching snapshot stream".into(), out);
         };
         self.install_tree((*snapshot.tree).clone());
+        // The leader's history replaces ours: a reconfig our log held is not in it.
+        self.ensemble_mut().last_seen = None;
         self.prep.clear();
         let live: Vec<i64> = self.sessions.iter().map(|s| s.id).collect();
         for id in live {
