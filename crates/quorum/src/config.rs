@@ -20,6 +20,12 @@ impl QuorumConfig {
         Self { voters: voters.into_iter().collect(), observers: observers.into_iter().collect() }
     }
 
+    /// The voters and observers of a configuration (ids that do not fit a sid are left out).
+    pub fn from_membership(m: &warden_proto::Membership) -> Self {
+        let sid = |id: u64| Sid::try_from(id).ok();
+        Self::new(m.voters().filter_map(sid), m.observers().filter_map(sid))
+    }
+
     /// Whether `sid` votes (ZooKeeper's `validVoter`, and weight > 0).
     pub fn is_voter(&self, sid: Sid) -> bool {
         self.voters.contains(&sid)

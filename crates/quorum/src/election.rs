@@ -288,8 +288,7 @@ impl FastLeaderElection {
             // `WorkerReceiver`: a LOOKING server takes a newer configuration from any peer's
             // notification and restarts the election under it (a server that missed reconfigs
             // while down would otherwise count the wrong voters, or come back in the wrong role).
-            let sid = |id: u64| Sid::try_from(id).ok();
-            self.config = QuorumConfig::new(m.voters().filter_map(sid), m.observers().filter_map(sid));
+            self.config = QuorumConfig::from_membership(&m);
             self.config_text = n.config.clone();
             self.config_version = m.version;
             let (last_zxid, current_epoch) = self.start_vote;

@@ -620,7 +620,7 @@ impl World {
         let store = Store::new(data, PRE_ALLOC, recovered.log);
         // The configuration the recovered data made active (the start-up one without reconfig).
         let (quorum, text) = match driver.node().membership().filter(|m| !m.servers.is_empty()) {
-            Some(m) => (quorum_config(m), m.to_text().into_bytes()),
+            Some(m) => (QuorumConfig::from_membership(m), m.to_text().into_bytes()),
             None => (QuorumConfig::new(self.voters.iter().copied(), self.observers.iter().copied()), Vec::new()),
         };
         let mut fle = FastLeaderElection::new(sid, quorum);
@@ -829,7 +829,12 @@ impl World {
                 let now = self.now;
                 let mut actions = Vec::new();
                 if let Some(r) = self.running(sid, inc) {
-                    r.fle.reconfigure(quorum_config(&membership), membership.to_text().into_bytes(), now, &mut actions);
+                    r.fle.reconfigure(
+                        QuorumConfig::from_membership(&membership),
+                        membership.to_text().into_bytes(),
+                        now,
+                        &mut actions,
+                    );
                 }
                 self.server_mut(sid).dynamic_config = Some(membership);
                 self.election_actions(sid, actions)?;
@@ -1558,12 +1563,6 @@ impl World {
         self.summary.acked_writes = self.check.acked_count();
         Ok(())
     }
-}
-
-/// The election's view of a configuration.
-fn quorum_config(m: &warden_proto::Membership) -> QuorumConfig {
-    let sid = |id: u64| Sid::try_from(id).ok();
-    QuorumConfig::new(m.voters().filter_map(sid), m.observers().filter_map(sid))
 }
 
 /// The line of simulated server `sid` (addresses are never dialed: the network is simulated).

@@ -86,11 +86,12 @@ impl Node {
         self.tree.set_config_data(text.into_bytes(), version);
     }
 
-    /// After a start or a reload from storage: the configuration in use is written into
-    /// `/zookeeper/config`, as ZooKeeper's `initConfigInZKDatabase` does when it loads its
-    /// database. The recovered tree may hold a reconfig from the log that was never committed; the
-    /// configuration in use is the one last activated (the dynamic config file a reconfig-enabled
-    /// server writes at each activation, which it boots from).
+    /// After a start or a reload from storage. The configuration in use is the one last
+    /// activated (the dynamic config file a reconfig-enabled server writes at each activation,
+    /// which it boots from). A newer one in the recovered tree's `/zookeeper/config` came from
+    /// the log and was never seen committed: it becomes the last-seen configuration and the tree
+    /// keeps it. Otherwise the configuration in use is written into the node, as ZooKeeper's
+    /// `initConfigInZKDatabase` does when it loads its database.
     pub(crate) fn restored_config(&mut self) {
         let Some(q) = self.ensemble_mut_if() else { return };
         q.last_seen = None;

@@ -219,11 +219,11 @@ impl ElectionNet {
         self.commands.send(Command::PeerEpoch(epoch)).await.map_err(|_| anyhow::anyhow!("election driver stopped"))
     }
 
-    /// A reconfig made `membership` active: links to its new members start now; the next round
-    /// counts its voters and sends its text.
+    /// A reconfig made `membership` active: links to its new members start now, and the
+    /// election uses it at once (`FastLeaderElection::reconfigure`).
     pub async fn reconfigure(&self, membership: &warden_proto::Membership) -> anyhow::Result<()> {
         let sid = |id: u64| Sid::try_from(id).ok();
-        let config = QuorumConfig::new(membership.voters().filter_map(sid), membership.observers().filter_map(sid));
+        let config = QuorumConfig::from_membership(membership);
         let text = membership.to_text().into_bytes();
         let members = membership
             .servers
