@@ -72,7 +72,8 @@ pub fn warden_command(cfg: &std::path::Path, stderr: std::fs::File) -> std::proc
 }
 
 /// A test's working directory (data directories, configs, server logs): removed when the test
-/// passes, kept and its path printed when it panics, so the server logs can be read.
+/// passes, kept and its path printed when it panics (or always, with `WARDEN_TEST_KEEP=1`), so
+/// the server logs can be read.
 pub struct WorkDir(Option<tempfile::TempDir>);
 
 impl WorkDir {
@@ -95,7 +96,8 @@ impl WorkDir {
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
-        if let (true, Some(dir)) = (std::thread::panicking(), self.0.take()) {
+        let keep = std::thread::panicking() || std::env::var_os("WARDEN_TEST_KEEP").is_some_and(|v| v == "1");
+        if let (true, Some(dir)) = (keep, self.0.take()) {
             eprintln!("server logs kept in {}", dir.keep().display());
         }
     }
