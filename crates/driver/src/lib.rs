@@ -113,6 +113,10 @@ pub enum Command {
     /// Leave the role's quorum connections and start an election round with [`Driver::vote`],
     /// read when the command is carried out (a reload before it changes it).
     Elect { reason: String },
+    /// Leave the role's quorum connections and take `leader`, designated by a reconfig's commit
+    /// for the configuration of version `zxid`, as the election's decision without a round
+    /// (`FastLeaderElection::hand_over`), reported back as `Event::Decided`.
+    HandOver { leader: Sid, zxid: i64 },
     /// The role is established in `epoch` (election answers carry it from now on).
     Serving { epoch: i64 },
     /// A new configuration is active: the election and the peers follow it, and (with
@@ -433,6 +437,11 @@ impl Driver {
                 cmds.push(Command::Serving { epoch });
             }
             QuorumOutput::Elect { reason } => self.elect(reason, cmds),
+            QuorumOutput::HandOver { leader, zxid } => {
+                tracing::info!(leader, "leaving the role for the leader the reconfig designated");
+                self.decision = None;
+                cmds.push(Command::HandOver { leader, zxid });
+            }
             QuorumOutput::ConfigChanged { membership } => cmds.push(Command::Reconfigured { membership }),
         }
     }

@@ -95,6 +95,8 @@ struct Cluster {
     /// Client frames (`Command::Send`) and closes (`Command::Close`) per server, in order.
     client_out: BTreeMap<Sid, Vec<Command>>,
     elect_requests: Vec<(Sid, String)>,
+    /// Hand-overs asked for: (server, designated leader, configuration version).
+    hand_overs: Vec<(Sid, Sid, i64)>,
     /// Snapshot streams delivered (SNAP syncs).
     snapshots: usize,
     /// The election round, one per `elect`.
@@ -149,6 +151,7 @@ impl Cluster {
             queues: BTreeMap::new(),
             client_out: BTreeMap::new(),
             elect_requests: Vec::new(),
+            hand_overs: Vec::new(),
             snapshots: 0,
             round: 0,
             stamp_digest: BTreeMap::new(),
@@ -259,6 +262,7 @@ impl Cluster {
             Command::PeerClose { sid: other, reason } => panic!("{sid} closed its link to {other}: {reason}"),
             Command::Lead => answers.push_back(Event::Leading(Ok(()))),
             Command::Elect { reason } => self.elect_requests.push((sid, reason)),
+            Command::HandOver { leader, zxid } => self.hand_overs.push((sid, leader, zxid)),
             Command::Serving { .. } => {}
             Command::Reconfigured { membership } => self.configs.push((sid, membership)),
         }
@@ -877,6 +881,67 @@ fn a_reconfig_commits_on_both_quorums_and_activates_everywhere() {
     assert_eq!(hdr.err, 0);
     for sid in 1..=4 {
         assert_eq!(c.data(sid, "/after").as_deref(), Some(&b"x"[..]), "server {sid}");
+    }
+    c.assert_converged();
+}
+
+/// A leader its own reconfig removes designates the new voter that ACKed the most, and every
+/// server goes straight to it (ZooKeeper's COMMITANDACTIVATE / INFORMANDACTIVATE hand-over):
+/// no election is asked for, the designated voter leads, the old leader follows without a vote.
+#[test]
+fn a_leader_removed_by_its_own_reconfig_hands_over_to_a_designated_voter() {
+    let super_digest = warden_tree::digest_id(b"super:test");
+    let cfg = |sid| NodeConfig { reconfig_enabled: true, super_digest: Some(super_digest.clone()), ..node_config(sid) };
+    let servers = "server.1=127.0.0.1:2881:3881;2181\nserver.2=127.0.0.2:2881:3881;2181\n\
+                   server.3=127.0.0.3:2881:3881;2181\nserver.4=127.0.0.4:2881:3881:observer;2181";
+    let mut c = Cluster::with(cfg, Membership::parse_text(servers).unwrap());
+    assert_eq!(c.elect(), 3);
+    c.connect(1, 1, 0, Vec::new());
+    let auth = Request::Auth(AuthPacket { auth_type: 0, scheme: "digest".into(), auth: b"super:test".to_vec() });
+    c.step(1, Input::Request { conn: 1, xid: -4, req: auth });
+    c.run();
+    c.take_client(1, 1);
+    let (hdr, _) = c.request(1, 1, 1, create("/before", b"x", 0));
+    assert_eq!(hdr.err, 0);
+
+    let (hdr, body) = c.request(1, 1, 2, reconfig(None, Some("3"), -1));
+    assert_eq!(hdr.err, 0, "{body:?}");
+    assert!(c.elect_requests.is_empty(), "no election: {:?}", c.elect_requests);
+    let mut handed: Vec<(Sid, Sid, i64)> = c.hand_overs.clone();
+    handed.sort();
+    // Servers 1 and 2 ACKed everything; the tie goes to the higher sid.
+    let expected: Vec<(Sid, Sid, i64)> = (1..=4).map(|sid| (sid, 2, hdr.zxid)).collect();
+    assert_eq!(handed, expected, "every server hands over to server 2, for the new configuration");
+    for sid in 1..=4 {
+        assert_eq!(c.node(sid).role(), RoleKind::Looking, "server {sid} left its role");
+    }
+
+    // The shell's election reports the designated leader as its decision.
+    c.round += 1;
+    let epoch = hdr.zxid >> 32;
+    for (sid, state) in [
+        (2, ServerState::Leading),
+        (1, ServerState::Following),
+        (3, ServerState::Following),
+        (4, ServerState::Observing),
+    ] {
+        let decided = Elected { leader: 2, state, epoch, zxid: hdr.zxid, election_epoch: c.round };
+        c.event(sid, Event::Decided(decided));
+    }
+    c.run();
+    assert_eq!(c.node(2).role(), RoleKind::Leader);
+    assert_eq!(c.node(3).role(), RoleKind::Follower, "the old leader follows without a vote");
+    assert_eq!(c.node(4).role(), RoleKind::Observer);
+    assert_eq!(c.node(2).quorum_size(), Some(2));
+    assert!(c.node(2).epochs().unwrap().1 > epoch, "the designated leader leads in a new epoch");
+    c.connect(2, 1, 0, Vec::new());
+    let (hdr, _) = c.request(2, 1, 1, create("/after", b"y", 0));
+    assert_eq!(hdr.err, 0);
+    for sid in 1..=4 {
+        assert!(c.node(sid).serving(), "server {sid}");
+        assert_eq!(c.data(sid, "/after").as_deref(), Some(&b"y"[..]), "server {sid}");
+        assert_eq!(c.data(sid, "/before").as_deref(), Some(&b"x"[..]), "server {sid}");
+        assert!(!config_text(&c, sid).contains("server.3=127.0.0.3:2881:3881:participant"), "server {sid}");
     }
     c.assert_converged();
 }

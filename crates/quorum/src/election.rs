@@ -254,6 +254,27 @@ impl FastLeaderElection {
         self.check_quorum(now_ms, out);
     }
 
+    /// A reconfig's commit designated `leader` for the configuration of version `zxid` (the
+    /// reconfig's zxid), and the node left its role for it: the election takes that leader as
+    /// decided without a round, as `QuorumPeer.processReconfig` sets the current vote to the
+    /// designated leader and `updateServerState` skips `lookForLeader`. This server leads if it
+    /// is the designated one, else follows or observes as the configuration in use says. The
+    /// vote's epoch is the reconfig's, the same on every server handed over, so a LOOKING peer's
+    /// out-of-election count agrees across them.
+    pub fn hand_over(&mut self, leader: Sid, zxid: i64, out: &mut Vec<ElectionAction>) {
+        let vote = Vote {
+            leader,
+            zxid,
+            election_epoch: self.logical_clock,
+            peer_epoch: zxid >> 32,
+            state: ServerState::Looking,
+            version: 0,
+        };
+        self.recvset.clear();
+        self.outofelection.clear();
+        self.decide(vote, out);
+    }
+
     /// The configuration in a notification, if it is newer than ours and names voters.
     fn newer_config(&self, text: &[u8]) -> Option<warden_proto::Membership> {
         if config_version(text)? <= self.config_version {

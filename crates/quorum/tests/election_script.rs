@@ -550,6 +550,44 @@ fn a_newcomer_joins_a_leader_once_its_servers_report_the_settled_epoch() {
     assert_eq!((joined.leader, joined.state), (3, ServerState::Following));
 }
 
+/// Leader 4's reconfig removed it and its commit designated server 3: the election of every
+/// server that got the commit takes 3 as decided without a round (3 leads, the others follow,
+/// 4 without a vote), and server 1, which missed the commit and is LOOKING in the new
+/// configuration, joins 3 from the answers of the servers that handed over.
+#[test]
+fn a_hand_over_decides_the_designated_leader_without_a_round() {
+    let mut c = Cluster::new(&QuorumConfig::new([1, 2, 3, 4], []));
+    for id in 1..=4 {
+        c.start(id, 0x1_0000_0005, 1);
+    }
+    c.run_for(FINALIZE_WAIT_MS * 2);
+    assert!(
+        (1..=4).all(|id| c.role(id) == Some((if id == 4 { ServerState::Leading } else { ServerState::Following }, 4)))
+    );
+    let new_config = QuorumConfig::new([1, 2, 3], []);
+    let reconfig_zxid = 0x1_0000_0009;
+    let text = format!("server.1=a:1:2\nversion={reconfig_zxid:x}").into_bytes();
+    for id in [2, 3, 4] {
+        let e = c.nodes.get_mut(&id).unwrap();
+        let out = acts(|o| e.reconfigure(new_config.clone(), text.clone(), 0, o));
+        assert!(out.is_empty(), "a decided server only takes the configuration: {out:?}");
+        let out = acts(|o| e.hand_over(3, reconfig_zxid, o));
+        c.elected.remove(&id);
+        assert!(matches!(out.as_slice(), [ElectionAction::Elected(_)]), "no round: {out:?}");
+        c.apply(id, out);
+    }
+    assert_eq!(c.role(3), Some((ServerState::Leading, 3)));
+    assert_eq!(c.role(2), Some((ServerState::Following, 3)));
+    assert_eq!(c.role(4), Some((ServerState::Following, 3)), "the removed leader follows without a vote");
+    assert_eq!((c.elected[&2].zxid, c.elected[&2].epoch), (reconfig_zxid, 1), "the reconfig's zxid and epoch");
+
+    let e1 = c.nodes.get_mut(&1).unwrap();
+    acts(|o| e1.reconfigure(new_config.clone(), text.clone(), 0, o));
+    c.start(1, 0x1_0000_0008, 1);
+    c.run_for(FINALIZE_WAIT_MS);
+    assert_eq!(c.role(1), Some((ServerState::Following, 3)), "joins the designated leader");
+}
+
 /// What one call of a machine pushed into its caller's buffer.
 fn acts<A>(call: impl FnOnce(&mut Vec<A>)) -> Vec<A> {
     let mut out = Vec::new();

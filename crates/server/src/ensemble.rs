@@ -23,6 +23,9 @@ use warden_storage::SnapshotBody;
 use warden_tree::DataTree;
 
 use crate::config::{Config, ServerSpec};
+
+/// How long a leader that hands over waits for its learners to take what is queued for them.
+const HAND_OVER_FLUSH: std::time::Duration = std::time::Duration::from_secs(1);
 use crate::election::{ElectionNet, ElectionStatus};
 use crate::quorum_net::{LeaderEvent, LeaderNet, LearnerEvent, LearnerNet, QuorumNetConfig};
 
@@ -225,6 +228,22 @@ impl Ensemble {
         self.stop_net().await;
         if let Err(e) = self.election.restart_election(last_zxid, current_epoch).await {
             tracing::error!(error = %e, "cannot restart the election");
+        }
+        self.awaiting = true;
+    }
+
+    /// Leaves the role's connections and takes `leader`, designated by a reconfig's commit, as
+    /// the election's decision (reported like any other).
+    pub(crate) async fn hand_over(&mut self, leader: Sid, zxid: i64) {
+        match std::mem::replace(&mut self.net, Net::None) {
+            // The learners must get the COMMITANDACTIVATE queued for them: it tells them whom
+            // to follow now.
+            Net::Leader(n) => n.stop_flushed(self.net_cfg.write_timeout.min(HAND_OVER_FLUSH)).await,
+            Net::Learner { net, .. } => net.stop().await,
+            Net::None => {}
+        }
+        if let Err(e) = self.election.hand_over(leader, zxid).await {
+            tracing::error!(error = %e, "cannot hand the election over to the designated leader");
         }
         self.awaiting = true;
     }

@@ -455,6 +455,11 @@ impl Owner {
                     ens.elect(last_zxid, current_epoch).await;
                 }
             }
+            Command::HandOver { leader, zxid } => {
+                if let Some(ens) = self.ens.as_mut() {
+                    ens.hand_over(leader, zxid).await;
+                }
+            }
             Command::Serving { epoch } => {
                 if let Some(ens) = self.ens.as_mut() {
                     ens.settled(epoch).await;

@@ -167,6 +167,10 @@ fn carry_out(actions: Vec<Action>, store: &Shared, net: &mut dyn Transport) -> D
                 s.synced = false;
                 s.lookings.push(reason);
             }
+            Action::HandOver { leader } => {
+                s.synced = false;
+                s.lookings.push(format!("handed over to {leader}"));
+            }
             Action::SendSnapshot { .. } | Action::InstallSnapshot { .. } => {
                 panic!("SNAP sync is not supported by the shell yet: {action:?}")
             }
@@ -662,6 +666,35 @@ async fn slow_learner_is_disconnected_not_dropped() {
         assert_eq!(&bytes[i * unit.len()..(i + 1) * unit.len()], &unit[..]);
     }
     net.stop().await;
+}
+
+/// A leader that hands over stops its quorum port only after each learner's queue is written:
+/// the learner reads every packet queued before the stop (its COMMITANDACTIVATE), then the close.
+/// A plain stop may drop what is queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flushed_stop_writes_what_was_queued_before_closing() {
+    let mut net = LeaderNet::start(localhost(), net_cfg()).await.unwrap();
+    let mut learners = Vec::new();
+    for sid in [5, 6] {
+        let mut s = StdTcpStream::connect(net.local_addr()).unwrap();
+        s.write_all(&info_packet(pt::FOLLOWERINFO, sid).to_bytes()).unwrap();
+        assert!(matches!(next_event(&mut net).await, LeaderEvent::Packet { from, .. } if from == sid));
+        learners.push(s);
+    }
+    let packets: Vec<QuorumPacket> =
+        (1..=200).map(|i| QuorumPacket::with_data(pt::PROPOSAL, i, vec![i as u8; 4096])).collect();
+    for p in &packets {
+        net.send(5, p.clone()).unwrap();
+        net.send(6, p.clone()).unwrap();
+    }
+    let last = QuorumPacket::with_data(pt::COMMITANDACTIVATE, 201, 6i64.to_be_bytes().to_vec());
+    net.send(5, last.clone()).unwrap();
+    net.send(6, last.clone()).unwrap();
+    net.stop_flushed(WAIT).await;
+    let want: Vec<u8> = packets.iter().chain([&last]).flat_map(QuorumPacket::to_bytes).collect();
+    for s in &mut learners {
+        assert!(read_to_close(s) == want, "every queued packet, in order, then the close");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

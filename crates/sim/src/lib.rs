@@ -122,6 +122,8 @@ pub struct Summary {
     /// Configurations made active (summed over servers), and reconfigs acknowledged.
     pub reconfigs_activated: u64,
     pub reconfigs_acked: u64,
+    /// Servers that left a role for the leader a reconfig's commit designated.
+    pub hand_overs: u64,
     /// Learners synced by a DIFF read from the leader's on-disk log (`Command::SendLogDiff`).
     pub log_diff_syncs: u64,
     /// Liveness phase: virtual ms from healing to every server and client served.

@@ -207,6 +207,9 @@ pub(crate) struct QConn {
     held: [VecDeque<QItem>; 2],
     /// Dials refused so far: the learner's dial loop tries again (`dial_with_retries`).
     refused: u32,
+    /// Closed by a leader that flushed it first (`close_quorum_flushed`): what the leader sent
+    /// before still reaches the learner.
+    draining: bool,
 }
 
 /// A client connection.
@@ -806,6 +809,10 @@ impl World {
                 self.trace(|| format!("server {sid} elects: {reason}"));
                 self.elect(sid)?;
             }
+            Command::HandOver { leader, zxid } => {
+                self.trace(|| format!("server {sid} hands over to designated leader {leader}"));
+                self.hand_over(sid, leader, zxid)?;
+            }
             Command::Serving { epoch } => {
                 // As the server's owner does (`QuorumPeer.updateElectionVote`).
                 if let Some(r) = self.running(sid, inc) {
@@ -984,6 +991,23 @@ impl World {
         self.election_actions(sid, actions)
     }
 
+    /// As the server's `Ensemble::hand_over`: the role's connections close and the election
+    /// takes the designated leader as its decision.
+    fn hand_over(&mut self, sid: Sid, leader: Sid, zxid: i64) -> Result<(), String> {
+        let inc = self.server(sid).inc;
+        let flushed: Vec<u64> =
+            self.running(sid, inc).map(|r| r.leader_conns.values().copied().collect()).unwrap_or_default();
+        for conn in flushed {
+            self.close_quorum_flushed(conn, sid);
+        }
+        self.close_all_quorum(sid);
+        let Some(r) = self.running(sid, inc) else { return Ok(()) };
+        let mut actions = Vec::new();
+        r.fle.hand_over(leader, zxid, &mut actions);
+        self.summary.hand_overs += 1;
+        self.election_actions(sid, actions)
+    }
+
     fn election_actions(&mut self, sid: Sid, actions: Vec<ElectionAction>) -> Result<(), String> {
         let inc = self.server(sid).inc;
         if let Some(r) = self.running(sid, inc) {
@@ -1141,6 +1165,7 @@ impl World {
                         last: [now, now],
                         held: [VecDeque::new(), VecDeque::new()],
                         refused: 0,
+                        draining: false,
                     };
                     self.qconns.insert(conn, qc);
                     if self.faults.cut(sid, to) || self.faults.cut(to, sid) {
@@ -1249,7 +1274,9 @@ impl World {
 
     fn on_quorum(&mut self, conn: u64, to_leader: bool, item: QItem) -> Result<(), String> {
         let Some(c) = self.qconns.get(&conn) else { return Ok(()) };
-        if !c.open {
+        // A connection a leader closed after flushing still delivers what the leader sent.
+        let delivers = c.open || (c.draining && !to_leader);
+        if !delivers {
             return Ok(());
         }
         let (from, to) = if to_leader { (c.learner, c.leader) } else { (c.leader, c.learner) };
@@ -1304,6 +1331,24 @@ impl World {
             let t = self.now + if end == closer { 0 } else { self.delay() };
             let _ = other;
             self.at(t, Ev::QuorumClosed { conn, sid: end });
+        }
+    }
+
+    /// As the server's `LeaderNet::stop_flushed`: the leader's end is gone at once, but what it
+    /// sent before still reaches the learner, which then hears the close (TCP delivers what
+    /// was written before the FIN).
+    fn close_quorum_flushed(&mut self, conn: u64, leader: Sid) {
+        let now = self.now;
+        let Some(c) = self.qconns.get_mut(&conn) else { return };
+        if !c.open {
+            return;
+        }
+        c.open = false;
+        c.draining = true;
+        let (learner, t) = (c.learner, c.last[0].max(now) + 1);
+        self.forget_conn(leader, conn);
+        if !self.faults.cut(leader, learner) {
+            self.at(t, Ev::QuorumClosed { conn, sid: learner });
         }
     }
 

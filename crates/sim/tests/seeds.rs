@@ -239,7 +239,7 @@ fn reconfig_seeds() {
     quiet.faults = false;
     let s = check(quiet);
     assert!(s.reconfigs_acked > 0 && s.reconfigs_activated > 0, "{s:?}");
-    let (mut acked, mut activated, mut n) = (0, 0, 0);
+    let (mut acked, mut activated, mut hand_overs, mut n) = (0, 0, 0, 0);
     for k in 0..env_u64("WARDEN_SIM_RECONFIG_SEEDS").unwrap_or(40) {
         let seed = 3 + 4 * k;
         let o = Options::random(seed);
@@ -249,8 +249,13 @@ fn reconfig_seeds() {
         let s = check(o);
         acked += s.reconfigs_acked;
         activated += s.reconfigs_activated;
+        hand_overs += s.hand_overs;
         n += 1;
     }
-    eprintln!("warden-sim: {n} reconfig seeds: {acked} reconfigs acknowledged, {activated} activations");
+    eprintln!(
+        "warden-sim: {n} reconfig seeds: {acked} reconfigs acknowledged, {activated} activations, \
+         {hand_overs} hand-overs to a designated leader"
+    );
     assert!(acked > n, "reconfigs were acknowledged: {acked} over {n} seeds");
+    assert!(hand_overs > 0, "some reconfig removed its leader or changed a learner's role");
 }

@@ -5,7 +5,9 @@
 //!    non-voting followers, and a reconfig adds them (5 voters), then another removes them (3);
 //! 2. server 6 joins and replaces voter 2 in one reconfig;
 //! 3. server 4, still following without a vote, is made an observer, then promoted to a voter;
-//! 4. the leader is removed by a reconfig sent to a follower: the others elect a new one.
+//! 4. the leader is removed by a reconfig sent to a follower: it hands over to the voter its
+//!    COMMITANDACTIVATE designates, which every server then follows (no election), and goes on
+//!    as a non-voting follower.
 //!
 //! And in mixed ensembles: an Apache ZooKeeper 3.8 server joins a Warden ensemble by reconfig,
 //! and a Warden server joins a ZooKeeper ensemble by reconfig (both then serve the writes made
@@ -334,6 +336,13 @@ async fn grow_shrink_replace_promote_and_remove_the_leader_under_writes() {
     let text = String::from_utf8(data).unwrap();
     assert!(!text.contains("server.3="), "server 3 is no longer a member: {text}");
     println!("leader 3 removed, {new_leader} leads: {:?}", t.elapsed());
+    c.wait_modes(&[(3, "follower")]).await;
+    let log = std::fs::read_to_string(&c.servers[&3].out).unwrap();
+    assert!(
+        log.contains(&format!("leaving the quorum role for the designated leader leader={new_leader}")),
+        "server 3 handed over to {new_leader}: {}",
+        c.log_tail(3)
+    );
 
     // The writer went on through all of it.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -385,7 +394,9 @@ async fn check_paths(c: &Cluster, id: u64, paths: &[String]) {
 /// A ZooKeeper 3.8 server joins a Warden ensemble: it follows without a vote, a reconfig through
 /// a Warden server adds it, every member (ZooKeeper included) reports the new configuration,
 /// and the ZooKeeper server serves writes made before and after. Then a reconfig removes a
-/// Warden voter and the ensemble still commits with the ZooKeeper server's vote.
+/// Warden voter, and one sent through the ZooKeeper server removes the Warden leader, which hands
+/// over to the voter its COMMITANDACTIVATE designates; the ZooKeeper server goes to that leader
+/// (or leads), and the two voters left, one of each, commit writes together.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zookeeper_server_joins_a_warden_ensemble_by_reconfig() {
     let mut c = Cluster::new(1..=4);
@@ -410,18 +421,46 @@ async fn a_zookeeper_server_joins_a_warden_ensemble_by_reconfig() {
         check_paths(&c, id, &before).await;
         check_paths(&c, id, &after).await;
     }
-    // Without voter 1, the ZooKeeper server's ACK is part of every quorum of {2, 3, 4}.
     let (text, _) = reconfig(&admin, &[], &["1"]).await;
     assert!(!text.contains("server.1="), "{text}");
-    c.kill(2);
-    let last = write_some(&client(&c.connect_string(&[3])).await, "last", 5).await;
-    check_paths(&c, 4, &last).await;
+    let via = client(&c.connect_string(&[4])).await;
+    op(via.auth("digest", b"super:test")).await.unwrap();
+    let update = EnsembleUpdate::Incremental { joinings: Vec::new().into_iter(), leavings: vec!["3"].into_iter() };
+    // The reply may be lost with the hand-over.
+    let answered = tokio::time::timeout(ELECT, via.update_ensemble(update, None)).await.expect("in time");
+    println!("reconfig removing Warden leader 3 answered {:?}", answered.as_ref().map(|(d, _)| d.len()));
+    let deadline = Instant::now() + ELECT;
+    let new_leader = loop {
+        let modes: Vec<(u64, Option<String>)> = [2, 4].iter().map(|id| (*id, mode(c.servers[id].client))).collect();
+        let leaders: Vec<u64> =
+            modes.iter().filter(|(_, m)| m.as_deref() == Some("leader")).map(|(id, _)| *id).collect();
+        if leaders.len() == 1 && modes.iter().all(|(_, m)| matches!(m.as_deref(), Some("leader" | "follower"))) {
+            break leaders[0];
+        }
+        assert!(Instant::now() < deadline, "no leader after removing 3: {modes:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    println!("Warden leader 3 removed; {new_leader} leads");
+    c.wait_modes(&[(3, "follower")]).await;
+    // Voters {2, 4}: every write needs the ZooKeeper server's ACK and the Warden server's.
+    let last = write_some(&client(&c.connect_string(&[2])).await, "last", 5).await;
+    for id in 2..=4 {
+        check_paths(&c, id, &last).await;
+    }
+    let log = std::fs::read_to_string(&c.servers[&3].out).unwrap();
+    assert!(
+        log.contains(&format!("leaving the quorum role for the designated leader leader={new_leader}")),
+        "Warden leader 3 handed over: {}",
+        c.log_tail(3)
+    );
 }
 
 /// A Warden server joins an Apache ZooKeeper 3.8 ensemble: it follows a ZooKeeper leader without
 /// a vote, takes the leader's configuration from NEWLEADER, is added by a reconfig through a
 /// ZooKeeper server (a type-16 txn and COMMITANDACTIVATE from ZooKeeper), reports the new
-/// configuration, writes its dynamic config file, and serves and forwards writes.
+/// configuration, writes its dynamic config file, and serves and forwards writes. Then a reconfig
+/// sent through the Warden server removes the ZooKeeper leader, which hands over to the voter it
+/// designates; the Warden server goes to that leader (or leads) and writes go on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_warden_server_joins_a_zookeeper_ensemble_by_reconfig() {
     let mut c = Cluster::new(1..=4);
@@ -460,4 +499,38 @@ async fn a_warden_server_joins_a_zookeeper_ensemble_by_reconfig() {
     dynamic.push(format!(".dynamic.{version}"));
     let written = std::fs::read_to_string(PathBuf::from(dynamic)).expect("Warden's dynamic config file");
     assert!(written.contains(&c.line(4, "participant")), "{written}");
+
+    let zk_leader = (1..=3).find(|id| mode(c.servers[id].client).as_deref() == Some("leader")).expect("a ZK leader");
+    let via = client(&c.connect_string(&[4])).await;
+    op(via.auth("digest", b"super:test")).await.unwrap();
+    let gone = zk_leader.to_string();
+    let update =
+        EnsembleUpdate::Incremental { joinings: Vec::new().into_iter(), leavings: vec![gone.as_str()].into_iter() };
+    // The reply may be lost with the hand-over.
+    let answered = tokio::time::timeout(ELECT, via.update_ensemble(update, None)).await.expect("in time");
+    println!("reconfig removing ZooKeeper leader {zk_leader} answered {:?}", answered.as_ref().map(|(d, _)| d.len()));
+    let voters: Vec<u64> = (1..=4).filter(|id| *id != zk_leader).collect();
+    let deadline = Instant::now() + ELECT;
+    let new_leader = loop {
+        let modes: Vec<(u64, Option<String>)> = voters.iter().map(|id| (*id, mode(c.servers[id].client))).collect();
+        let leaders: Vec<u64> =
+            modes.iter().filter(|(_, m)| m.as_deref() == Some("leader")).map(|(id, _)| *id).collect();
+        if leaders.len() == 1 && modes.iter().all(|(_, m)| matches!(m.as_deref(), Some("leader" | "follower"))) {
+            break leaders[0];
+        }
+        assert!(Instant::now() < deadline, "no leader after removing {zk_leader}: {modes:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    println!("ZooKeeper leader {zk_leader} removed; {new_leader} leads");
+    let last = write_some(&client(&c.connect_string(&[4])).await, "last", 10).await;
+    for id in voters {
+        check_paths(&c, id, &last).await;
+        check_paths(&c, id, &before).await;
+    }
+    let log = std::fs::read_to_string(&c.servers[&4].out).unwrap();
+    assert!(
+        log.contains(&format!("leaving the quorum role for the designated leader leader={new_leader}")),
+        "the Warden server took the ZooKeeper leader's designation: {}",
+        c.log_tail(4)
+    );
 }

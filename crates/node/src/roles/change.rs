@@ -56,6 +56,14 @@ impl Node {
         out.push(Output::Quorum(QuorumOutput::Elect { reason }));
     }
 
+    /// A reconfig's commit designated `leader` for the configuration of version `zxid`: leave
+    /// this role and take that leader without an election.
+    pub(super) fn hand_over(&mut self, leader: Sid, zxid: Zxid, out: &mut Vec<Output>) {
+        tracing::info!(leader, version = format_args!("{zxid:x}"), "leaving the quorum role for the designated leader");
+        self.leave_role(out);
+        out.push(Output::Quorum(QuorumOutput::HandOver { leader, zxid }));
+    }
+
     /// `election_time`: from going LOOKING to the role the election gave (and where
     /// `unavailable_time` starts).
     fn election_done(&mut self) {

@@ -4,7 +4,9 @@
 //!
 //! * The role is one of Looking, Leader (`zab::Leader`) or Learner (`zab::Learner`, follower or
 //!   observer). Election results come in as `Input::Become*`; a machine that gives up its role
-//!   (`Action::GoLooking`) makes the node emit [`QuorumOutput::Elect`].
+//!   (`Action::GoLooking`) makes the node emit [`QuorumOutput::Elect`]; a leader removed by its
+//!   own reconfig (`Action::HandOver`), or a learner whose role the activated configuration
+//!   changed, emits [`QuorumOutput::HandOver`] to the leader the reconfig's commit designated.
 //! * Leader: client writes are prepped as in standalone mode against the zxid the leader machine
 //!   will assign (`epoch << 32 | counter`), then `Leader::propose`d. A learner's forwarded REQUEST
 //!   (session id, cxid, type, request bytes) is decoded with `Request::decode` and prepped as that
@@ -150,6 +152,21 @@ pub enum QuorumOutput {
     ConfigChanged { membership: warden_proto::Membership },
     /// The role was lost: start a leader election.
     Elect { reason: String },
+    /// A reconfig's commit designated `leader` to lead the configuration it activated (version
+    /// `zxid`), and this server left its role for it: the election takes that leader as decided,
+    /// without a round (ZooKeeper's `processReconfig` with a designated leader), and reports it
+    /// as its decision; this server then leads, follows or observes as the configuration says.
+    HandOver { leader: Sid, zxid: Zxid },
+}
+
+/// Why a newly active configuration ends this server's role, and where it goes next.
+#[derive(Debug)]
+pub(crate) enum RoleExit {
+    /// To an election.
+    Elect(String),
+    /// Straight to the leader the reconfig's commit designated (a new leader, or the same one in
+    /// a new role), for the configuration of version `zxid`.
+    HandOver { leader: Sid, zxid: Zxid },
 }
 
 /// The node's role, as the outside sees it.
@@ -208,7 +225,7 @@ pub(crate) struct Quorum {
     actions: Vec<Action>,
     /// A newly active configuration no longer fits the role: left once the machine's actions
     /// of this step are carried out (`Node::drive`).
-    role_exit: Option<String>,
+    role_exit: Option<RoleExit>,
     /// A reload from storage changed the configuration: reported at the next step.
     /// The log is being applied on a role change: a reconfig met there is not active yet.
     replaying_log: bool,
@@ -337,9 +354,12 @@ impl Node {
         if q.actions.capacity() < actions.capacity() {
             q.actions = actions;
         }
-        if let Some(reason) = q.role_exit.take() {
+        if let Some(exit) = q.role_exit.take() {
             if !matches!(q.machine, Machine::Looking) {
-                self.lose_role(reason, out);
+                match exit {
+                    RoleExit::Elect(reason) => self.lose_role(reason, out),
+                    RoleExit::HandOver { leader, zxid } => self.hand_over(leader, zxid, out),
+                }
             }
         }
     }
@@ -537,7 +557,8 @@ impl Node {
     /// Carries out the machine's actions, emptying `actions`.
     fn run(&mut self, actions: &mut Vec<Action>, out: &mut Vec<Output>) {
         for action in actions.drain(..) {
-            if matches!(self.ensemble_mut().machine, Machine::Looking) && !matches!(action, Action::GoLooking { .. }) {
+            let leaving = matches!(action, Action::GoLooking { .. } | Action::HandOver { .. });
+            if matches!(self.ensemble_mut().machine, Machine::Looking) && !leaving {
                 // The role was given up earlier in this batch; the rest is moot.
                 continue;
             }
@@ -653,6 +674,10 @@ impl Node {
             Action::SyncDone => self.sync_done(out),
             Action::LeaderConfig(text) => self.leader_config(&text, out),
             Action::GoLooking { reason } => self.lose_role(reason, out),
+            Action::HandOver { leader } => {
+                let zxid = self.ensemble_mut().setup.membership.version;
+                self.hand_over(leader, zxid, out)
+            }
         }
     }
 

@@ -9,10 +9,13 @@
 //! the new (`zab::leader`), and every server activates it when it applies it, so a server
 //! restarted from its log or synced by DIFF or SNAP ends with the same configuration.
 //!
-//! After activation: a learner whose leader is no longer a voter, or whose own kind changed
-//! (observer made a voter, voter made an observer), goes back to election; a leader that is no
-//! longer a voter steps down (ZooKeeper's hands over to a designated voter instead). A removed
-//! follower stays a non-voting follower, as in ZooKeeper.
+//! After activation, as ZooKeeper's `processReconfig`: a leader that is no longer a voter hands
+//! over to the voter its commit designated (COMMITANDACTIVATE and INFORMANDACTIVATE carry that
+//! sid), and a learner whose leader is no longer a voter, or whose own kind changed (observer
+//! made a voter, voter made an observer), goes straight to the designated leader in its new
+//! role, with no election (`QuorumOutput::HandOver`). Without a designation (a configuration
+//! taken from NEWLEADER) such a learner goes back to election. A removed follower stays a
+//! non-voting follower, as in ZooKeeper.
 
 use warden_proto::request::ReconfigRequest;
 use warden_proto::{perms, Id, Membership};
@@ -168,27 +171,30 @@ impl Node {
         q.setup.voters = warden_quorum::zab::voter_sids(&m);
         q.setup.membership = m.clone();
         let me = u64::try_from(my_sid).ok().and_then(|id| m.servers.get(&id)).map(|s| s.is_voter());
+        let version = m.version;
         let leaving = match &q.machine {
             Machine::Looking => None,
+            // A leader that committed its own removal hands over (`Action::HandOver` follows);
+            // one that finished a last-seen configuration without it at establishment elects.
             Machine::Leader(_) => match me {
                 Some(true) => None,
-                _ => Some("this leader is no longer a voter".to_string()),
+                _ => Some(RoleExit::Elect("this leader is no longer a voter".to_string())),
             },
             Machine::Learner(l) => {
                 let leader_votes = q.setup.voters.contains(&l.leader());
                 let follower = l.role() == LearnerRole::Follower;
-                if !leader_votes {
-                    Some(format!("leader {} is no longer a voter", l.leader()))
-                } else if me == Some(follower) || me.is_none() {
-                    None // unchanged, or removed: a removed follower goes on as a non-voting one
-                } else {
-                    Some("this server's role changed".to_string())
+                // Unchanged, or removed: a removed follower goes on as a non-voting one.
+                let role_kept = me == Some(follower) || me.is_none();
+                match l.designated(version) {
+                    // ZooKeeper's learners go straight to the designated leader in their new role.
+                    Some(d) if d != l.leader() || !role_kept => Some(RoleExit::HandOver { leader: d, zxid: version }),
+                    _ if !leader_votes => Some(RoleExit::Elect(format!("leader {} is no longer a voter", l.leader()))),
+                    _ if role_kept => None,
+                    _ => Some(RoleExit::Elect("this server's role changed".to_string())),
                 }
             }
         };
         out.push(Output::Quorum(QuorumOutput::ConfigChanged { membership: m }));
-        // (A leader machine that committed its own removal has stepped down already; its
-        // GoLooking follows.)
         self.ensemble_mut().role_exit = leaving;
     }
 }

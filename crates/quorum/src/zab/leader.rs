@@ -1055,11 +1055,12 @@ impl Leader {
             self.send(sid, packet);
         }
         self.out.push(Action::ApplyCommitted(entry));
-        if designated.is_some_and(|d| d != self.cfg.my_sid) {
-            // Removed from the voters by its own reconfig: ZooKeeper's leader stops committing
-            // and lets the designated voter lead; Warden's steps down at once, and the new
-            // configuration's voters elect (the designated one has the most recent history).
-            self.stop("this leader is no longer a voter after the reconfig it committed");
+        if let Some(d) = designated.filter(|d| *d != self.cfg.my_sid) {
+            // Removed from the voters by its own reconfig: it commits nothing more and hands
+            // over to the designated voter, which its followers now follow too. (ZooKeeper's
+            // leader lingers until its followers leave; this one leaves at once.)
+            self.phase = Phase::Stopped { epoch: self.phase.epoch(), established: self.phase.established() };
+            self.out.push(Action::HandOver { leader: d });
         }
         self.answer_syncs();
         self.trim_history();

@@ -147,6 +147,9 @@ pub struct Learner {
     /// (`SyncDone`) only once that txn is applied, since applying waits for local durability.
     syncs: VecDeque<Zxid>,
     newleader: Option<NewLeader>,
+    /// The latest COMMITANDACTIVATE / INFORMANDACTIVATE: the reconfig's zxid and the leader its
+    /// leader designated to lead the new configuration (`QuorumPeer.processReconfig`).
+    designated: Option<(Zxid, Sid)>,
     last_heard_ms: u64,
     out: Vec<Action>,
 }
@@ -170,6 +173,7 @@ impl Learner {
             snapshot_pending: false,
             syncs: VecDeque::new(),
             newleader: None,
+            designated: None,
             last_heard_ms: now_ms,
             out: Vec::new(),
             cfg,
@@ -195,6 +199,11 @@ impl Learner {
     }
     pub fn leader(&self) -> Sid {
         self.cfg.leader_sid
+    }
+    /// The leader designated for the configuration the reconfig at `zxid` activates, when its
+    /// COMMITANDACTIVATE or INFORMANDACTIVATE came on this connection.
+    pub fn designated(&self, zxid: Zxid) -> Option<Sid> {
+        self.designated.filter(|(z, _)| *z == zxid).map(|(_, sid)| sid)
     }
     pub fn role(&self) -> LearnerRole {
         self.cfg.role
@@ -351,13 +360,19 @@ impl Learner {
                 if self.newleader.is_none() {
                     return Err(LearnerError::InformBeforeNewLeader);
                 }
+                if p.packet_type == pt::INFORMANDACTIVATE {
+                    let sid =
+                        codec::decode_designated(p).map_err(|e| LearnerError::Malformed("INFORMANDACTIVATE", e))?;
+                    self.designated = Some((p.zxid, sid));
+                }
                 self.on_txn(p)?;
                 self.committed = p.zxid;
                 Ok(())
             }
             (pt::COMMIT, Stage::Syncing | Stage::Broadcast) => self.on_commit(p.zxid),
             (pt::COMMITANDACTIVATE, Stage::Syncing | Stage::Broadcast) => {
-                codec::decode_designated(p).map_err(|e| LearnerError::Malformed("COMMITANDACTIVATE", e))?;
+                let sid = codec::decode_designated(p).map_err(|e| LearnerError::Malformed("COMMITANDACTIVATE", e))?;
+                self.designated = Some((p.zxid, sid));
                 self.on_commit(p.zxid)
             }
             (pt::NEWLEADER, Stage::Syncing) if self.newleader.is_none() => {

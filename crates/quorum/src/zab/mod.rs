@@ -160,4 +160,8 @@ pub enum Action {
     SyncDone,
     /// Leave this role and go back to leader election (LOOKING). The machine ignores further input.
     GoLooking { reason: String },
+    /// Leader: its own reconfig removed it from the voters; leave this role and follow `leader`,
+    /// the voter it designated in COMMITANDACTIVATE, without an election (ZooKeeper's
+    /// `processReconfig` with a designated leader). The machine ignores further input.
+    HandOver { leader: Sid },
 }

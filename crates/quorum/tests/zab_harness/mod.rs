@@ -324,6 +324,10 @@ impl Cluster {
             Action::PingReply { to, zxid } => {
                 self.run_action(sid, Action::Send { to, packet: codec::ping_reply(zxid, &[]) })
             }
+            Action::HandOver { leader } => {
+                // This harness elects by fiat: the removed leader just leaves its role.
+                self.run_action(sid, Action::GoLooking { reason: format!("handed over to {leader}") })
+            }
             Action::GoLooking { reason } => {
                 self.trace.push(format!("{now} node {sid} LOOKING: {reason}"));
                 let was_leader = matches!(self.nodes[&sid].role, Role::Leader(_));

@@ -19,6 +19,8 @@ use super::ElectionStatus;
 pub(crate) enum Command {
     /// Start a new round (`lookForLeader`).
     Restart { last_zxid: i64, current_epoch: i64, done: oneshot::Sender<()> },
+    /// A reconfig's commit designated this leader (`FastLeaderElection::hand_over`).
+    HandOver { leader: Sid, zxid: i64, done: oneshot::Sender<()> },
     /// ZAB settled this epoch (`QuorumPeer.updateElectionVote`): answers carry it from now on.
     PeerEpoch(i64),
     /// A reconfig made this configuration active (`FastLeaderElection::reconfigure`); links to
@@ -53,6 +55,10 @@ impl Driver {
                     Some(Command::Restart { last_zxid, current_epoch, done }) => {
                         restarted = Some(done);
                         self.election.start(now_ms, last_zxid, current_epoch, &mut actions)
+                    }
+                    Some(Command::HandOver { leader, zxid, done }) => {
+                        restarted = Some(done);
+                        self.election.hand_over(leader, zxid, &mut actions)
                     }
                     Some(Command::PeerEpoch(epoch)) => self.election.update_peer_epoch(epoch),
                     Some(Command::Configure(config, text, members)) => {

@@ -212,6 +212,17 @@ impl ElectionNet {
         started.await.map_err(|_| anyhow::anyhow!("election driver stopped"))
     }
 
+    /// A reconfig's commit designated `leader` (`FastLeaderElection::hand_over`): the status
+    /// becomes that decision; returns once the driver has taken it.
+    pub async fn hand_over(&self, leader: Sid, zxid: i64) -> anyhow::Result<()> {
+        let (done, taken) = oneshot::channel();
+        self.commands
+            .send(Command::HandOver { leader, zxid, done })
+            .await
+            .map_err(|_| anyhow::anyhow!("election driver stopped"))?;
+        taken.await.map_err(|_| anyhow::anyhow!("election driver stopped"))
+    }
+
     /// ZAB settled `epoch` for this server's role: its election answers (to LOOKING servers) carry
     /// it from now on, as `QuorumPeer.updateElectionVote` does. Without it a server that restarts
     /// hears FOLLOWING and LEADING answers that disagree on the epoch and never joins.

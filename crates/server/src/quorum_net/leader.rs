@@ -7,7 +7,7 @@
 //! one is closed and its `Disconnected` comes before the new connection's first packet; `send`
 //! addresses the connection whose packets the consumer has seen.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -212,6 +212,39 @@ impl LeaderNet {
         if let Some(c) = self.conns.get(&sid) {
             c.stats.reset();
         }
+    }
+
+    /// Stops as [`stop`](Self::stop), but first lets every connection write what is queued for
+    /// it and close its side, for at most `within`. A leader that hands over to a designated one
+    /// stops so: its last COMMITANDACTIVATE must reach the learners, which then leave for the new
+    /// leader (ZooKeeper's leader lingers until they do).
+    pub async fn stop_flushed(mut self, within: std::time::Duration) {
+        let mut open = BTreeSet::new();
+        let mut kills = Vec::new();
+        for (_, c) in std::mem::take(&mut self.conns) {
+            // Without its queue's sender the writer writes what is queued, then shuts down.
+            let ConnHandle { id, out, _kill: kill, .. } = c;
+            drop(out);
+            open.insert(id);
+            kills.push(kill);
+        }
+        let events = &mut self.events;
+        let flushed = async {
+            while !open.is_empty() {
+                match events.recv().await {
+                    Some(Raw::Closed { id, .. }) => {
+                        open.remove(&id);
+                    }
+                    Some(_) => {}
+                    None => break,
+                }
+            }
+        };
+        if tokio::time::timeout(within, flushed).await.is_err() {
+            tracing::warn!(?within, "learners had not taken everything queued when the quorum port stopped");
+        }
+        drop(kills);
+        self.stop().await;
     }
 
     /// Stops accepting, closes every connection and waits for every task to end.
