@@ -274,6 +274,11 @@ async fn grow_shrink_replace_promote_and_remove_the_leader_under_writes() {
     let text0 = String::from_utf8(text0).unwrap();
     assert!(text0.ends_with("version=100000000"), "the first leader's NEWLEADER zxid: {text0}");
 
+    // A client of follower 2 watches the configuration (`getConfig` with a watch).
+    let watching = client(&c.connect_string(&[2])).await;
+    let (seen, _, config_watch) = op(watching.get_and_watch_config()).await.unwrap();
+    assert_eq!(String::from_utf8(seen).unwrap(), text0);
+
     // 1. Grow to five voters and shrink back.
     let t = Instant::now();
     for id in [4, 5] {
@@ -284,6 +289,10 @@ async fn grow_shrink_replace_promote_and_remove_the_leader_under_writes() {
     for id in 1..=5 {
         assert!(text.contains(&c.line(id, "participant")), "{text}");
     }
+    let event = tokio::time::timeout(ELECT, config_watch.changed()).await.expect("the config watch fires");
+    assert_eq!((event.event_type, event.path.as_str()), (zk::EventType::NodeDataChanged, "/zookeeper/config"));
+    let (seen, _) = op(watching.get_config()).await.unwrap();
+    assert_eq!(String::from_utf8(seen).unwrap(), text, "the watcher reads the new configuration");
     c.check_config(&text, &version, 5).await;
     let (text, version) = reconfig(&admin, &[], &["4", "5"]).await;
     assert!(!text.contains("server.4") && !text.contains("server.5"), "{text}");
