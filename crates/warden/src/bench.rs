@@ -37,6 +37,7 @@ use serde::Serialize;
 use zookeeper_client as zk;
 
 mod connect;
+mod sessions;
 
 /// Keys per bucket directory (and so the size of a getChildren answer).
 const BUCKET: usize = 100;
@@ -68,8 +69,9 @@ pub struct BenchArgs {
     warmup: Duration,
     /// One of create, setData (set), getData (get), getChildren (children), exists, delete, multi,
     /// sync, syncGet (sync then getData, timed as one), mixed, connect (new connections: see
-    /// bench/connect.rs); or weights such as `get=70,set=30`. mixed = getData=35,setData=15,exists=15,
-    /// getChildren=10,create=10,delete=10,multi=5.
+    /// bench/connect.rs), sessions (idle sessions on raw connections, their memory and, with
+    /// --watches, a watch storm: see bench/sessions.rs); or weights such as `get=70,set=30`.
+    /// mixed = getData=35,setData=15,exists=15, getChildren=10,create=10,delete=10,multi=5.
     #[arg(long, default_value = "mixed")]
     workload: String,
     /// Bytes of data per node written (setup keys, setData, create, multi).
@@ -110,6 +112,10 @@ pub struct BenchArgs {
     /// depth bounds the requests in flight per session: give enough for rate x latency.
     #[arg(long)]
     rate: Option<f64>,
+    /// The server processes (Warden, or ZooKeeper's JVM) whose RSS the sessions workload reads
+    /// (VmRSS, summed), comma-separated PIDs.
+    #[arg(long, value_delimiter = ',')]
+    server_pid: Vec<u32>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -742,6 +748,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             bail!("--duration must be positive");
         }
         return block_on(connect::run(args, tls.map(|t| t.1)));
+    }
+    if args.workload.trim().eq_ignore_ascii_case("sessions") {
+        if tls.is_some() {
+            bail!("the sessions workload speaks plaintext only");
+        }
+        let json = args.json.clone();
+        return block_on(sessions::run(args, json));
     }
     let workload = parse_workload(&args.workload)?;
     if args.keys == 0 {

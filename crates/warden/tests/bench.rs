@@ -154,3 +154,29 @@ fn bench_connect_counts_new_connections() {
     assert!(f(total, "count") > 10.0, "too few connections: {total}");
     assert_eq!(f(total, "errors"), 0.0, "errors: {}", report["errors_by_kind"]);
 }
+
+/// The sessions workload (fewer sessions than the default maxClientCnxns of 60 per address):
+/// every raw session is established, watches one node and hears its
+/// change exactly once; with the server's PID the RSS before, idle and at the storm's peak is
+/// read and the growth per session is reported.
+#[test]
+fn bench_sessions_notifies_every_session_once_and_reads_the_servers_rss() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, port) = start_standalone(dir.path(), |_| {});
+    let pid = server.0.id().to_string();
+    let (report, stdout, _) = run_bench(
+        dir.path(),
+        port,
+        &["--workload", "sessions", "--sessions", "50", "--depth", "16", "--watches"],
+        &["--warmup", "0.5s", "--duration", "0.2s", "--server-pid", &pid],
+    );
+    assert_eq!(report["sessions"], 50);
+    assert_eq!(f(&report, "connect_errors"), 0.0, "{report}");
+    assert!(f(&report, "accept_per_sec") > 0.0, "{report}");
+    let storm = &report["storm"];
+    assert_eq!((f(storm, "armed"), f(storm, "notified"), f(storm, "duplicates")), (50.0, 50.0, 0.0), "{report}");
+    assert!(f(storm, "storm_ms") > 0.0, "{report}");
+    assert!(f(&report, "rss_idle_kib") > 0.0 && f(storm, "rss_peak_kib") >= f(&report, "rss_idle_kib"), "{report}");
+    assert!(report["rss_per_session_bytes"].is_number(), "{report}");
+    assert!(stdout.contains("watch storm: 50 armed, 50 notified, 0 duplicates"), "{stdout}");
+}

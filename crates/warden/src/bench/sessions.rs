@@ -1,0 +1,430 @@
+//! `warden bench --workload sessions`: the cost of many client sessions, and of a watch storm
+//! over them, on raw protocol connections (no client library in the way: a session here costs
+//! the bench a socket, a small buffer and a task).
+//!
+//! 1. `--sessions` sessions connect (ConnectRequest, ConnectResponse), spread round-robin over
+//!    `--servers`, `--depth` handshakes in flight at a time: the accept rate is sessions per
+//!    second from the first dial to the last session established.
+//! 2. They stay idle (each PINGs every third of the session timeout) for `--warmup`; the RSS of
+//!    every `--server-pid` process is read before step 1 and after this: its growth divided by
+//!    the sessions is the memory per idle session.
+//! 3. With `--watches`: every session sets a data watch on one node (`exists` with watch), then
+//!    one setData changes it; the storm's time runs from the setData to the last session's
+//!    notification, every session must be notified exactly once, and the servers' RSS is sampled
+//!    every 10 ms meanwhile (its peak is reported).
+//! 4. The sessions then stay for `--duration` (so a server's expiry and pings run at this size)
+//!    and close.
+
+use std::io::ErrorKind;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use async_io::{Async, Timer};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use serde::Serialize;
+use warden_proto::connect::{ConnectRequest, ConnectResponse};
+use warden_proto::header::ReplyHeader;
+use warden_proto::request::{CreateRequest, PathWatch, Request, SetDataRequest};
+use warden_proto::{Acl, Reader, Record};
+
+use super::BenchArgs;
+
+/// xids the bench uses: the watch-setting `exists`, setup and the storm's setData.
+const XID_EXISTS: i32 = 1;
+const XID_SETUP: i32 = 2;
+const XID_PING: i32 = -2;
+const XID_NOTIFICATION: i32 = -1;
+/// How long the storm may take before the bench gives up on the sessions not notified.
+const STORM_LIMIT: Duration = Duration::from_secs(120);
+
+/// What the run measured (printed, and written by `--json`).
+#[derive(Serialize, Debug, Default)]
+struct SessionsReport {
+    servers: Vec<String>,
+    sessions: usize,
+    connect_errors: u64,
+    /// Sessions established per second, first dial to last ConnectResponse.
+    accept_per_sec: f64,
+    rss_before_kib: Option<u64>,
+    rss_idle_kib: Option<u64>,
+    /// (idle RSS - RSS before) / sessions.
+    rss_per_session_bytes: Option<f64>,
+    /// With `--watches`.
+    storm: Option<StormReport>,
+}
+
+#[derive(Serialize, Debug, Default)]
+struct StormReport {
+    armed: usize,
+    notified: usize,
+    /// Sessions that got more than one notification (must be 0).
+    duplicates: usize,
+    /// From the setData to the last notification.
+    storm_ms: f64,
+    rss_peak_kib: Option<u64>,
+}
+
+/// What the session tasks share with the run.
+#[derive(Default)]
+struct Shared {
+    established: AtomicUsize,
+    armed: AtomicUsize,
+    notified: AtomicUsize,
+    duplicates: AtomicUsize,
+    /// Microseconds since the run's start of the latest notification.
+    last_notified_us: AtomicU64,
+    errors: AtomicU64,
+    first_error: Mutex<Option<String>>,
+}
+
+impl Shared {
+    fn error(&self, what: String) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        let mut first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
+        first.get_or_insert(what);
+    }
+}
+
+pub(super) async fn run(args: BenchArgs, json: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+    let targets = resolve(&args.servers)?;
+    let prefix = args.prefix.trim_end_matches('/').to_string();
+    let storm_path = format!("{prefix}/storm");
+    let timeout_ms = i32::try_from(args.session_timeout.as_millis()).context("--session-timeout too large")?;
+
+    // A control session makes the watched node.
+    let mut control = Session::connect(targets[0], timeout_ms).await?;
+    for path in [prefix.as_str(), storm_path.as_str()] {
+        let req = Request::Create(CreateRequest {
+            path: path.into(),
+            data: Some(Vec::new()),
+            acl: Acl::open_unsafe(),
+            flags: 0,
+        });
+        let err = control.call(XID_SETUP, &req).await?;
+        if err != 0 && err != warden_proto::ErrorCode::NodeExists.code() {
+            bail!("create {path}: error {err}");
+        }
+    }
+
+    let pids = args.server_pid.clone();
+    let mut report = SessionsReport { servers: args.servers.clone(), sessions: args.sessions, ..Default::default() };
+    report.rss_before_kib = rss_kib(&pids);
+    let shared = Arc::new(Shared::default());
+    let start = Instant::now();
+    // At most `--depth` handshakes in flight: a slot is a message in this bounded channel.
+    let (gate_tx, gate_rx) = async_channel::bounded::<()>(args.depth.max(1));
+    let mut tasks = Vec::with_capacity(args.sessions);
+    // Dropping the sender ends every session.
+    let (stop_tx, stop_rx) = async_channel::bounded::<()>(1);
+    for i in 0..args.sessions {
+        let addr = targets[i % targets.len()];
+        let shared = shared.clone();
+        let (gate_tx, gate_rx) = (gate_tx.clone(), gate_rx.clone());
+        let stop = stop_rx.clone();
+        let watch = args.watches.then(|| storm_path.clone());
+        tasks.push(super::spawn(async move {
+            let _ = gate_tx.send(()).await;
+            let session = Session::connect(addr, timeout_ms).await;
+            let _ = gate_rx.recv().await;
+            match session {
+                Ok(s) => {
+                    shared.established.fetch_add(1, Ordering::Relaxed);
+                    s.idle(watch, timeout_ms, start, &shared, stop).await;
+                }
+                Err(e) => shared.error(format!("{addr}: {e:#}")),
+            }
+        }));
+    }
+    // Every session established (or failed).
+    loop {
+        let done = shared.established.load(Ordering::Relaxed) + shared.errors.load(Ordering::Relaxed) as usize;
+        if done >= args.sessions {
+            break;
+        }
+        Timer::after(Duration::from_millis(5)).await;
+    }
+    let established = shared.established.load(Ordering::Relaxed);
+    report.connect_errors = shared.errors.load(Ordering::Relaxed);
+    report.accept_per_sec = established as f64 / start.elapsed().as_secs_f64();
+    eprintln!(
+        "bench: {established} sessions established in {:.2} s ({:.0}/s), {} errors{}",
+        start.elapsed().as_secs_f64(),
+        report.accept_per_sec,
+        report.connect_errors,
+        shared.first_error.lock().unwrap().as_deref().map(|e| format!(" (first: {e})")).unwrap_or_default()
+    );
+    if established == 0 {
+        bail!("no session could be established");
+    }
+    if args.watches {
+        let deadline = Instant::now() + STORM_LIMIT;
+        while shared.armed.load(Ordering::Relaxed) < established && Instant::now() < deadline {
+            Timer::after(Duration::from_millis(5)).await;
+        }
+    }
+    Timer::after(args.warmup).await;
+    report.rss_idle_kib = rss_kib(&pids);
+    if let (Some(before), Some(idle)) = (report.rss_before_kib, report.rss_idle_kib) {
+        report.rss_per_session_bytes = Some((idle as f64 - before as f64) * 1024.0 / established as f64);
+    }
+
+    if args.watches {
+        let armed = shared.armed.load(Ordering::Relaxed);
+        let peak = Arc::new(AtomicU64::new(report.rss_idle_kib.unwrap_or(0)));
+        let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let sampler = {
+            let (peak, sampling, pids) = (peak.clone(), sampling.clone(), pids.clone());
+            super::spawn(async move {
+                while sampling.load(Ordering::Relaxed) {
+                    if let Some(kib) = rss_kib(&pids) {
+                        peak.fetch_max(kib, Ordering::Relaxed);
+                    }
+                    Timer::after(Duration::from_millis(10)).await;
+                }
+            })
+        };
+        let fired_at = start.elapsed();
+        let set = Request::SetData(SetDataRequest {
+            path: storm_path.clone(),
+            data: Some(b"storm".to_vec().into()),
+            version: -1,
+        });
+        let err = control.call(XID_SETUP, &set).await?;
+        if err != 0 {
+            bail!("setData {storm_path}: error {err}");
+        }
+        let deadline = Instant::now() + STORM_LIMIT;
+        while shared.notified.load(Ordering::Relaxed) < armed && Instant::now() < deadline {
+            Timer::after(Duration::from_millis(1)).await;
+        }
+        // Late duplicates would show within a moment.
+        Timer::after(Duration::from_millis(200)).await;
+        sampling.store(false, Ordering::Relaxed);
+        sampler.await;
+        let last = Duration::from_micros(shared.last_notified_us.load(Ordering::Relaxed));
+        report.storm = Some(StormReport {
+            armed,
+            notified: shared.notified.load(Ordering::Relaxed),
+            duplicates: shared.duplicates.load(Ordering::Relaxed),
+            storm_ms: last.saturating_sub(fired_at).as_secs_f64() * 1000.0,
+            rss_peak_kib: report.rss_idle_kib.map(|_| peak.load(Ordering::Relaxed)),
+        });
+    }
+    Timer::after(args.duration).await;
+    drop(stop_tx);
+    for t in tasks {
+        t.await;
+    }
+    print(&report);
+    if let Some(path) = json {
+        std::fs::write(&path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn print(r: &SessionsReport) {
+    println!("sessions: {} on {}", r.sessions, r.servers.join(","));
+    println!("accept rate: {:.0} sessions/s ({} connect errors)", r.accept_per_sec, r.connect_errors);
+    if let (Some(b), Some(i), Some(per)) = (r.rss_before_kib, r.rss_idle_kib, r.rss_per_session_bytes) {
+        println!(
+            "server RSS: {:.1} MiB before, {:.1} MiB idle: {:.0} bytes per session",
+            b as f64 / 1024.0,
+            i as f64 / 1024.0,
+            per
+        );
+    }
+    if let Some(s) = &r.storm {
+        println!(
+            "watch storm: {} armed, {} notified, {} duplicates, {:.1} ms from setData to the last notification",
+            s.armed, s.notified, s.duplicates, s.storm_ms
+        );
+        if let Some(p) = s.rss_peak_kib {
+            println!("server RSS peak during the storm: {:.1} MiB", p as f64 / 1024.0);
+        }
+    }
+}
+
+fn resolve(servers: &[String]) -> anyhow::Result<Vec<SocketAddr>> {
+    let mut out = Vec::new();
+    for s in servers.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        let hostport = s.split_once("://").map_or(s, |(_, rest)| rest);
+        let addr = hostport
+            .to_socket_addrs()
+            .with_context(|| format!("resolving {hostport}"))?
+            .next()
+            .with_context(|| format!("{hostport} has no address"))?;
+        out.push(addr);
+    }
+    Ok(out)
+}
+
+/// The summed VmRSS of `pids`, in KiB; `None` without pids or if one cannot be read.
+fn rss_kib(pids: &[u32]) -> Option<u64> {
+    if pids.is_empty() {
+        return None;
+    }
+    let mut total = 0;
+    for pid in pids {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        total += line.split_whitespace().nth(1)?.parse::<u64>().ok()?;
+    }
+    Some(total)
+}
+
+/// One raw client connection with its session.
+struct Session {
+    stream: Async<TcpStream>,
+    buf: Vec<u8>,
+}
+
+impl Session {
+    async fn connect(addr: SocketAddr, timeout_ms: i32) -> anyhow::Result<Session> {
+        let mut stream = Async::<TcpStream>::connect(addr).await.context("connect")?;
+        let req = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            timeout_ms,
+            session_id: 0,
+            passwd: vec![0; 16],
+            read_only: Some(false),
+        };
+        stream.write_all(&warden_proto::frame::encode_frame(&req)).await.context("send ConnectRequest")?;
+        let mut s = Session { stream, buf: Vec::with_capacity(256) };
+        let frame = s.next_frame().await?;
+        let resp = ConnectResponse::decode(&mut Reader::new(&frame)).context("ConnectResponse")?;
+        if resp.session_id == 0 {
+            bail!("session refused");
+        }
+        Ok(s)
+    }
+
+    /// Sends `req` with `xid` and waits for its reply (skipping notifications); its error code.
+    async fn call(&mut self, xid: i32, req: &Request) -> anyhow::Result<i32> {
+        self.stream.write_all(&req.encode_frame(xid)).await?;
+        loop {
+            let frame = self.next_frame().await?;
+            let hdr = ReplyHeader::decode(&mut Reader::new(&frame))?;
+            if hdr.xid == xid {
+                return Ok(hdr.err);
+            }
+        }
+    }
+
+    /// The next whole frame's body; reads more as needed.
+    async fn next_frame(&mut self) -> anyhow::Result<Vec<u8>> {
+        loop {
+            if let Some(frame) = self.take_frame()? {
+                return Ok(frame);
+            }
+            self.fill().await?;
+        }
+    }
+
+    fn take_frame(&mut self) -> anyhow::Result<Option<Vec<u8>>> {
+        if self.buf.len() < 4 {
+            return Ok(None);
+        }
+        let len = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+        let len = usize::try_from(len).context("negative frame length")?;
+        if self.buf.len() < 4 + len {
+            return Ok(None);
+        }
+        let frame = self.buf[4..4 + len].to_vec();
+        self.buf.drain(..4 + len);
+        Ok(Some(frame))
+    }
+
+    /// One read into the buffer (cancel-safe: a read either happened or did not).
+    async fn fill(&mut self) -> anyhow::Result<()> {
+        let mut chunk = [0u8; 1024];
+        match self.stream.read(&mut chunk).await {
+            Ok(0) => bail!("connection closed by the server"),
+            Ok(n) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                Ok(())
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Keeps the session alive until `stop` closes: PINGs every third of the timeout, sets the
+    /// watch (when given a path) and counts its notification.
+    async fn idle(
+        mut self,
+        watch: Option<String>,
+        timeout_ms: i32,
+        start: Instant,
+        shared: &Shared,
+        stop: async_channel::Receiver<()>,
+    ) {
+        let ping_every = Duration::from_millis(u64::try_from(timeout_ms / 3).unwrap_or(1000).max(100));
+        if let Some(path) = &watch {
+            let exists = Request::Exists(PathWatch { path: path.clone(), watch: true });
+            if let Err(e) = self.stream.write_all(&exists.encode_frame(XID_EXISTS)).await {
+                return shared.error(format!("exists: {e}"));
+            }
+        }
+        let mut notifications = 0;
+        let mut next_ping = Instant::now() + ping_every;
+        loop {
+            enum Step {
+                Read(anyhow::Result<()>),
+                Ping,
+                Stop,
+            }
+            let step = futures_lite::future::or(
+                futures_lite::future::or(async { Step::Read(self.fill().await) }, async {
+                    Timer::at(next_ping).await;
+                    Step::Ping
+                }),
+                async {
+                    let _ = stop.recv().await;
+                    Step::Stop
+                },
+            )
+            .await;
+            match step {
+                Step::Stop => return,
+                Step::Ping => {
+                    next_ping = Instant::now() + ping_every;
+                    if let Err(e) = self.stream.write_all(&Request::Ping.encode_frame(XID_PING)).await {
+                        return shared.error(format!("ping: {e}"));
+                    }
+                }
+                Step::Read(Err(e)) => return shared.error(format!("{e:#}")),
+                Step::Read(Ok(())) => loop {
+                    let frame = match self.take_frame() {
+                        Ok(Some(f)) => f,
+                        Ok(None) => break,
+                        Err(e) => return shared.error(format!("{e:#}")),
+                    };
+                    let Ok(hdr) = ReplyHeader::decode(&mut Reader::new(&frame)) else {
+                        return shared.error("bad reply header".into());
+                    };
+                    match hdr.xid {
+                        XID_EXISTS => {
+                            shared.armed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        XID_NOTIFICATION => {
+                            notifications += 1;
+                            if notifications == 1 {
+                                let at = start.elapsed().as_micros() as u64;
+                                shared.last_notified_us.fetch_max(at, Ordering::Relaxed);
+                                shared.notified.fetch_add(1, Ordering::Relaxed);
+                            } else {
+                                shared.duplicates.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        _ => {}
+                    }
+                },
+            }
+        }
+    }
+}
