@@ -543,10 +543,21 @@ impl Node {
         } else {
             let arrived_ms = self.now.mono_ms;
             let barrier = self.read_barrier(conn, &req, out);
-            if let Some(c) = self.conns.get_mut(&conn) {
+            let passed = self.barriers_passed();
+            let Some(c) = self.conns.get_mut(&conn) else { return };
+            if !(c.queue.is_empty() && barrier <= passed) {
                 c.queue.push_back(Pending::Read { xid, req, arrived_ms, barrier });
+                return self.drain(conn, out);
             }
-            self.drain(conn, out);
+            // Nothing ahead of it: answered at once. A ping marks an idle connection, which
+            // keeps no queue capacity from an earlier burst.
+            if matches!(req, Request::Ping) && c.queue.capacity() > 0 {
+                c.queue = std::collections::VecDeque::new();
+            }
+            if self.run_read(conn, xid, req, arrived_ms, out) {
+                self.drop_conn(conn);
+                out.push(Output::Close { conn });
+            }
         }
     }
 

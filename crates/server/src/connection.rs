@@ -3,12 +3,11 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tokio::task::JoinSet;
@@ -20,8 +19,9 @@ use warden_proto::request::{Request, RequestDecodeError};
 use warden_proto::{ErrorCode, Reader, Record};
 
 use crate::config::Config;
+use crate::conn_queue::{conn_queue, ConnRx};
 use crate::metrics::EdgeCounters;
-use crate::owner::{ConnMsg, ConnTx, Event, Frames, CONN_QUEUE};
+use crate::owner::{ConnMsg, Event, Frames};
 use crate::sasl::{ConnSasl, SaslServer};
 use crate::tls::{self, TlsContext};
 
@@ -29,8 +29,17 @@ use crate::tls::{self, TlsContext};
 /// (`zookeeper.nio.sessionlessCnxnTimeout`).
 const SESSIONLESS_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Bytes a connection's reader asks the socket for at a time (at least a quarter of it).
+/// `accept` errors for a process (EMFILE) or system (ENFILE) out of file descriptors.
+const EMFILE: i32 = rustix::io::Errno::MFILE.raw_os_error();
+const ENFILE: i32 = rustix::io::Errno::NFILE.raw_os_error();
+
+/// Bytes a busy connection's reader asks the socket for at a time (at least a quarter of it).
 const READ_CHUNK: usize = 64 * 1024;
+/// The read buffer of a connection that was idle: requests come one at a time (pings, a
+/// watch), so it starts small and grows to [`READ_CHUNK`] once a read fills it.
+const IDLE_READ: usize = 1024;
+/// Batches queued behind one are appended to it up to this size, for one write.
+const COALESCE: usize = 64 * 1024;
 
 type PerIp = Arc<Mutex<HashMap<IpAddr, u32>>>;
 
@@ -61,6 +70,7 @@ pub(crate) async fn accept_loop(
     let per_ip: PerIp = Arc::default();
     let mut tasks = JoinSet::new();
     let mut next_conn: ConnId = 1;
+    let mut last_fd_warning: Option<tokio::time::Instant> = None;
     let secure_accept = || async {
         match &secure {
             Some((l, tls)) => (l.accept().await, Wire::Tls(tls.clone())),
@@ -76,6 +86,22 @@ pub(crate) async fn accept_loop(
         };
         let (stream, peer) = match accepted {
             Ok(a) => a,
+            Err(e) if matches!(e.raw_os_error(), Some(code) if code == EMFILE || code == ENFILE) => {
+                // The connection waits in the kernel's backlog (or is refused once that is full)
+                // until a descriptor is free; say why, at most once a second.
+                let now = tokio::time::Instant::now();
+                if last_fd_warning.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1)) {
+                    last_fd_warning = Some(now);
+                    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+                    tracing::error!(
+                        error = %e,
+                        limit = ?limit,
+                        "cannot accept client connections: out of file descriptors (raise `ulimit -n`, RLIMIT_NOFILE)"
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
                 tokio::time::sleep(Duration::from_millis(10)).await;
@@ -160,7 +186,15 @@ async fn serve(stream: TcpStream, wire: Wire, ctx: ConnCtx, _slot: IpSlot) {
             let (rd, wr) = stream.into_split();
             serve_stream(rd, wr, None, ctx).await
         }
-        Some(tls) => {
+        // Boxed: a plain connection's task is sized for its own path, not the TLS handshake's.
+        Some(tls) => Box::pin(serve_tls(stream, tls, ctx)).await,
+    }
+}
+
+/// The TLS part of [`serve`]: the handshake, then the decrypted stream.
+async fn serve_tls(stream: TcpStream, tls: Arc<TlsContext>, ctx: ConnCtx) {
+    {
+        {
             let Some(slot) = tls.handshake_slot() else {
                 tracing::warn!(
                     peer = %ctx.peer,
@@ -192,8 +226,41 @@ async fn serve(stream: TcpStream, wire: Wire, ctx: ConnCtx, _slot: IpSlot) {
                 tracing::debug!(peer = %ctx.peer, %dn, "TLS client certificate verified");
             }
             let (rd, wr) = tokio::io::split(stream);
-            serve_stream(rd, wr, dn, ctx).await
+            serve_stream(Buffered(rd), wr, dn, ctx).await
         }
+    }
+}
+
+/// A client stream's read half. A plain socket reports readiness without a buffer, so an idle
+/// connection holds none while it waits ([`read_loop`] allocates one only once bytes are
+/// there, and drops it once they are all decoded); a TLS stream has no readiness of its own
+/// (rustls buffers inside it), so it is always "ready" and the read waits with the buffer.
+trait ClientRead: AsyncRead + Unpin + Send {
+    fn ready(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send;
+}
+
+impl ClientRead for tokio::net::tcp::OwnedReadHalf {
+    async fn ready(&self) -> std::io::Result<()> {
+        self.readable().await
+    }
+}
+
+/// A read half with no readiness of its own.
+struct Buffered<R>(R);
+
+impl<R: AsyncRead + Unpin> AsyncRead for Buffered<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl<R: AsyncRead + Unpin + Send> ClientRead for Buffered<R> {
+    fn ready(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
+        std::future::ready(Ok(()))
     }
 }
 
@@ -201,33 +268,32 @@ async fn serve(stream: TcpStream, wire: Wire, ctx: ConnCtx, _slot: IpSlot) {
 /// client's verified certificate.
 async fn serve_stream<R, W>(mut rd: R, wr: W, x509: Option<String>, ctx: ConnCtx)
 where
-    R: AsyncRead + Unpin + Send,
+    R: ClientRead,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let ConnCtx { peer, conn, cfg, sasl, edge, events } = ctx;
-    let mut buf = BytesMut::with_capacity(4096);
-    let first = tokio::time::timeout(SESSIONLESS_TIMEOUT, read_at_least(&mut rd, &mut buf, 4)).await;
+    let mut buf = BytesMut::with_capacity(IDLE_READ);
+    let first = Box::pin(tokio::time::timeout(SESSIONLESS_TIMEOUT, read_at_least(&mut rd, &mut buf, 4))).await;
     EdgeCounters::add(&edge.bytes_received, buf.len() as u64);
     if !matches!(first, Ok(Ok(true))) {
         return;
     }
     if let Some(cmd) = four_letter_word([buf[0], buf[1], buf[2], buf[3]]) {
-        four_letter(cmd, wr, &cfg, &events).await;
+        Box::pin(four_letter(cmd, wr, &cfg, &events)).await;
         return;
     }
-    let (tx, rx) = mpsc::channel(CONN_QUEUE);
-    let queued = Arc::new(AtomicUsize::new(0));
-    if events.send(Event::Register { conn, tx: ConnTx { tx, queued: queued.clone() } }).await.is_err() {
+    let (tx, rx) = conn_queue();
+    if send_event(&events, Event::Register { conn, tx }).await.is_err() {
         return;
     }
     let permits = Arc::new(Semaphore::new(cfg.max_outstanding_per_connection));
     let (closed_tx, closed_rx) = oneshot::channel();
-    let writer = tokio::spawn(write_loop(wr, rx, queued, permits.clone(), closed_tx));
+    let writer = tokio::spawn(write_loop(wr, rx, permits.clone(), closed_tx));
     let who = Who { peer, conn, x509 };
     if let Err(why) = read_loop(rd, buf, who, &cfg, ConnSasl::new(sasl), &edge, &events, permits, closed_rx).await {
         tracing::info!(%peer, conn, %why, "closing client connection");
     }
-    let _ = events.send(Event::Node(Input::Disconnected { conn })).await;
+    let _ = send_event(&events, Event::Node(Input::Disconnected { conn })).await;
     let _ = writer.await;
 }
 
@@ -268,7 +334,7 @@ async fn four_letter(
 
 #[allow(clippy::too_many_arguments)]
 async fn read_loop(
-    mut rd: impl AsyncRead + Unpin,
+    mut rd: impl ClientRead,
     mut buf: BytesMut,
     who: Who,
     cfg: &Config,
@@ -281,7 +347,10 @@ async fn read_loop(
     let Who { peer, conn, mut x509 } = who;
     let mut decoder = FrameDecoder::new(cfg.jute_max_buffer);
     let mut connected = false;
-    let deadline = tokio::time::Instant::now() + SESSIONLESS_TIMEOUT;
+    // Boxed: only a connection without a session yet holds the timer.
+    let mut sessionless = Some(Box::pin(tokio::time::sleep(SESSIONLESS_TIMEOUT)));
+    // The last read filled the buffer: more is coming, read in large chunks.
+    let mut busy = false;
     loop {
         // The requests one read brought go to the owner as one event, in order.
         let mut inputs = Vec::new();
@@ -293,8 +362,13 @@ async fn read_loop(
                     if let Ok(permit) = permits.try_acquire() {
                         permit.forget();
                     } else {
-                        send_inputs(events, &mut inputs).await?;
-                        permits.acquire().await.map_err(|_| "closed".to_string())?.forget();
+                        // Rare (the client pipelines past the bound): boxed, so the task is not
+                        // sized for it.
+                        Box::pin(async {
+                            send_inputs(events, &mut inputs).await?;
+                            permits.acquire().await.map_err(|_| "closed".to_string()).map(|p| p.forget())
+                        })
+                        .await?;
                     }
                     match decode_request(conn, &frame)? {
                         // The SASL exchange steps here, in arrival order; the node gets the outcome.
@@ -316,27 +390,44 @@ async fn read_loop(
         // What decoded before a bad frame is still served, as if read one by one.
         send_inputs(events, &mut inputs).await?;
         decoded?;
-        let sessionless = async {
-            if connected {
-                std::future::pending::<()>().await
-            } else {
-                tokio::time::sleep_until(deadline).await
+        if connected {
+            // Freed once the session's ConnectRequest is in.
+            sessionless = None;
+        }
+        let sessionless_due = async {
+            match sessionless.as_mut() {
+                Some(sleep) => sleep.await,
+                None => std::future::pending::<()>().await,
             }
         };
-        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
-            // Room for many pipelined requests per read call.
-            buf.reserve(READ_CHUNK);
+        if buf.is_empty() && !busy {
+            // Everything read is decoded (the frames own their bytes): an idle connection keeps
+            // no buffer while it waits.
+            buf = BytesMut::new();
         }
+        let read = async {
+            rd.ready().await?;
+            let want = if busy { READ_CHUNK } else { IDLE_READ };
+            if buf.capacity() - buf.len() < want / 4 {
+                // Room for many pipelined requests per read call once busy.
+                buf.reserve(want);
+            }
+            let spare = buf.capacity() - buf.len();
+            rd.read_buf(&mut buf).await.map(|n| (n, spare))
+        };
         tokio::select! {
-            n = rd.read_buf(&mut buf) => match n {
-                Ok(0) => return Ok(()),
-                Ok(n) => EdgeCounters::add(&edge.bytes_received, n as u64),
+            n = read => match n {
+                Ok((0, _)) => return Ok(()),
+                Ok((n, spare)) => {
+                    busy = n == spare;
+                    EdgeCounters::add(&edge.bytes_received, n as u64)
+                }
                 // A TLS client that closed its socket without a close_notify: a close all the same.
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
                 Err(e) => return Err(format!("read error: {e}")),
             },
             _ = &mut closed => return Ok(()),
-            _ = sessionless => {
+            _ = sessionless_due => {
                 EdgeCounters::add(&edge.sessionless_connections_expired, 1);
                 return Err("no ConnectRequest within the sessionless timeout".into());
             }
@@ -344,14 +435,27 @@ async fn read_loop(
     }
 }
 
-/// Hands `inputs` to the owner (one event), leaving it empty.
+/// Hands `inputs` to the owner (one event), leaving it empty. Waiting for room in the owner's
+/// queue is boxed: a connection's task is not sized for that rare wait.
 async fn send_inputs(events: &mpsc::Sender<Event>, inputs: &mut Vec<Input>) -> Result<(), String> {
     let event = match inputs.len() {
         0 => return Ok(()),
         1 => Event::Node(inputs.pop().expect("one input")),
         _ => Event::Inputs(std::mem::take(inputs)),
     };
-    events.send(event).await.map_err(|_| "server stopping".to_string())
+    send_event(events, event).await
+}
+
+/// Sends `event` to the owner; waiting for room in its queue is boxed, so a connection's task
+/// is not sized for that rare wait (the send future holds the event).
+async fn send_event(events: &mpsc::Sender<Event>, event: Event) -> Result<(), String> {
+    match events.try_send(event) {
+        Ok(()) => Ok(()),
+        Err(mpsc::error::TrySendError::Closed(_)) => Err("server stopping".to_string()),
+        Err(mpsc::error::TrySendError::Full(event)) => {
+            Box::pin(events.send(event)).await.map_err(|_| "server stopping".to_string())
+        }
+    }
 }
 
 /// Turns a request frame into the node's input. Unknown opcodes and undecodable bodies become
@@ -374,34 +478,35 @@ fn decode_request(conn: ConnId, frame: &Bytes) -> Result<Input, String> {
     })
 }
 
-async fn write_loop(
-    wr: impl AsyncWrite + Unpin,
-    mut rx: mpsc::Receiver<ConnMsg>,
-    queued: Arc<AtomicUsize>,
-    permits: Arc<Semaphore>,
-    closed: oneshot::Sender<()>,
-) {
-    let mut w = BufWriter::with_capacity(64 * 1024, wr);
-    'outer: while let Some(mut msg) = rx.recv().await {
-        loop {
-            match msg {
-                ConnMsg::Frames(Frames { bytes, frames, completes }) => {
-                    if w.write_all(&bytes).await.is_err() {
-                        break 'outer;
-                    }
-                    queued.fetch_sub(frames as usize, Ordering::AcqRel);
-                    if completes > 0 {
-                        permits.add_permits(completes as usize);
-                    }
-                }
-                ConnMsg::Close => break 'outer,
-            }
+async fn write_loop(wr: impl AsyncWrite + Unpin, rx: ConnRx, permits: Arc<Semaphore>, closed: oneshot::Sender<()>) {
+    // No buffer of its own: each batch's bytes are written from the owner's Vec, and batches
+    // queued meanwhile are appended to it (one write for all), so an idle connection holds none.
+    let mut w = wr;
+    while let Some(msg) = rx.recv().await {
+        let ConnMsg::Frames(Frames { mut bytes, mut frames, mut completes }) = msg else { break };
+        let mut close = false;
+        while bytes.len() < COALESCE {
             match rx.try_recv() {
-                Ok(m) => msg = m,
-                Err(_) => break,
+                Some(ConnMsg::Frames(more)) => {
+                    bytes.extend_from_slice(&more.bytes);
+                    frames += more.frames;
+                    completes += more.completes;
+                }
+                Some(ConnMsg::Close) => {
+                    close = true;
+                    break;
+                }
+                None => break,
             }
         }
-        if w.flush().await.is_err() {
+        if w.write_all(&bytes).await.is_err() || w.flush().await.is_err() {
+            break;
+        }
+        rx.written(frames as usize);
+        if completes > 0 {
+            permits.add_permits(completes as usize);
+        }
+        if close {
             break;
         }
     }

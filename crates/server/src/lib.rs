@@ -6,6 +6,7 @@ pub mod admin;
 mod civil;
 pub mod config;
 pub mod config_keys;
+mod conn_queue;
 mod connection;
 pub mod dynamic_config;
 pub mod election;
@@ -208,5 +209,42 @@ impl Server {
     pub async fn stop(mut self) -> anyhow::Result<()> {
         let _ = self.shutdown.send(true);
         self.wait().await
+    }
+}
+
+/// Raises this process's soft limit on open files to its hard limit, as a server with tens of
+/// thousands of client connections needs (each is a descriptor), and logs both. Call once at
+/// start, before any connection is accepted.
+pub fn raise_fd_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let before = getrlimit(Resource::Nofile);
+    let mut raised = before;
+    raised.current = before.maximum;
+    let result = if raised.current == before.current { Ok(()) } else { setrlimit(Resource::Nofile, raised) };
+    let now = getrlimit(Resource::Nofile);
+    let show = |v: Option<u64>| v.map_or_else(|| "unlimited".to_string(), |n| n.to_string());
+    match result {
+        Ok(()) => tracing::info!(
+            soft = %show(now.current),
+            hard = %show(now.maximum),
+            was = %show(before.current),
+            "open files limit (RLIMIT_NOFILE): each client connection takes one"
+        ),
+        Err(e) => tracing::warn!(
+            soft = %show(now.current),
+            hard = %show(now.maximum),
+            error = %e,
+            "could not raise the open files limit to its hard limit"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod fd_limit_tests {
+    #[test]
+    fn the_open_files_limit_is_raised_to_the_hard_limit() {
+        super::raise_fd_limit();
+        let l = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        assert_eq!(l.current, l.maximum);
     }
 }

@@ -11,7 +11,6 @@
 //! between chunks.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,6 +25,7 @@ use warden_tree::DataTree;
 
 use crate::admin::backup::{Refusal, RestoreAnswer};
 use crate::config::{Config, ServerRole};
+use crate::conn_queue::ConnTx;
 use crate::ensemble::{EnsEvent, Ensemble};
 use crate::fourlw;
 use crate::snapshot::{SnapshotJob, Snapshots, Start};
@@ -103,13 +103,6 @@ pub(crate) enum Event {
         snapshot: Result<SnapshotData, String>,
         reply: oneshot::Sender<RestoreAnswer>,
     },
-}
-
-/// The owner's end of a connection's writer queue.
-pub(crate) struct ConnTx {
-    pub tx: mpsc::Sender<ConnMsg>,
-    /// Frames sent and not yet written; the writer takes off what it wrote.
-    pub queued: Arc<AtomicUsize>,
 }
 
 #[derive(Debug)]
@@ -310,7 +303,7 @@ impl Owner {
         }
         self.send_all_pending();
         for (_, c) in self.conns.drain() {
-            let _ = c.tx.try_send(ConnMsg::Close);
+            c.push(ConnMsg::Close, 0);
         }
         if let Some(ens) = self.ens.take() {
             ens.stop().await;
@@ -389,7 +382,7 @@ impl Owner {
                         // What was collected for it goes first.
                         self.send_pending(conn);
                         if let Some(c) = self.conns.remove(&conn) {
-                            let _ = c.tx.try_send(ConnMsg::Close);
+                            c.push(ConnMsg::Close, 0);
                         }
                     }
                     other => self.later.push_back(other),
@@ -758,17 +751,14 @@ impl Owner {
     fn send(&mut self, conn: ConnId, p: Frames) {
         let Some(c) = self.conns.get(&conn) else { return };
         let frames = p.frames as usize;
-        let full = c.queued.load(Ordering::Acquire) + frames > CONN_QUEUE;
-        let sent = !full && {
-            c.queued.fetch_add(frames, Ordering::AcqRel);
-            c.tx.try_send(ConnMsg::Frames(p)).is_ok()
-        };
+        let full = c.queued() + frames > CONN_QUEUE;
+        let sent = !full && c.push(ConnMsg::Frames(p), frames);
         if !sent {
             if full {
                 tracing::warn!(conn, "client is not reading its replies; closing the connection");
             }
             if let Some(c) = self.conns.remove(&conn) {
-                let _ = c.tx.try_send(ConnMsg::Close);
+                c.push(ConnMsg::Close, 0);
             }
             self.step(DriverEvent::Node(Input::Disconnected { conn }));
         }

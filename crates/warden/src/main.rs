@@ -313,6 +313,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             std::env::set_var("KRB5_CONFIG", conf);
         }
     }
+    warden_server::raise_fd_limit();
     warden_server::sasl::SaslServer::prepare_process(&cfg.sasl)?;
     warden_server::sasl::quorum::prepare_process(&cfg.quorum_sasl, cfg.sasl.jaas_file.as_deref())
         .map_err(|e| anyhow::anyhow!("SASL between servers (quorum.auth.*): {e}"))?;
