@@ -817,6 +817,16 @@ fn config_text(c: &Cluster, sid: Sid) -> String {
     String::from_utf8(c.data(sid, "/zookeeper/config").unwrap()).unwrap()
 }
 
+/// Voters 1-3 and observer 4 with their addresses in the configuration, `reconfigEnabled`, and
+/// `super:test` as the superuser.
+fn reconfig_cluster() -> Cluster {
+    let super_digest = warden_tree::digest_id(b"super:test");
+    let cfg = |sid| NodeConfig { reconfig_enabled: true, super_digest: Some(super_digest.clone()), ..node_config(sid) };
+    let servers = "server.1=127.0.0.1:2881:3881;2181\nserver.2=127.0.0.2:2881:3881;2181\n\
+                   server.3=127.0.0.3:2881:3881;2181\nserver.4=127.0.0.4:2881:3881:observer;2181";
+    Cluster::with(cfg, Membership::parse_text(servers).unwrap())
+}
+
 /// kazoo's TestReconfig and the leader's rules, through the one driver: the first leader gives
 /// the configuration its NEWLEADER zxid as version and every server takes it from NEWLEADER;
 /// a reconfig forwarded by a follower is checked in ZooKeeper's order (bad version and bad
@@ -826,11 +836,7 @@ fn config_text(c: &Cluster, sid: Sid) -> String {
 /// with the new voters only.
 #[test]
 fn a_reconfig_commits_on_both_quorums_and_activates_everywhere() {
-    let super_digest = warden_tree::digest_id(b"super:test");
-    let cfg = |sid| NodeConfig { reconfig_enabled: true, super_digest: Some(super_digest.clone()), ..node_config(sid) };
-    let servers = "server.1=127.0.0.1:2881:3881;2181\nserver.2=127.0.0.2:2881:3881;2181\n\
-                   server.3=127.0.0.3:2881:3881;2181\nserver.4=127.0.0.4:2881:3881:observer;2181";
-    let mut c = Cluster::with(cfg, Membership::parse_text(servers).unwrap());
+    let mut c = reconfig_cluster();
     assert_eq!(c.elect(), 3);
     let v1 = format!("version={:x}", 1i64 << 32);
     for sid in 1..=4 {
@@ -890,11 +896,7 @@ fn a_reconfig_commits_on_both_quorums_and_activates_everywhere() {
 /// no election is asked for, the designated voter leads, the old leader follows without a vote.
 #[test]
 fn a_leader_removed_by_its_own_reconfig_hands_over_to_a_designated_voter() {
-    let super_digest = warden_tree::digest_id(b"super:test");
-    let cfg = |sid| NodeConfig { reconfig_enabled: true, super_digest: Some(super_digest.clone()), ..node_config(sid) };
-    let servers = "server.1=127.0.0.1:2881:3881;2181\nserver.2=127.0.0.2:2881:3881;2181\n\
-                   server.3=127.0.0.3:2881:3881;2181\nserver.4=127.0.0.4:2881:3881:observer;2181";
-    let mut c = Cluster::with(cfg, Membership::parse_text(servers).unwrap());
+    let mut c = reconfig_cluster();
     assert_eq!(c.elect(), 3);
     c.connect(1, 1, 0, Vec::new());
     let auth = Request::Auth(AuthPacket { auth_type: 0, scheme: "digest".into(), auth: b"super:test".to_vec() });

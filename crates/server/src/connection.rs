@@ -349,7 +349,8 @@ async fn read_loop(
     let mut connected = false;
     // Boxed: only a connection without a session yet holds the timer.
     let mut sessionless = Some(Box::pin(tokio::time::sleep(SESSIONLESS_TIMEOUT)));
-    // The last read filled the buffer: more is coming, read in large chunks.
+    // The last read filled the buffer or brought many requests: read in large chunks, and keep
+    // the buffer between reads.
     let mut busy = false;
     loop {
         // The requests one read brought go to the owner as one event, in order.
@@ -419,7 +420,9 @@ async fn read_loop(
             n = read => match n {
                 Ok((0, _)) => return Ok(()),
                 Ok((n, spare)) => {
-                    busy = n == spare;
+                    // A read that filled the buffer, or brought more than an idle client sends
+                    // (a ping, a watch), marks a busy connection: it keeps a large buffer.
+                    busy = n == spare || n > IDLE_READ / 4;
                     EdgeCounters::add(&edge.bytes_received, n as u64)
                 }
                 // A TLS client that closed its socket without a close_notify: a close all the same.

@@ -849,6 +849,24 @@ fn spawn<T: Send + 'static>(f: impl Future<Output = T> + Send + 'static) -> asyn
     EXECUTOR.spawn(f)
 }
 
+/// Each of `servers` (`host:port`, or `scheme://host:port`) resolved to its first address, with
+/// its host as written (brackets of an IPv6 literal removed).
+fn resolve_servers(servers: &[String]) -> anyhow::Result<Vec<(std::net::SocketAddr, String)>> {
+    use std::net::ToSocketAddrs;
+    let mut out = Vec::new();
+    for s in servers.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        let hostport = s.split_once("://").map_or(s, |(_, rest)| rest);
+        let addr = hostport
+            .to_socket_addrs()
+            .with_context(|| format!("resolving {hostport}"))?
+            .next()
+            .with_context(|| format!("{hostport} has no address"))?;
+        let host = hostport.rsplit_once(':').map_or(hostport, |(h, _)| h).trim_matches(['[', ']']);
+        out.push((addr, host.to_string()));
+    }
+    Ok(out)
+}
+
 /// `f`'s output, or `None` if it takes longer than `limit`.
 async fn timeout<T>(limit: Duration, f: impl Future<Output = T>) -> Option<T> {
     future::or(async { Some(f.await) }, async {

@@ -199,6 +199,30 @@ async fn reconfig(admin: &zk::Client, joining: &[String], leaving: &[&str]) -> (
     (text, version)
 }
 
+/// A superuser client of server `via` removes `leader` by reconfig (its reply may be lost with
+/// the hand-over: ZooKeeper's client sees ConnectionLoss too); then waits until exactly one of
+/// `voters` leads and the others follow, and returns the new leader.
+async fn remove_leader(c: &Cluster, via: u64, leader: u64, voters: &[u64]) -> u64 {
+    let admin = client(&c.connect_string(&[via])).await;
+    op(admin.auth("digest", b"super:test")).await.unwrap();
+    let gone = leader.to_string();
+    let update =
+        EnsembleUpdate::Incremental { joinings: Vec::new().into_iter(), leavings: vec![gone.as_str()].into_iter() };
+    let answered = tokio::time::timeout(ELECT, admin.update_ensemble(update, None)).await.expect("in time");
+    println!("reconfig removing leader {leader} answered {:?}", answered.as_ref().map(|(d, _)| d.len()));
+    let deadline = Instant::now() + ELECT;
+    loop {
+        let modes: Vec<(u64, Option<String>)> = voters.iter().map(|id| (*id, mode(c.servers[id].client))).collect();
+        let leaders: Vec<u64> =
+            modes.iter().filter(|(_, m)| m.as_deref() == Some("leader")).map(|(id, _)| *id).collect();
+        if leaders.len() == 1 && modes.iter().all(|(_, m)| matches!(m.as_deref(), Some("leader" | "follower"))) {
+            return leaders[0];
+        }
+        assert!(Instant::now() < deadline, "no leader after removing {leader}: {modes:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Writes `/load/w-<seq>` through one session until told to stop; the acknowledged paths and
 /// the longest gap between two acknowledgements.
 struct Writer {
@@ -324,21 +348,7 @@ async fn grow_shrink_replace_promote_and_remove_the_leader_under_writes() {
     let t = Instant::now();
     let leader = c.wait_modes(&[(3, "leader")]).await;
     assert_eq!(leader, 3);
-    let via = client(&c.connect_string(&[1])).await;
-    op(via.auth("digest", b"super:test")).await.unwrap();
-    // The reply may be lost with the leader's hand-over (ZooKeeper's client sees ConnectionLoss).
-    let update = EnsembleUpdate::Incremental { joinings: Vec::new().into_iter(), leavings: vec!["3"].into_iter() };
-    let answered = tokio::time::timeout(ELECT, via.update_ensemble(update, None)).await.expect("in time");
-    println!("reconfig removing the leader answered {:?}", answered.as_ref().map(|(d, _)| d.len()));
-    let deadline = Instant::now() + ELECT;
-    let new_leader = loop {
-        let modes: Vec<(u64, Option<String>)> = [1, 4, 6].iter().map(|id| (*id, mode(c.servers[id].client))).collect();
-        if let Some((id, _)) = modes.iter().find(|(_, m)| m.as_deref() == Some("leader")) {
-            break *id;
-        }
-        assert!(Instant::now() < deadline, "no new leader: {modes:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let new_leader = remove_leader(&c, 1, 3, &[1, 4, 6]).await;
     let after = client(&c.connect_string(&[new_leader])).await;
     op(after.sync("/")).await.unwrap();
     let (data, _) = op(after.get_config()).await.unwrap();
@@ -432,23 +442,7 @@ async fn a_zookeeper_server_joins_a_warden_ensemble_by_reconfig() {
     }
     let (text, _) = reconfig(&admin, &[], &["1"]).await;
     assert!(!text.contains("server.1="), "{text}");
-    let via = client(&c.connect_string(&[4])).await;
-    op(via.auth("digest", b"super:test")).await.unwrap();
-    let update = EnsembleUpdate::Incremental { joinings: Vec::new().into_iter(), leavings: vec!["3"].into_iter() };
-    // The reply may be lost with the hand-over.
-    let answered = tokio::time::timeout(ELECT, via.update_ensemble(update, None)).await.expect("in time");
-    println!("reconfig removing Warden leader 3 answered {:?}", answered.as_ref().map(|(d, _)| d.len()));
-    let deadline = Instant::now() + ELECT;
-    let new_leader = loop {
-        let modes: Vec<(u64, Option<String>)> = [2, 4].iter().map(|id| (*id, mode(c.servers[id].client))).collect();
-        let leaders: Vec<u64> =
-            modes.iter().filter(|(_, m)| m.as_deref() == Some("leader")).map(|(id, _)| *id).collect();
-        if leaders.len() == 1 && modes.iter().all(|(_, m)| matches!(m.as_deref(), Some("leader" | "follower"))) {
-            break leaders[0];
-        }
-        assert!(Instant::now() < deadline, "no leader after removing 3: {modes:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let new_leader = remove_leader(&c, 4, 3, &[2, 4]).await;
     println!("Warden leader 3 removed; {new_leader} leads");
     c.wait_modes(&[(3, "follower")]).await;
     // Voters {2, 4}: every write needs the ZooKeeper server's ACK and the Warden server's.
@@ -510,26 +504,8 @@ async fn a_warden_server_joins_a_zookeeper_ensemble_by_reconfig() {
     assert!(written.contains(&c.line(4, "participant")), "{written}");
 
     let zk_leader = (1..=3).find(|id| mode(c.servers[id].client).as_deref() == Some("leader")).expect("a ZK leader");
-    let via = client(&c.connect_string(&[4])).await;
-    op(via.auth("digest", b"super:test")).await.unwrap();
-    let gone = zk_leader.to_string();
-    let update =
-        EnsembleUpdate::Incremental { joinings: Vec::new().into_iter(), leavings: vec![gone.as_str()].into_iter() };
-    // The reply may be lost with the hand-over.
-    let answered = tokio::time::timeout(ELECT, via.update_ensemble(update, None)).await.expect("in time");
-    println!("reconfig removing ZooKeeper leader {zk_leader} answered {:?}", answered.as_ref().map(|(d, _)| d.len()));
     let voters: Vec<u64> = (1..=4).filter(|id| *id != zk_leader).collect();
-    let deadline = Instant::now() + ELECT;
-    let new_leader = loop {
-        let modes: Vec<(u64, Option<String>)> = voters.iter().map(|id| (*id, mode(c.servers[id].client))).collect();
-        let leaders: Vec<u64> =
-            modes.iter().filter(|(_, m)| m.as_deref() == Some("leader")).map(|(id, _)| *id).collect();
-        if leaders.len() == 1 && modes.iter().all(|(_, m)| matches!(m.as_deref(), Some("leader" | "follower"))) {
-            break leaders[0];
-        }
-        assert!(Instant::now() < deadline, "no leader after removing {zk_leader}: {modes:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let new_leader = remove_leader(&c, 4, zk_leader, &voters).await;
     println!("ZooKeeper leader {zk_leader} removed; {new_leader} leads");
     let last = write_some(&client(&c.connect_string(&[4])).await, "last", 10).await;
     for id in voters {

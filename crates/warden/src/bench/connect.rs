@@ -9,7 +9,7 @@
 //! handshake, not of a session's two transactions. Servers must allow `ruok`
 //! (`4lw.commands.whitelist`).
 
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,15 +38,8 @@ struct Tally {
 
 pub(super) async fn run(args: BenchArgs, tls: Option<Arc<rustls::ClientConfig>>) -> anyhow::Result<()> {
     let mut targets = Vec::new();
-    for s in args.servers.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        let hostport = s.split_once("://").map_or(s, |(_, rest)| rest);
-        let addr = hostport
-            .to_socket_addrs()
-            .with_context(|| format!("resolving {hostport}"))?
-            .next()
-            .with_context(|| format!("{hostport} has no address"))?;
-        let host = hostport.rsplit_once(':').map_or(hostport, |(h, _)| h).trim_matches(['[', ']']);
-        let name = ServerName::try_from(host.to_string()).with_context(|| format!("{host} is no server name"))?;
+    for (addr, host) in super::resolve_servers(&args.servers)? {
+        let name = ServerName::try_from(host.clone()).with_context(|| format!("{host} is no server name"))?;
         targets.push(Target { addr, name });
     }
     let loops = args.sessions * args.depth;

@@ -16,7 +16,7 @@
 //!    and close.
 
 use std::io::ErrorKind;
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -89,7 +89,7 @@ impl Shared {
 }
 
 pub(super) async fn run(args: BenchArgs, json: Option<std::path::PathBuf>) -> anyhow::Result<()> {
-    let targets = resolve(&args.servers)?;
+    let targets: Vec<SocketAddr> = super::resolve_servers(&args.servers)?.into_iter().map(|(a, _)| a).collect();
     let prefix = args.prefix.trim_end_matches('/').to_string();
     let storm_path = format!("{prefix}/storm");
     let timeout_ms = i32::try_from(args.session_timeout.as_millis()).context("--session-timeout too large")?;
@@ -246,20 +246,6 @@ fn print(r: &SessionsReport) {
             println!("server RSS peak during the storm: {:.1} MiB", p as f64 / 1024.0);
         }
     }
-}
-
-fn resolve(servers: &[String]) -> anyhow::Result<Vec<SocketAddr>> {
-    let mut out = Vec::new();
-    for s in servers.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        let hostport = s.split_once("://").map_or(s, |(_, rest)| rest);
-        let addr = hostport
-            .to_socket_addrs()
-            .with_context(|| format!("resolving {hostport}"))?
-            .next()
-            .with_context(|| format!("{hostport} has no address"))?;
-        out.push(addr);
-    }
-    Ok(out)
 }
 
 /// The summed VmRSS of `pids`, in KiB; `None` without pids or if one cannot be read.
