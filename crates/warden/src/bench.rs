@@ -845,6 +845,15 @@ impl spawns_core::Spawn for ExecutorSpawn {
     }
 }
 
+/// Runs [`EXECUTOR`] on `n` more threads, for the rest of the process: a workload whose tasks
+/// are many and independent (the sessions workload's thousands of connections) is then not
+/// bound by one client thread.
+fn more_executor_threads(n: usize) {
+    for _ in 0..n {
+        std::thread::spawn(|| async_io::block_on(EXECUTOR.run(future::pending::<()>())));
+    }
+}
+
 fn spawn<T: Send + 'static>(f: impl Future<Output = T> + Send + 'static) -> async_executor::Task<T> {
     EXECUTOR.spawn(f)
 }

@@ -89,6 +89,9 @@ impl Shared {
 }
 
 pub(super) async fn run(args: BenchArgs, json: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+    // The sessions are thousands of independent tasks: run them on every CPU, so the storm's
+    // time is the server's, not one client thread's.
+    super::more_executor_threads(std::thread::available_parallelism().map_or(1, usize::from).saturating_sub(1));
     let targets: Vec<SocketAddr> = super::resolve_servers(&args.servers)?.into_iter().map(|(a, _)| a).collect();
     let prefix = args.prefix.trim_end_matches('/').to_string();
     let storm_path = format!("{prefix}/storm");
