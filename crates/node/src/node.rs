@@ -713,17 +713,28 @@ impl Node {
                 };
                 summary.record(fired.len() as u64);
             }
+            // A storm's notifications are equal bytes: encoded once per event type and path.
+            let mut encoded: Option<(i32, Vec<u8>)> = None;
             for fired in fired {
                 if !self.cfg.skip_acl && !check_acl(&ev.acl, perms::READ, self.conn_ids(fired.conn)) {
                     // 3.9.2+: a watcher that may not read the node is not told about it (ZOOKEEPER-4799).
                     continue;
                 }
-                let ev = WatcherEvent {
-                    event_type: fired.event_type.code(),
-                    state: keeper_state::SYNC_CONNECTED,
-                    path: fired.path,
+                let code = fired.event_type.code();
+                let same_path = fired.path.as_str() == &*ev.path;
+                let frame = match &encoded {
+                    Some((c, frame)) if *c == code && same_path => frame.clone(),
+                    _ => {
+                        let notification =
+                            WatcherEvent { event_type: code, state: keeper_state::SYNC_CONNECTED, path: fired.path };
+                        let frame = encode_notification(hdr.zxid, &notification);
+                        if same_path {
+                            encoded = Some((code, frame.clone()));
+                        }
+                        frame
+                    }
                 };
-                self.notify(fired.conn, hdr.zxid, ev, out);
+                self.notify(fired.conn, frame, out);
             }
         }
         events.clear();
@@ -798,10 +809,10 @@ impl Node {
         self.conns.get(&conn).map_or(&[], |c| c.auth.as_slice())
     }
 
-    fn notify(&mut self, conn: ConnId, zxid: i64, ev: WatcherEvent, out: &mut Vec<Output>) {
+    /// Sends a notification's frame to `conn`.
+    fn notify(&mut self, conn: ConnId, frame: Vec<u8>, out: &mut Vec<Output>) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.sent += 1;
-            let frame = encode_notification(zxid, &ev);
             let size = frame.len().saturating_sub(4);
             self.counters.watch_bytes += size as u64;
             self.response_sizes.record(size);
