@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, watch, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use warden_node::{ConnId, Input};
 use warden_proto::connect::ConnectRequest;
@@ -286,15 +286,25 @@ where
     if send_event(&events, Event::Register { conn, tx }).await.is_err() {
         return;
     }
-    let permits = Arc::new(Semaphore::new(cfg.max_outstanding_per_connection));
-    let (closed_tx, closed_rx) = oneshot::channel();
-    let writer = tokio::spawn(write_loop(wr, rx, permits.clone(), closed_tx));
     let who = Who { peer, conn, x509 };
-    if let Err(why) = read_loop(rd, buf, who, &cfg, ConnSasl::new(sasl), &edge, &events, permits, closed_rx).await {
-        tracing::info!(%peer, conn, %why, "closing client connection");
-    }
+    let mut wr = wr;
+    let end = serve_session(rd, &mut wr, &rx, buf, who, &cfg, ConnSasl::new(sasl), &edge, &events).await;
     let _ = send_event(&events, Event::Node(Input::Disconnected { conn })).await;
-    let _ = writer.await;
+    match end {
+        Err(why) => tracing::info!(%peer, conn, %why, "closing client connection"),
+        // The client closed its side: what was queued for it before the owner hears of it is
+        // still written, as a separate writer would.
+        Ok(()) => {
+            while let Some(ConnMsg::Frames(f)) = rx.recv().await {
+                if wr.write_all(&f.bytes).await.is_err() || wr.flush().await.is_err() {
+                    break;
+                }
+                rx.written(f.frames as usize);
+            }
+        }
+    }
+    let _ = wr.flush().await;
+    let _ = wr.shutdown().await;
 }
 
 /// Who is on a connection: its address, id and verified certificate subject.
@@ -332,18 +342,24 @@ async fn four_letter(
     let _ = wr.shutdown().await;
 }
 
+/// One task serves a session's connection both ways: it decodes requests and hands them to the
+/// owner, and writes what the owner queues (`rx`). Requests in flight are bounded
+/// (`maxOutstandingPerConnection`, counted down per request and up per reply written): at the
+/// bound it stops reading until replies go out. `Ok` when the client closed its side or the owner
+/// closed the connection; `Err` with why otherwise.
 #[allow(clippy::too_many_arguments)]
-async fn read_loop(
+async fn serve_session(
     mut rd: impl ClientRead,
+    wr: &mut (impl AsyncWrite + Unpin),
+    rx: &ConnRx,
     mut buf: BytesMut,
     who: Who,
     cfg: &Config,
     mut sasl: ConnSasl,
     edge: &EdgeCounters,
     events: &mpsc::Sender<Event>,
-    permits: Arc<Semaphore>,
-    mut closed: oneshot::Receiver<()>,
 ) -> Result<(), String> {
+    let mut permits = cfg.max_outstanding_per_connection;
     let Who { peer, conn, mut x509 } = who;
     let mut decoder = FrameDecoder::new(cfg.jute_max_buffer);
     let mut connected = false;
@@ -352,25 +368,23 @@ async fn read_loop(
     // The last read filled the buffer or brought many requests: read in large chunks, and keep
     // the buffer between reads.
     let mut busy = false;
+    // At the bound of requests in flight: decoding waits for replies to go out.
+    let mut blocked;
     loop {
         // The requests one read brought go to the owner as one event, in order.
         let mut inputs = Vec::new();
-        let decoded: Result<(), String> = async {
-            while let Some(frame) = decoder.decode(&mut buf).map_err(|e| format!("bad frame: {e}"))? {
+        blocked = false;
+        let decoded: Result<(), String> = (|| {
+            loop {
+                if connected && permits == 0 {
+                    blocked = true;
+                    return Ok(());
+                }
+                let Some(frame) = decoder.decode(&mut buf).map_err(|e| format!("bad frame: {e}"))? else {
+                    return Ok(());
+                };
                 let input = if connected {
-                    // Bound the requests in flight: stop reading until replies return permits,
-                    // which the requests decoded so far will return once the owner has them.
-                    if let Ok(permit) = permits.try_acquire() {
-                        permit.forget();
-                    } else {
-                        // Rare (the client pipelines past the bound): boxed, so the task is not
-                        // sized for it.
-                        Box::pin(async {
-                            send_inputs(events, &mut inputs).await?;
-                            permits.acquire().await.map_err(|_| "closed".to_string()).map(|p| p.forget())
-                        })
-                        .await?;
-                    }
+                    permits -= 1;
                     match decode_request(conn, &frame)? {
                         // The SASL exchange steps here, in arrival order; the node gets the outcome.
                         Input::Request { conn, xid, req: Request::Sasl(r) } => {
@@ -385,9 +399,7 @@ async fn read_loop(
                 };
                 inputs.push(input);
             }
-            Ok(())
-        }
-        .await;
+        })();
         // What decoded before a bad frame is still served, as if read one by one.
         send_inputs(events, &mut inputs).await?;
         decoded?;
@@ -401,12 +413,16 @@ async fn read_loop(
                 None => std::future::pending::<()>().await,
             }
         };
-        if buf.is_empty() && !busy {
+        if buf.is_empty() && !busy && !blocked {
             // Everything read is decoded (the frames own their bytes): an idle connection keeps
             // no buffer while it waits.
             buf = BytesMut::new();
         }
         let read = async {
+            if blocked {
+                // Nothing more is read until replies free a place.
+                std::future::pending::<()>().await;
+            }
             rd.ready().await?;
             let want = if busy { READ_CHUNK } else { IDLE_READ };
             if buf.capacity() - buf.len() < want / 4 {
@@ -417,6 +433,20 @@ async fn read_loop(
             rd.read_buf(&mut buf).await.map(|n| (n, spare))
         };
         tokio::select! {
+            // Replies first: they free places for the requests waiting to be read.
+            biased;
+            msg = rx.recv() => match msg {
+                Some(ConnMsg::Frames(f)) => {
+                    let (frames, completes, close) = write_batch(wr, rx, f).await?;
+                    rx.written(frames);
+                    permits += completes;
+                    if close {
+                        return Ok(());
+                    }
+                }
+                // The owner closed the connection, or dropped it.
+                Some(ConnMsg::Close) | None => return Ok(()),
+            },
             n = read => match n {
                 Ok((0, _)) => return Ok(()),
                 Ok((n, spare)) => {
@@ -429,7 +459,6 @@ async fn read_loop(
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
                 Err(e) => return Err(format!("read error: {e}")),
             },
-            _ = &mut closed => return Ok(()),
             _ = sessionless_due => {
                 EdgeCounters::add(&edge.sessionless_connections_expired, 1);
                 return Err("no ConnectRequest within the sessionless timeout".into());
@@ -481,41 +510,32 @@ fn decode_request(conn: ConnId, frame: &Bytes) -> Result<Input, String> {
     })
 }
 
-async fn write_loop(wr: impl AsyncWrite + Unpin, rx: ConnRx, permits: Arc<Semaphore>, closed: oneshot::Sender<()>) {
-    // No buffer of its own: each batch's bytes are written from the owner's Vec, and batches
-    // queued meanwhile are appended to it (one write for all), so an idle connection holds none.
-    let mut w = wr;
-    while let Some(msg) = rx.recv().await {
-        let ConnMsg::Frames(Frames { mut bytes, mut frames, mut completes }) = msg else { break };
-        let mut close = false;
-        while bytes.len() < COALESCE {
-            match rx.try_recv() {
-                Some(ConnMsg::Frames(more)) => {
-                    bytes.extend_from_slice(&more.bytes);
-                    frames += more.frames;
-                    completes += more.completes;
-                }
-                Some(ConnMsg::Close) => {
-                    close = true;
-                    break;
-                }
-                None => break,
+/// Writes `first` and the batches queued behind it (appended to it, up to [`COALESCE`] bytes, so
+/// one write carries them all; nothing is buffered between calls, so an idle connection holds no
+/// write buffer). Returns the frames written, the replies among them, and whether the owner
+/// asked to close after them.
+async fn write_batch(
+    wr: &mut (impl AsyncWrite + Unpin),
+    rx: &ConnRx,
+    first: Frames,
+) -> Result<(usize, usize, bool), String> {
+    let Frames { mut bytes, mut frames, mut completes } = first;
+    let mut close = false;
+    while bytes.len() < COALESCE {
+        match rx.try_recv() {
+            Some(ConnMsg::Frames(more)) => {
+                bytes.extend_from_slice(&more.bytes);
+                frames += more.frames;
+                completes += more.completes;
             }
-        }
-        if w.write_all(&bytes).await.is_err() || w.flush().await.is_err() {
-            break;
-        }
-        rx.written(frames as usize);
-        if completes > 0 {
-            permits.add_permits(completes as usize);
-        }
-        if close {
-            break;
+            Some(ConnMsg::Close) => {
+                close = true;
+                break;
+            }
+            None => break,
         }
     }
-    let _ = w.flush().await;
-    let _ = w.shutdown().await;
-    // Wake a reader waiting for a permit: nothing will return permits any more.
-    permits.close();
-    let _ = closed.send(());
+    wr.write_all(&bytes).await.map_err(|e| format!("write error: {e}"))?;
+    wr.flush().await.map_err(|e| format!("write error: {e}"))?;
+    Ok((frames as usize, completes as usize, close))
 }
