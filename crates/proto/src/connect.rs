@@ -25,6 +25,21 @@ pub struct ConnectRequest {
     pub read_only: Option<bool>,
 }
 
+impl ConnectRequest {
+    /// A fresh handle's request for a new session with `timeout_ms` (no zxid seen, a zero
+    /// password, and the readOnly byte, false, as modern clients send it).
+    pub fn new_session(timeout_ms: i32) -> Self {
+        Self {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            timeout_ms,
+            session_id: 0,
+            passwd: vec![0; 16],
+            read_only: Some(false),
+        }
+    }
+}
+
 impl Record for ConnectRequest {
     fn encode(&self, w: &mut Writer) {
         w.write_i32(self.protocol_version);

@@ -373,14 +373,7 @@ async fn auth_pipelined_behind_connect_request_raw() {
     use tokio::io::AsyncWriteExt;
     let srv = TestServer::start().await;
     let mut s = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
-    let req = warden_proto::ConnectRequest {
-        protocol_version: 0,
-        last_zxid_seen: 0,
-        timeout_ms: 5_000,
-        session_id: 0,
-        passwd: vec![0; 16],
-        read_only: Some(false),
-    };
+    let req = warden_proto::ConnectRequest::new_session(5_000);
     let mut bytes = warden_proto::encode_frame(&req);
     let auth = AuthPacket { auth_type: 0, scheme: "digest".into(), auth: b"u:p".to_vec() };
     bytes.extend(Request::Auth(auth).encode_frame(warden_proto::xid::AUTH));

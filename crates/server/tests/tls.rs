@@ -177,14 +177,7 @@ async fn bad_input_on_the_tls_port_is_refused_and_costs_nothing_else() {
     tokio::task::spawn_blocking(move || {
         // A plaintext ConnectRequest (and a four-letter word) to the TLS-only port: no answer in
         // the clear, and the connection is closed.
-        let connect = warden_proto::ConnectRequest {
-            protocol_version: 0,
-            last_zxid_seen: 0,
-            timeout_ms: 10_000,
-            session_id: 0,
-            passwd: vec![0; 16],
-            read_only: Some(false),
-        };
+        let connect = warden_proto::ConnectRequest::new_session(10_000);
         let got = refused(addr, &warden_proto::encode_frame(&connect), limit);
         assert!(!got.windows(4).any(|w| w == [0, 0, 0, 0x24]), "a plaintext ConnectResponse came back: {got:02x?}");
         assert!(!String::from_utf8_lossy(&refused(addr, b"ruok", limit)).contains("imok"));

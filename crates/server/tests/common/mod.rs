@@ -234,14 +234,7 @@ impl RawClient {
 
     /// A new session with the given requested timeout (readOnly byte present, as modern clients send).
     pub async fn new_session(addr: SocketAddr, timeout_ms: i32) -> RawClient {
-        let req = ConnectRequest {
-            protocol_version: 0,
-            last_zxid_seen: 0,
-            timeout_ms,
-            session_id: 0,
-            passwd: vec![0; 16],
-            read_only: Some(false),
-        };
+        let req = ConnectRequest::new_session(timeout_ms);
         let (c, resp) = Self::handshake(addr, &req).await;
         assert!(resp.timeout_ms > 0, "new session refused: {resp:?}");
         assert_ne!(resp.session_id, 0, "new session got id 0");

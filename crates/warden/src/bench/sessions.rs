@@ -274,14 +274,7 @@ struct Session {
 impl Session {
     async fn connect(addr: SocketAddr, timeout_ms: i32) -> anyhow::Result<Session> {
         let mut stream = Async::<TcpStream>::connect(addr).await.context("connect")?;
-        let req = ConnectRequest {
-            protocol_version: 0,
-            last_zxid_seen: 0,
-            timeout_ms,
-            session_id: 0,
-            passwd: vec![0; 16],
-            read_only: Some(false),
-        };
+        let req = ConnectRequest::new_session(timeout_ms);
         stream.write_all(&warden_proto::frame::encode_frame(&req)).await.context("send ConnectRequest")?;
         let mut s = Session { stream, buf: Vec::with_capacity(256) };
         let frame = s.next_frame().await?;
