@@ -296,10 +296,15 @@ where
         // still written, as a separate writer would.
         Ok(()) => {
             while let Some(ConnMsg::Frames(f)) = rx.recv().await {
-                if wr.write_all(&f.bytes).await.is_err() || wr.flush().await.is_err() {
-                    break;
+                match write_batch(&mut wr, &rx, f).await {
+                    Ok((frames, _, close)) => {
+                        rx.written(frames);
+                        if close {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
                 }
-                rx.written(f.frames as usize);
             }
         }
     }
@@ -368,12 +373,11 @@ async fn serve_session(
     // The last read filled the buffer or brought many requests: read in large chunks, and keep
     // the buffer between reads.
     let mut busy = false;
-    // At the bound of requests in flight: decoding waits for replies to go out.
-    let mut blocked;
     loop {
         // The requests one read brought go to the owner as one event, in order.
         let mut inputs = Vec::new();
-        blocked = false;
+        // At the bound of requests in flight: decoding waits for replies to go out.
+        let mut blocked = false;
         let decoded: Result<(), String> = (|| {
             loop {
                 if connected && permits == 0 {
