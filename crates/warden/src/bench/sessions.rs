@@ -23,9 +23,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use async_io::{Async, Timer};
+use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use serde::Serialize;
 use warden_proto::connect::{ConnectRequest, ConnectResponse};
+use warden_proto::frame::FrameDecoder;
 use warden_proto::header::ReplyHeader;
 use warden_proto::request::{CreateRequest, PathWatch, Request, SetDataRequest};
 use warden_proto::{Acl, Reader, Record};
@@ -268,7 +270,7 @@ fn rss_kib(pids: &[u32]) -> Option<u64> {
 /// One raw client connection with its session.
 struct Session {
     stream: Async<TcpStream>,
-    buf: Vec<u8>,
+    buf: BytesMut,
 }
 
 impl Session {
@@ -276,7 +278,7 @@ impl Session {
         let mut stream = Async::<TcpStream>::connect(addr).await.context("connect")?;
         let req = ConnectRequest::new_session(timeout_ms);
         stream.write_all(&warden_proto::frame::encode_frame(&req)).await.context("send ConnectRequest")?;
-        let mut s = Session { stream, buf: Vec::with_capacity(256) };
+        let mut s = Session { stream, buf: BytesMut::with_capacity(256) };
         let frame = s.next_frame().await?;
         let resp = ConnectResponse::decode(&mut Reader::new(&frame)).context("ConnectResponse")?;
         if resp.session_id == 0 {
@@ -298,7 +300,7 @@ impl Session {
     }
 
     /// The next whole frame's body; reads more as needed.
-    async fn next_frame(&mut self) -> anyhow::Result<Vec<u8>> {
+    async fn next_frame(&mut self) -> anyhow::Result<Bytes> {
         loop {
             if let Some(frame) = self.take_frame()? {
                 return Ok(frame);
@@ -307,18 +309,8 @@ impl Session {
         }
     }
 
-    fn take_frame(&mut self) -> anyhow::Result<Option<Vec<u8>>> {
-        if self.buf.len() < 4 {
-            return Ok(None);
-        }
-        let len = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
-        let len = usize::try_from(len).context("negative frame length")?;
-        if self.buf.len() < 4 + len {
-            return Ok(None);
-        }
-        let frame = self.buf[4..4 + len].to_vec();
-        self.buf.drain(..4 + len);
-        Ok(Some(frame))
+    fn take_frame(&mut self) -> anyhow::Result<Option<Bytes>> {
+        Ok(FrameDecoder::default().decode(&mut self.buf)?)
     }
 
     /// One read into the buffer (cancel-safe: a read either happened or did not).
