@@ -16,6 +16,7 @@ use zk::{Acls, CreateMode};
 use zookeeper_client as zk;
 
 mod common;
+use common::mixed::write_many;
 use common::{free_port, spawn_warden, stop, WorkDir};
 
 /// Bound on each wait for an election or a role.
@@ -205,23 +206,7 @@ async fn three_processes_elect_replicate_and_survive_kill_9_of_the_leader() {
 
     // More txns than the leader keeps in memory for DIFF (500), so the killed server, when it
     // comes back, is synced by SNAP (snapshotSizeFactor=-1: not from the on-disk log).
-    let c = client(e.live()[0].client).await;
-    let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..600 {
-        let c = c.clone();
-        tasks.spawn(async move {
-            let path = format!("/m{i}");
-            tokio::time::timeout(OP, c.create(&path, path.as_bytes(), &persistent()))
-                .await
-                .expect("write in time")
-                .expect("write");
-            path
-        });
-    }
-    while let Some(path) = tasks.join_next().await {
-        acked.push(path.expect("writer task"));
-    }
-    drop(c);
+    acked.extend(write_many(e.live()[0].client, "m", 600).await);
 
     // The killed server restarts on its data directory and rejoins as a follower of the new leader.
     let idx = e.members.iter().position(|m| m.id == leader).unwrap();
@@ -394,24 +379,8 @@ async fn a_follower_2000_txns_behind_is_synced_by_diff_from_the_on_disk_log() {
         acked.push(path);
     }
     e.kill(lagging);
-    let mut tasks = tokio::task::JoinSet::new();
-    for chunk in (0..2000).collect::<Vec<_>>().chunks(50) {
-        for &i in chunk {
-            let c = c.clone();
-            tasks.spawn(async move {
-                let path = format!("/d{i}");
-                tokio::time::timeout(OP, c.create(&path, path.as_bytes(), &persistent()))
-                    .await
-                    .expect("write in time")
-                    .expect("write");
-                path
-            });
-        }
-        while let Some(path) = tasks.join_next().await {
-            acked.push(path.expect("writer task"));
-        }
-    }
     drop(c);
+    acked.extend(write_many(leader_addr, "d", 2000).await);
     let (diffs, snaps) = (mntr_count(leader_addr, "diff_count"), mntr_count(leader_addr, "snap_count"));
 
     let idx = e.members.iter().position(|m| m.id == lagging).unwrap();

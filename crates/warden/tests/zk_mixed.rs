@@ -78,13 +78,7 @@ async fn exercise(via: SocketAddr, other: SocketAddr, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn zookeeper_leader_syncs_a_warden_follower_by_diff_and_by_snap() {
     let mut e = Mixed::new(&[Kind::Warden, Kind::ZooKeeper, Kind::ZooKeeper]);
-    // Two servers first, so the leader is certain (both end up voting for the higher sid); with
-    // all three at once a loaded machine can let server.2 win a race, as in ZooKeeper itself.
-    e.start(3);
-    e.start(1);
-    e.wait_roles(3).await;
-    e.start(2);
-    e.wait_roles(3).await;
+    e.start_with_3_leading().await;
     let (warden, zk_leader) = (e.member(1).client, e.member(3).client);
 
     // Broadcast: PROPOSAL/COMMIT from ZooKeeper's leader applied on Warden.
@@ -128,11 +122,7 @@ async fn zookeeper_leader_syncs_a_warden_follower_by_diff_and_by_snap() {
 async fn warden_leader_syncs_a_zookeeper_follower_by_snap() {
     let mut e = Mixed::new(&[Kind::ZooKeeper, Kind::ZooKeeper, Kind::Warden]);
     e.set_extra(3, "snapshotSizeFactor=-1\n");
-    e.start(3);
-    e.start(1);
-    e.wait_roles(3).await;
-    e.start(2);
-    e.wait_roles(3).await;
+    e.start_with_3_leading().await;
     let (warden, zk1) = (e.member(3).client, e.member(1).client);
 
     let mut acked = write_many(warden, "a", 20).await;
@@ -160,11 +150,7 @@ async fn warden_leader_syncs_a_zookeeper_follower_by_snap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn warden_leader_syncs_a_zookeeper_follower_by_diff_from_its_on_disk_log() {
     let mut e = Mixed::new(&[Kind::ZooKeeper, Kind::ZooKeeper, Kind::Warden]);
-    e.start(3);
-    e.start(1);
-    e.wait_roles(3).await;
-    e.start(2);
-    e.wait_roles(3).await;
+    e.start_with_3_leading().await;
     let (warden, zk1) = (e.member(3).client, e.member(1).client);
     let mut acked = write_many(warden, "a", 20).await;
     check(zk1, "ZooKeeper follower, broadcast from Warden", &acked).await;

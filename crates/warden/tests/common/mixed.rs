@@ -273,6 +273,17 @@ impl Mixed {
         acked
     }
 
+    /// Starts a 3-server ensemble with server.3 certain to lead: servers 3 and 1 first (both end
+    /// up voting for the higher sid), then server 2 once they have settled. With all three at
+    /// once a loaded machine can let server.2 win a race, as in ZooKeeper itself.
+    pub async fn start_with_3_leading(&mut self) {
+        self.start(3);
+        self.start(1);
+        self.wait_roles(3).await;
+        self.start(2);
+        self.wait_roles(3).await;
+    }
+
     /// Waits until every live server reports leader or follower with `leader` the one leader.
     pub async fn wait_roles(&mut self, leader: u64) {
         let deadline = Instant::now() + ELECT;
