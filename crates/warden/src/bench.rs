@@ -37,6 +37,7 @@ use serde::Serialize;
 use zookeeper_client as zk;
 
 mod connect;
+mod raw;
 mod sessions;
 
 /// Keys per bucket directory (and so the size of a getChildren answer).

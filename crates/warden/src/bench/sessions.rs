@@ -15,21 +15,19 @@
 //! 4. The sessions then stay for `--duration` (so a server's expiry and pings run at this size)
 //!    and close.
 
-use std::io::ErrorKind;
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use async_io::{Async, Timer};
-use bytes::{Bytes, BytesMut};
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use async_io::Timer;
+use futures_lite::AsyncWriteExt;
 use serde::Serialize;
-use warden_proto::connect::{ConnectRequest, ConnectResponse};
-use warden_proto::frame::FrameDecoder;
 use warden_proto::header::ReplyHeader;
 use warden_proto::request::{CreateRequest, PathWatch, Request, SetDataRequest};
+
+use super::raw::{rss_kib, Session};
 use warden_proto::{Acl, Reader, Record};
 
 use super::BenchArgs;
@@ -253,80 +251,7 @@ fn print(r: &SessionsReport) {
     }
 }
 
-/// The summed VmRSS of `pids`, in KiB; `None` without pids or if one cannot be read.
-fn rss_kib(pids: &[u32]) -> Option<u64> {
-    if pids.is_empty() {
-        return None;
-    }
-    let mut total = 0;
-    for pid in pids {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-        total += line.split_whitespace().nth(1)?.parse::<u64>().ok()?;
-    }
-    Some(total)
-}
-
-/// One raw client connection with its session.
-struct Session {
-    stream: Async<TcpStream>,
-    buf: BytesMut,
-}
-
 impl Session {
-    async fn connect(addr: SocketAddr, timeout_ms: i32) -> anyhow::Result<Session> {
-        let mut stream = Async::<TcpStream>::connect(addr).await.context("connect")?;
-        let req = ConnectRequest::new_session(timeout_ms);
-        stream.write_all(&warden_proto::frame::encode_frame(&req)).await.context("send ConnectRequest")?;
-        let mut s = Session { stream, buf: BytesMut::with_capacity(256) };
-        let frame = s.next_frame().await?;
-        let resp = ConnectResponse::decode(&mut Reader::new(&frame)).context("ConnectResponse")?;
-        if resp.session_id == 0 {
-            bail!("session refused");
-        }
-        Ok(s)
-    }
-
-    /// Sends `req` with `xid` and waits for its reply (skipping notifications); its error code.
-    async fn call(&mut self, xid: i32, req: &Request) -> anyhow::Result<i32> {
-        self.stream.write_all(&req.encode_frame(xid)).await?;
-        loop {
-            let frame = self.next_frame().await?;
-            let hdr = ReplyHeader::decode(&mut Reader::new(&frame))?;
-            if hdr.xid == xid {
-                return Ok(hdr.err);
-            }
-        }
-    }
-
-    /// The next whole frame's body; reads more as needed.
-    async fn next_frame(&mut self) -> anyhow::Result<Bytes> {
-        loop {
-            if let Some(frame) = self.take_frame()? {
-                return Ok(frame);
-            }
-            self.fill().await?;
-        }
-    }
-
-    fn take_frame(&mut self) -> anyhow::Result<Option<Bytes>> {
-        Ok(FrameDecoder::default().decode(&mut self.buf)?)
-    }
-
-    /// One read into the buffer (cancel-safe: a read either happened or did not).
-    async fn fill(&mut self) -> anyhow::Result<()> {
-        let mut chunk = [0u8; 1024];
-        match self.stream.read(&mut chunk).await {
-            Ok(0) => bail!("connection closed by the server"),
-            Ok(n) => {
-                self.buf.extend_from_slice(&chunk[..n]);
-                Ok(())
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => Ok(()),
-            Err(e) => Err(e.into()),
-        }
-    }
-
     /// Keeps the session alive until `stop` closes: PINGs every third of the timeout, sets the
     /// watch (when given a path) and counts its notification.
     async fn idle(

@@ -1,0 +1,101 @@
+//! The raw-protocol client the scale workloads (sessions, watches, expiry, reconnect) share: one
+//! socket, a small buffer and no client library in the way, so that a session costs the bench
+//! little and tens of thousands fit in one process.
+
+use std::io::ErrorKind;
+use std::net::{SocketAddr, TcpStream};
+
+use anyhow::{bail, Context};
+use async_io::Async;
+use bytes::{Bytes, BytesMut};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use warden_proto::connect::{ConnectRequest, ConnectResponse};
+use warden_proto::frame::FrameDecoder;
+use warden_proto::header::ReplyHeader;
+use warden_proto::request::Request;
+use warden_proto::{Reader, Record};
+
+/// The summed VmRSS of `pids`, in KiB; `None` without pids or if one cannot be read.
+pub(super) fn rss_kib(pids: &[u32]) -> Option<u64> {
+    if pids.is_empty() {
+        return None;
+    }
+    let mut total = 0;
+    for pid in pids {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        total += line.split_whitespace().nth(1)?.parse::<u64>().ok()?;
+    }
+    Some(total)
+}
+
+/// One raw client connection with its session.
+pub(super) struct Session {
+    pub(super) stream: Async<TcpStream>,
+    pub(super) buf: BytesMut,
+}
+
+impl Session {
+    /// A new session with `timeout_ms`; refused sessions are an error.
+    pub(super) async fn connect(addr: SocketAddr, timeout_ms: i32) -> anyhow::Result<Session> {
+        let (s, resp) = Session::handshake(addr, &ConnectRequest::new_session(timeout_ms)).await?;
+        if resp.session_id == 0 {
+            bail!("session refused");
+        }
+        Ok(s)
+    }
+
+    /// Dials `addr`, sends `req` and reads the ConnectResponse (a session id of 0 means the
+    /// server refused or expired the session; the caller decides).
+    pub(super) async fn handshake(
+        addr: SocketAddr,
+        req: &ConnectRequest,
+    ) -> anyhow::Result<(Session, ConnectResponse)> {
+        let mut stream = Async::<TcpStream>::connect(addr).await.context("connect")?;
+        stream.write_all(&warden_proto::frame::encode_frame(req)).await.context("send ConnectRequest")?;
+        let mut s = Session { stream, buf: BytesMut::with_capacity(256) };
+        let frame = s.next_frame().await?;
+        let resp = ConnectResponse::decode(&mut Reader::new(&frame)).context("ConnectResponse")?;
+        Ok((s, resp))
+    }
+
+    /// Sends `req` with `xid` and waits for its reply (skipping notifications); its error code.
+    pub(super) async fn call(&mut self, xid: i32, req: &Request) -> anyhow::Result<i32> {
+        self.stream.write_all(&req.encode_frame(xid)).await?;
+        loop {
+            let frame = self.next_frame().await?;
+            let hdr = ReplyHeader::decode(&mut Reader::new(&frame))?;
+            if hdr.xid == xid {
+                return Ok(hdr.err);
+            }
+        }
+    }
+
+    /// The next whole frame's body; reads more as needed.
+    pub(super) async fn next_frame(&mut self) -> anyhow::Result<Bytes> {
+        loop {
+            if let Some(frame) = self.take_frame()? {
+                return Ok(frame);
+            }
+            self.fill().await?;
+        }
+    }
+
+    pub(super) fn take_frame(&mut self) -> anyhow::Result<Option<Bytes>> {
+        Ok(FrameDecoder::default().decode(&mut self.buf)?)
+    }
+
+    /// One read into the buffer (cancel-safe: a read either happened or did not).
+    pub(super) async fn fill(&mut self) -> anyhow::Result<()> {
+        let mut chunk = [0u8; 1024];
+        match self.stream.read(&mut chunk).await {
+            Ok(0) => bail!("connection closed by the server"),
+            Ok(n) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                Ok(())
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
