@@ -15,7 +15,7 @@ pub mod session;
 mod stats;
 mod writes;
 
-pub use node::{Clock, ConnId, Input, Node, NodeConfig, Output, RestoreRefused};
+pub use node::{Clock, ConnId, Input, Node, NodeConfig, Output, RestoreRefused, EXPIRY_BATCH};
 pub use reads::digest_identities;
 pub use roles::{QuorumOutput, QuorumSetup, RoleKind, SnapshotData};
 pub use sasl::SaslOutcome;

@@ -225,7 +225,16 @@ pub struct Node {
     pub(crate) mode: Mode,
     /// Read-only mode: sessions created locally, never replicated (`read_only.rs`).
     pub(crate) local_sessions: BTreeSet<i64>,
+    /// Expired sessions (marked closing) whose closeSession is not proposed yet, oldest first.
+    pub(crate) expiring: VecDeque<i64>,
+    /// The last closeSession proposed for an expiry: the next batch waits until it applied.
+    pub(crate) expiry_zxid: i64,
 }
+
+/// At most this many expired sessions' closeSession txns are in flight at once: an expiry storm
+/// goes out in batches, each proposed once the one before has applied, so that the requests of
+/// everyone else are served between them instead of queueing behind thousands of closes.
+pub const EXPIRY_BATCH: usize = 256;
 
 impl Node {
     pub fn new(cfg: NodeConfig, now: Clock) -> Self {
@@ -249,6 +258,8 @@ impl Node {
             response_sizes: Default::default(),
             mode: Mode::Standalone { in_flight: VecDeque::new() },
             local_sessions: BTreeSet::new(),
+            expiring: VecDeque::new(),
+            expiry_zxid: 0,
         }
     }
 
@@ -365,6 +376,9 @@ impl Node {
                 Mode::Standalone { .. } => tracing::warn!(input = ?other, "quorum input on a standalone node ignored"),
                 Mode::Ensemble(_) => self.quorum_input(other, out),
             },
+        }
+        if !self.expiring.is_empty() {
+            self.propose_expiries(out);
         }
     }
 
@@ -917,15 +931,36 @@ impl Node {
                 return;
             }
         }
-        for id in self.sessions.expire(self.now.mono_ms) {
-            self.counters.stale_sessions_expired += 1;
-            let zxid = self.next_zxid();
-            let txn = self.prep.prep_close_session(&self.tree, id, zxid);
-            self.propose(id, 0, txn, Origin::Internal, out);
-        }
+        let expired = self.sessions.expire(self.now.mono_ms);
+        self.counters.stale_sessions_expired += expired.len() as u64;
+        self.expiring.extend(expired);
         if self.now.mono_ms.saturating_sub(self.last_reap_ms) >= self.cfg.container_check_interval_ms {
             self.last_reap_ms = self.now.mono_ms;
             self.reap(out);
+        }
+    }
+
+    /// Proposes the next batch of expired sessions' closeSession txns, once the last batch has
+    /// applied (`EXPIRY_BATCH`). Only where proposals are made; a role change empties the queue
+    /// (a new leader gives every session a fresh deadline).
+    fn propose_expiries(&mut self, out: &mut Vec<Output>) {
+        let proposing = match self.mode {
+            Mode::Standalone { .. } => true,
+            Mode::Ensemble(_) => self.is_established_leader(),
+        };
+        if !proposing || self.last_processed_zxid() < self.expiry_zxid {
+            return;
+        }
+        let mut proposed = 0;
+        while proposed < EXPIRY_BATCH {
+            let Some(id) = self.expiring.pop_front() else { break };
+            if !self.sessions.get(id).is_some_and(|s| s.closing) {
+                continue;
+            }
+            let zxid = self.next_zxid();
+            let txn = self.prep.prep_close_session(&self.tree, id, zxid);
+            self.expiry_zxid = self.propose(id, 0, txn, Origin::Internal, out);
+            proposed += 1;
         }
     }
 

@@ -629,3 +629,58 @@ fn bytes_per_namespace_are_counted_as_zookeeper_counts_them() {
     assert_eq!((w.count, w.sum, w.min, w.max), (4, 3 + 5 + 5 + 4, 3, 5));
     assert_eq!((r.count, r.sum, r.min, r.max), (3, 73 + 70 + 70, 70, 73));
 }
+
+/// An expiry storm goes out in batches: a tick that expires more sessions than `EXPIRY_BATCH`
+/// proposes one batch, a client's write made meanwhile is proposed right after it, and each
+/// later batch follows once the one before is durable, until every session's ephemeral is gone.
+#[test]
+fn an_expiry_storm_is_proposed_in_batches_with_other_writes_between() {
+    const SESSIONS: usize = 600;
+    let mut h = Harness::new();
+    for i in 0..SESSIONS {
+        let conn = i as u64 + 1;
+        h.connect(conn, 0, vec![0; 16]);
+        h.request(conn, 1, create(&format!("/e{i}"), 1));
+    }
+    let bystander = 100_000;
+    let req = ConnectRequest { timeout_ms: 10_000, passwd: vec![0; 16], ..Default::default() };
+    h.step(Input::Connect { conn: bystander, addr: addr(), req, x509: None });
+    h.now.mono_ms += 1_300;
+
+    let persisted = |out: &mut Vec<Output>| -> Vec<(i64, bool)> {
+        std::mem::take(out)
+            .into_iter()
+            .filter_map(|o| match o {
+                Output::Persist { hdr, txn } => Some((hdr.zxid, matches!(*txn, Txn::CloseSession { .. }))),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut out = Vec::new();
+    h.node.step(h.now, Input::Tick, &mut out);
+    let first = persisted(&mut out);
+    assert_eq!(first.len(), crate::EXPIRY_BATCH);
+    assert!(first.iter().all(|&(_, close)| close));
+    // The bystander's write is proposed at once, before any further close.
+    h.node.step(h.now, Input::Request { conn: bystander, xid: 1, req: create("/b", 0) }, &mut out);
+    let write = persisted(&mut out);
+    assert_eq!(write, vec![(first.last().unwrap().0 + 1, false)]);
+    let mut closes = first.len();
+    let mut last = write[0].0;
+    let mut rounds = 1;
+    loop {
+        h.node.step(h.now, Input::Durable { zxid: last }, &mut out);
+        h.node.check_invariants().unwrap();
+        let batch = persisted(&mut out);
+        let Some(&(zxid, _)) = batch.last() else { break };
+        assert!(batch.len() <= crate::EXPIRY_BATCH && batch.iter().all(|&(_, close)| close), "{batch:?}");
+        closes += batch.len();
+        last = zxid;
+        rounds += 1;
+    }
+    assert_eq!(closes, SESSIONS);
+    assert_eq!(rounds, SESSIONS.div_ceil(crate::EXPIRY_BATCH));
+    assert_eq!(h.node.tree().ephemerals_count(), 0);
+    assert!(h.node.tree().node("/b").is_some());
+    assert_eq!(h.node.counters().stale_sessions_expired, SESSIONS as u64);
+}

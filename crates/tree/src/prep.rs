@@ -59,6 +59,13 @@ struct ChangeRecord {
     superseded: bool,
 }
 
+impl ChangeRecord {
+    /// The node's ephemeral owner (a session, container or TTL marker), if it has one.
+    fn owner(&self) -> Option<i64> {
+        self.node.as_ref().map(|n| n.stat.ephemeral_owner).filter(|&o| o != 0)
+    }
+}
+
 /// What an applied record does to `applied_parents`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Then {
@@ -86,6 +93,9 @@ pub struct Prep {
     latest: HashMap<Arc<str>, u64, crate::FastHash>,
     next_seq: u64,
     applied_parents: HashMap<Arc<str>, PendingNode, crate::FastHash>,
+    /// Outstanding records of a node with an ephemeral owner, per owner: a closeSession looks
+    /// through the records for its session's new ephemerals only when it has some.
+    owned: HashMap<i64, u32, crate::FastHash>,
     /// Change records added, and dropped once their txn was applied, in this `Prep`'s life
     /// (ZooKeeper's `outstanding_changes_queued` / `outstanding_changes_removed`).
     queued: u64,
@@ -253,6 +263,9 @@ impl Prep {
         let rec = ChangeRecord { seq: self.next_seq, zxid, path: path.clone(), node, then, superseded: false };
         self.next_seq += 1;
         self.queued += 1;
+        if let Some(owner) = rec.owner() {
+            *self.owned.entry(owner).or_default() += 1;
+        }
         if let Some(older) = self.latest.insert(path, rec.seq) {
             let front = self.outstanding.front().map_or(rec.seq, |r| r.seq);
             if let Some(r) = self.outstanding.get_mut((older - front) as usize) {
@@ -262,11 +275,24 @@ impl Prep {
         self.outstanding.push_back(rec);
     }
 
+    /// `r` leaves `outstanding`: one record fewer for its owner.
+    fn disown(&mut self, r: &ChangeRecord) {
+        if let Some(owner) = r.owner() {
+            if let Some(n) = self.owned.get_mut(&owner) {
+                *n -= 1;
+                if *n == 0 {
+                    self.owned.remove(&owner);
+                }
+            }
+        }
+    }
+
     /// Drops every record of `zxid` (a failed multi) and restores the latest-per-path map.
     fn rollback(&mut self, zxid: i64) {
         let mut touched = BTreeSet::new();
         while self.outstanding.back().is_some_and(|r| r.zxid == zxid) {
             if let Some(r) = self.outstanding.pop_back() {
+                self.disown(&r);
                 // Keep the sequence numbers consecutive.
                 self.next_seq = r.seq;
                 touched.insert(r.path);
@@ -288,6 +314,7 @@ impl Prep {
     pub fn applied(&mut self, zxid: i64) {
         while self.outstanding.front().is_some_and(|r| r.zxid <= zxid) {
             let Some(r) = self.outstanding.pop_front() else { break };
+            self.disown(&r);
             self.removed += 1;
             if !r.superseded {
                 self.latest.remove(&r.path);
@@ -314,6 +341,7 @@ impl Prep {
     /// changes next by txns prepped elsewhere).
     pub fn clear(&mut self) {
         self.outstanding.clear();
+        self.owned.clear();
         self.latest.clear();
         self.applied_parents.clear();
     }
@@ -474,17 +502,18 @@ impl Prep {
     /// The closeSession txn for `session_id`: the session's ephemerals in the tree, adjusted by
     /// pending creates and deletes; records their deletion as pending.
     pub fn prep_close_session(&mut self, tree: &DataTree, session_id: i64, zxid: i64) -> Txn {
-        let mut es: BTreeSet<String> = tree.ephemerals(session_id).into_iter().collect();
-        for r in &self.outstanding {
-            match &r.node {
-                None => {
-                    es.remove(&*r.path);
-                }
-                Some(n) if n.stat.ephemeral_owner == session_id => {
-                    es.insert(r.path.to_string());
-                }
-                Some(_) => {}
-            }
+        // The session's ephemerals once pending changes apply: the tree's, less those whose latest
+        // record deletes them (or, after a delete, makes them another's), plus those pending
+        // records create. Thousands of sessions expiring in one tick each cost their own nodes
+        // only, not a pass over every outstanding record.
+        let ours = |r: &ChangeRecord| r.node.as_ref().is_some_and(|n| n.stat.ephemeral_owner == session_id);
+        let mut es: BTreeSet<String> = tree
+            .ephemeral_paths(session_id)
+            .filter(|p| self.latest_record(p).is_none_or(ours))
+            .map(str::to_string)
+            .collect();
+        if self.owned.contains_key(&session_id) {
+            es.extend(self.outstanding.iter().filter(|r| !r.superseded && ours(r)).map(|r| r.path.to_string()));
         }
         for path in &es {
             if let Ok((parent_path, parent)) = self.record_with_path(tree, crate::path::parent(path)) {
@@ -525,6 +554,13 @@ impl Prep {
         }
         if newest.len() != self.latest.len() {
             return Err(format!("{} paths pending, {} in latest map", newest.len(), self.latest.len()));
+        }
+        let mut owned: HashMap<i64, u32, crate::FastHash> = HashMap::default();
+        for owner in self.outstanding.iter().filter_map(ChangeRecord::owner) {
+            *owned.entry(owner).or_default() += 1;
+        }
+        if owned != self.owned {
+            return Err(format!("records per ephemeral owner {owned:?}, counted {:?}", self.owned));
         }
         for (path, seq) in &self.latest {
             if newest.get(&**path) != Some(seq) {

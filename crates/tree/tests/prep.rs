@@ -339,17 +339,26 @@ fn close_session_includes_pending_ephemerals() {
     let mut h = Harness::new();
     h.write(7, create("/a", 1)).unwrap();
     h.write(7, create("/b", 1)).unwrap();
+    h.write(7, create("/d", 1)).unwrap();
     let (h1, t1) = h.prep_only(7, &create("/c", 1)).unwrap();
     let (h2, t2) = h.prep_only(7, &delete("/b", -1)).unwrap();
+    // /d is deleted and made again by session 9, pending: it is not 7's to delete.
+    let (h3, t3) = h.prep_only(7, &delete("/d", -1)).unwrap();
+    let (h4, t4) = h.prep_only(9, &create("/d", 1)).unwrap();
+    // A pending setData of 7's /a keeps it 7's.
+    let (h5, t5) = h.prep_only(8, &set_data("/a", b"x", -1)).unwrap();
     h.zxid += 1;
     let close = h.prep.prep_close_session(&h.tree, 7, h.zxid);
     assert_eq!(close, Txn::CloseSession { paths_to_delete: vec!["/a".into(), "/c".into()] });
     let hc = h.header(7, h.zxid, &close);
     // After the close is prepped, the session's nodes are pending deletes.
     assert_eq!(h.prep_only(8, &set_data("/a", b"", -1)).map(|_| ()), Err(ErrorCode::NoNode));
-    h.apply(&h1, &t1);
-    h.apply(&h2, &t2);
+    for (hdr, txn) in [(h1, t1), (h2, t2), (h3, t3), (h4, t4), (h5, t5)] {
+        h.apply(&hdr, &txn);
+    }
     h.apply(&hc, &close);
+    assert_eq!(h.tree.ephemerals(9), vec!["/d".to_string()]);
+    h.close_session(9);
     assert!(h.tree.ephemerals(7).is_empty());
     assert_eq!(h.tree.children("/").unwrap(), vec!["zookeeper"]);
     assert_eq!(h.prep.pending_count(), 0);

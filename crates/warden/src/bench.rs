@@ -37,6 +37,7 @@ use serde::Serialize;
 use zookeeper_client as zk;
 
 mod connect;
+mod expiry;
 mod raw;
 mod sessions;
 
@@ -71,7 +72,9 @@ pub struct BenchArgs {
     /// One of create, setData (set), getData (get), getChildren (children), exists, delete, multi,
     /// sync, syncGet (sync then getData, timed as one), mixed, connect (new connections: see
     /// bench/connect.rs), sessions (idle sessions on raw connections, their memory and, with
-    /// --watches, a watch storm: see bench/sessions.rs); or weights such as `get=70,set=30`.
+    /// --watches, a watch storm: see bench/sessions.rs), expiry (sessions whose clients vanish
+    /// at once, and a bystander's write latency meanwhile: see bench/expiry.rs); or weights
+    /// such as `get=70,set=30`.
     /// mixed = getData=35,setData=15,exists=15, getChildren=10,create=10,delete=10,multi=5.
     #[arg(long, default_value = "mixed")]
     workload: String,
@@ -750,12 +753,16 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         return block_on(connect::run(args, tls.map(|t| t.1)));
     }
-    if args.workload.trim().eq_ignore_ascii_case("sessions") {
+    let raw = args.workload.trim().to_ascii_lowercase();
+    if matches!(raw.as_str(), "sessions" | "expiry") {
         if tls.is_some() {
-            bail!("the sessions workload speaks plaintext only");
+            bail!("the {raw} workload speaks plaintext only");
         }
         let json = args.json.clone();
-        return block_on(sessions::run(args, json));
+        return match raw.as_str() {
+            "sessions" => block_on(sessions::run(args, json)),
+            _ => block_on(expiry::run(args, json)),
+        };
     }
     let workload = parse_workload(&args.workload)?;
     if args.keys == 0 {

@@ -8,6 +8,8 @@ impl Node {
         self.close_all_connections(out);
         self.forget_local_sessions();
         self.prep.clear();
+        self.expiring.clear();
+        self.expiry_zxid = 0;
         let applied = self.tree.last_processed_zxid();
         let q = self.ensemble_mut();
         q.origins.clear();

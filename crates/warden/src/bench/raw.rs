@@ -4,9 +4,10 @@
 
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
-use async_io::Async;
+use async_io::{Async, Timer};
 use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use warden_proto::connect::{ConnectRequest, ConnectResponse};
@@ -61,12 +62,52 @@ impl Session {
 
     /// Sends `req` with `xid` and waits for its reply (skipping notifications); its error code.
     pub(super) async fn call(&mut self, xid: i32, req: &Request) -> anyhow::Result<i32> {
+        Ok(self.call_body(xid, req).await?.0.err)
+    }
+
+    /// Sends `req` with `xid` and waits for its reply (skipping notifications): the reply
+    /// header and the body after it.
+    pub(super) async fn call_body(&mut self, xid: i32, req: &Request) -> anyhow::Result<(ReplyHeader, Bytes)> {
         self.stream.write_all(&req.encode_frame(xid)).await?;
         loop {
-            let frame = self.next_frame().await?;
-            let hdr = ReplyHeader::decode(&mut Reader::new(&frame))?;
+            let mut frame = self.next_frame().await?;
+            let mut r = Reader::new(&frame);
+            let hdr = ReplyHeader::decode(&mut r)?;
             if hdr.xid == xid {
-                return Ok(hdr.err);
+                let used = frame.len() - r.remaining();
+                return Ok((hdr, frame.split_off(used)));
+            }
+        }
+    }
+
+    /// Keeps the session alive until `stop` closes (PINGs every third of `timeout_ms`, reads and
+    /// drops whatever arrives), then drops the connection without closing the session.
+    pub(super) async fn keep_alive(mut self, timeout_ms: i32, stop: async_channel::Receiver<()>) -> anyhow::Result<()> {
+        let ping_every = Duration::from_millis(u64::try_from(timeout_ms / 3).unwrap_or(1000).max(100));
+        loop {
+            enum Step {
+                Read(anyhow::Result<()>),
+                Ping,
+                Stop,
+            }
+            let step = futures_lite::future::or(
+                futures_lite::future::or(async { Step::Read(self.fill().await) }, async {
+                    Timer::after(ping_every).await;
+                    Step::Ping
+                }),
+                async {
+                    let _ = stop.recv().await;
+                    Step::Stop
+                },
+            )
+            .await;
+            match step {
+                Step::Stop => return Ok(()),
+                Step::Ping => self.stream.write_all(&Request::Ping.encode_frame(-2)).await?,
+                Step::Read(r) => {
+                    r?;
+                    while self.take_frame()?.is_some() {}
+                }
             }
         }
     }
