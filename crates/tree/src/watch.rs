@@ -182,7 +182,7 @@ impl WatchManager {
     /// Counts for `wchs` (ZooKeeper reports the data table).
     pub fn summary(&self, table: WatchTableKind) -> WatchSummary {
         let t = self.table(table);
-        WatchSummary { connections: t.by_connection().len(), paths: t.by_path().len(), total: t.size() }
+        WatchSummary { connections: t.connection_count(), paths: t.path_count(), total: t.size() }
     }
 
     /// Paths per connection for `wchc` (ZooKeeper reports the data table).

@@ -116,6 +116,16 @@ impl WatchTable {
         self.by_path.values().map(BTreeSet::len).sum()
     }
 
+    /// Connections with at least one registration.
+    pub fn connection_count(&self) -> usize {
+        self.by_conn.len()
+    }
+
+    /// Paths with at least one registration.
+    pub fn path_count(&self) -> usize {
+        self.by_path.len()
+    }
+
     /// Paths watched per connection.
     pub fn by_connection(&self) -> BTreeMap<u64, Vec<String>> {
         self.by_conn.iter().map(|(c, m)| (*c, m.keys().cloned().collect())).collect()

@@ -40,6 +40,7 @@ mod connect;
 mod expiry;
 mod raw;
 mod sessions;
+mod watches;
 
 /// Keys per bucket directory (and so the size of a getChildren answer).
 const BUCKET: usize = 100;
@@ -73,8 +74,9 @@ pub struct BenchArgs {
     /// sync, syncGet (sync then getData, timed as one), mixed, connect (new connections: see
     /// bench/connect.rs), sessions (idle sessions on raw connections, their memory and, with
     /// --watches, a watch storm: see bench/sessions.rs), expiry (sessions whose clients vanish
-    /// at once, and a bystander's write latency meanwhile: see bench/expiry.rs); or weights
-    /// such as `get=70,set=30`.
+    /// at once, and a bystander's write latency meanwhile: see bench/expiry.rs), watches (a
+    /// watch per session on each of --keys nodes: memory per watch and the wchs/wchc/wchp
+    /// answers: see bench/watches.rs); or weights such as `get=70,set=30`.
     /// mixed = getData=35,setData=15,exists=15, getChildren=10,create=10,delete=10,multi=5.
     #[arg(long, default_value = "mixed")]
     workload: String,
@@ -754,13 +756,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         return block_on(connect::run(args, tls.map(|t| t.1)));
     }
     let raw = args.workload.trim().to_ascii_lowercase();
-    if matches!(raw.as_str(), "sessions" | "expiry") {
+    if matches!(raw.as_str(), "sessions" | "expiry" | "watches") {
         if tls.is_some() {
             bail!("the {raw} workload speaks plaintext only");
         }
         let json = args.json.clone();
         return match raw.as_str() {
             "sessions" => block_on(sessions::run(args, json)),
+            "watches" => block_on(watches::run(args, json)),
             _ => block_on(expiry::run(args, json)),
         };
     }

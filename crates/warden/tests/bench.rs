@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 const BIN: &str = env!("CARGO_BIN_EXE_warden");
 
 mod common;
-use common::{free_port, start_standalone};
+use common::{free_port, start_standalone, start_standalone_with};
 
 fn f(v: &serde_json::Value, key: &str) -> f64 {
     v[key].as_f64().unwrap_or_else(|| panic!("{key} missing in {v}"))
@@ -179,4 +179,57 @@ fn bench_sessions_notifies_every_session_once_and_reads_the_servers_rss() {
     assert!(f(&report, "rss_idle_kib") > 0.0 && f(storm, "rss_peak_kib") >= f(&report, "rss_idle_kib"), "{report}");
     assert!(report["rss_per_session_bytes"].is_number(), "{report}");
     assert!(stdout.contains("watch storm: 50 armed, 50 notified, 0 duplicates"), "{stdout}");
+}
+
+/// The expiry workload: sessions with an ephemeral each vanish at once; every ephemeral is gone
+/// within two ticks of the latest deadline, and the bystander's writes were measured idle, at
+/// the vanish and while the sessions expired.
+#[test]
+fn bench_expiry_sees_every_ephemeral_go_after_the_clients_vanish() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, port) = start_standalone_with(dir.path(), "tickTime=200\nmaxClientCnxns=0\n", |_| {});
+    let (report, stdout, _) = run_bench(
+        dir.path(),
+        port,
+        &["--workload", "expiry", "--sessions", "300", "--depth", "16"],
+        &["--warmup", "1s", "--session-timeout", "600ms"],
+    );
+    assert_eq!(
+        (f(&report, "established"), f(&report, "ephemerals"), f(&report, "left")),
+        (300.0, 300.0, 0.0),
+        "{report}"
+    );
+    assert!(f(&report, "first_gone_ms") > 0.0 && f(&report, "first_gone_ms") <= f(&report, "last_gone_ms"), "{report}");
+    assert!(f(&report, "last_gone_after_deadline_ms") <= 2.0 * 200.0 + 300.0, "later than two ticks: {report}");
+    for window in ["idle", "at_vanish", "during_expiry"] {
+        assert!(f(&report[window], "writes") > 0.0, "no bystander write {window}: {report}");
+    }
+    assert!(stdout.contains("ephemerals: 300 at the vanish"), "{stdout}");
+}
+
+/// The watches workload: every session watches every node, the RSS growth per watch is
+/// reported, and wchs/wchc/wchp answer with every watch.
+#[test]
+fn bench_watches_sets_every_watch_and_reads_the_watch_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, port) = start_standalone_with(dir.path(), "4lw.commands.whitelist=*\n", |_| {});
+    let pid = server.0.id().to_string();
+    let (report, stdout, _) = run_bench(
+        dir.path(),
+        port,
+        &["--workload", "watches", "--sessions", "20", "--keys", "700", "--depth", "8"],
+        &["--warmup", "0.3s", "--server-pid", &pid],
+    );
+    assert_eq!(f(&report, "watches"), 20.0 * 700.0, "{report}");
+    assert!(report["rss_per_watch_bytes"].is_number(), "{report}");
+    let commands = report["commands"].as_array().unwrap();
+    let lines = |name: &str| {
+        let c = commands.iter().find(|c| c["command"] == name).unwrap_or_else(|| panic!("{name} missing: {report}"));
+        f(c, "lines")
+    };
+    assert_eq!(lines("wchs"), 2.0, "{report}");
+    // wchc: a line per session and per watch; wchp: a line per path and per watch.
+    assert_eq!(lines("wchc"), 20.0 + 14_000.0, "{report}");
+    assert_eq!(lines("wchp"), 700.0 + 14_000.0, "{report}");
+    assert!(stdout.contains("14000 watches set"), "{stdout}");
 }

@@ -30,12 +30,22 @@ impl Drop for Killed {
 /// `dir/data`, after `configure` has added its own arguments and environment, and waits until it
 /// answers `ruok`. Returns the server, killed when dropped, and its port.
 pub fn start_standalone(dir: &std::path::Path, configure: impl FnOnce(&mut std::process::Command)) -> (Killed, u16) {
+    start_standalone_with(dir, "", configure)
+}
+
+/// As [`start_standalone`], with `extra` appended to zoo.cfg (a later line wins, as in
+/// ZooKeeper's properties file).
+pub fn start_standalone_with(
+    dir: &std::path::Path,
+    extra: &str,
+    configure: impl FnOnce(&mut std::process::Command),
+) -> (Killed, u16) {
     let port = free_port();
     let data = dir.join("data");
     std::fs::create_dir_all(&data).expect("the data directory is created");
     let cfg = dir.join("zoo.cfg");
     let cfg_text = format!(
-        "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=ruok\n",
+        "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=ruok\n{extra}",
         data.display()
     );
     std::fs::write(&cfg, cfg_text).expect("the config is written");
