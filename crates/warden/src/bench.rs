@@ -38,6 +38,7 @@ use zookeeper_client as zk;
 
 mod connect;
 mod raw;
+mod reconnect;
 mod sessions;
 
 /// Keys per bucket directory (and so the size of a getChildren answer).
@@ -71,7 +72,9 @@ pub struct BenchArgs {
     /// One of create, setData (set), getData (get), getChildren (children), exists, delete, multi,
     /// sync, syncGet (sync then getData, timed as one), mixed, connect (new connections: see
     /// bench/connect.rs), sessions (idle sessions on raw connections, their memory and, with
-    /// --watches, a watch storm: see bench/sessions.rs); or weights such as `get=70,set=30`.
+    /// --watches, a watch storm: see bench/sessions.rs), reconnect (sessions over an ensemble
+    /// reconnecting after its leader is killed: see bench/reconnect.rs); or weights such as
+    /// `get=70,set=30`.
     /// mixed = getData=35,setData=15,exists=15, getChildren=10,create=10,delete=10,multi=5.
     #[arg(long, default_value = "mixed")]
     workload: String,
@@ -117,6 +120,10 @@ pub struct BenchArgs {
     /// (VmRSS, summed), comma-separated PIDs.
     #[arg(long, value_delimiter = ',')]
     server_pid: Vec<u32>,
+    /// The reconnect workload sends SIGKILL to this process (the ensemble's leader) after the
+    /// warm-up; without it, it waits for a connection to drop.
+    #[arg(long)]
+    kill_pid: Option<u32>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -756,6 +763,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         let json = args.json.clone();
         return block_on(sessions::run(args, json));
+    }
+    if args.workload.trim().eq_ignore_ascii_case("reconnect") {
+        if tls.is_some() {
+            bail!("the reconnect workload speaks plaintext only");
+        }
+        let json = args.json.clone();
+        return block_on(reconnect::run(args, json));
     }
     let workload = parse_workload(&args.workload)?;
     if args.keys == 0 {
