@@ -17,12 +17,14 @@
 //! 4. The storm is over when no session is down and no connection has dropped for a second; it may
 //!    last [`STORM_LIMIT`]. Reported: sessions disconnected after the kill, re-established,
 //!    expired, still down at the limit, the time from the kill to the last re-establishment, and
-//!    the per-session reconnect time (from the drop to the ConnectResponse) at p50, p99 and max.
+//!    the reconnect time (from a drop to the ConnectResponse that re-established the session; a
+//!    session dropped twice counts twice) at p50, p99 and max.
 //!    The run fails if any session expired, was not re-established, or none dropped at all.
 //!
 //! In ZooKeeper (and Warden) the followers drop their clients too while they elect a new leader,
 //! so every session reconnects, not only the dead leader's third.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -72,6 +74,8 @@ struct ReconnectReport {
     drops_before_kill: u64,
     /// Reconnect attempts, failed ones included.
     attempts: u64,
+    /// Failed attempts by what went wrong (`refused`, `closed`, `timed out`, or the error).
+    failed_attempts: BTreeMap<String, u64>,
     /// Unexpected failures (bad frames, a different session id in a ConnectResponse, ...).
     errors: u64,
     first_error: Option<String>,
@@ -79,7 +83,7 @@ struct ReconnectReport {
     kill_to_first_drop_ms: Option<f64>,
     /// From the kill to the last session re-established.
     kill_to_last_reconnect_ms: Option<f64>,
-    /// Per session: from its connection's drop to its ConnectResponse.
+    /// Per reconnect: from a connection's drop to the ConnectResponse re-establishing its session.
     reconnect_p50_ms: Option<f64>,
     reconnect_p99_ms: Option<f64>,
     reconnect_max_ms: Option<f64>,
@@ -101,6 +105,7 @@ struct Shared {
     drops: AtomicU64,
     drops_before_kill: AtomicU64,
     attempts: AtomicU64,
+    failed_attempts: Mutex<BTreeMap<String, u64>>,
     /// Set at the end of the warm-up when there is no `--kill-pid`: the next drop is the kill.
     armed: AtomicBool,
     /// Set when the leader is killed (or, without `--kill-pid`, at the first drop).
@@ -333,6 +338,7 @@ pub(super) async fn run(args: BenchArgs, json: Option<std::path::PathBuf>) -> an
     report.drops = shared.drops.load(Ordering::Relaxed);
     report.drops_before_kill = shared.drops_before_kill.load(Ordering::Relaxed);
     report.attempts = shared.attempts.load(Ordering::Relaxed);
+    report.failed_attempts = std::mem::take(&mut *shared.failed_attempts.lock().unwrap_or_else(|p| p.into_inner()));
     report.errors = shared.errors.load(Ordering::Relaxed);
     report.first_error = shared.first_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let ms = |us: u64| us as f64 / 1000.0;
@@ -413,23 +419,32 @@ async fn reconnect(
         let _ = gate.0.send(()).await;
         let answer = super::timeout(attempt_limit, Session::handshake(addr, &req)).await;
         let _ = gate.1.recv().await;
-        match answer {
+        let failure = match answer {
             Some(Ok((s, resp))) => {
                 if resp.session_id == 0 || resp.timeout_ms <= 0 {
                     return Reconnected::Expired;
                 }
                 if resp.session_id != me.session_id {
-                    return Reconnected::Failed(format!(
-                        "{addr} answered a reconnect with session {:#x}",
-                        resp.session_id
-                    ));
+                    let e = format!("{addr} answered a reconnect with session {:#x}", resp.session_id);
+                    return Reconnected::Failed(e);
                 }
                 me.timeout_ms = resp.timeout_ms;
                 return Reconnected::Yes(s);
             }
             // Refused, closed (the server is electing), or no answer in time: the next server.
-            Some(Err(_)) | None => {}
-        }
+            Some(Err(e)) => {
+                let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+                if chain[0] == "connect" {
+                    format!("refused ({})", chain.get(1).map_or("", String::as_str))
+                } else if chain.iter().any(|c| c.contains("closed by the server")) {
+                    "closed".to_string()
+                } else {
+                    chain.join(": ")
+                }
+            }
+            None => "timed out".to_string(),
+        };
+        *shared.failed_attempts.lock().unwrap_or_else(|p| p.into_inner()).entry(failure).or_default() += 1;
         let pause = Duration::from_millis(rand::thread_rng().gen_range(50..150));
         Timer::after(pause).await;
     }
@@ -462,6 +477,9 @@ fn print(r: &ReconnectReport) {
         f(r.reconnect_p99_ms),
         f(r.reconnect_max_ms)
     );
+    for (what, n) in &r.failed_attempts {
+        println!("failed attempts: {n} {what}");
+    }
     if let Some(e) = &r.first_error {
         println!("first error: {e}");
     }
