@@ -188,7 +188,7 @@ pub const ZOO_CFG_KEYS: &[ZooCfgKey] = &[
     ignored("localSessionsUpgradingEnabled", Plain, "true", "local sessions are not implemented: every session is global"),
     ignored("observerMasterPort", Plain, "2191", "observers follow the leader; there is no observer master"),
     ignored("connectToLearnerMasterLimit", Plain, "10", "observers follow the leader; there is no observer master"),
-    ignored("clientPortListenBacklog", Plain, "50", "not implemented: the client port listens with a fixed backlog"),
+    ignored("clientPortListenBacklog", Plain, "50", "not implemented: the client port listens with a backlog of 4096, capped by net.core.somaxconn"),
     ignored("electionAlg", Plain, "3", "Warden has fast leader election only (3, the only value ZooKeeper accepts)"),
     ignored("quorumListenOnAllIPs", Plain, "true", "not implemented: the quorum and election ports are bound on this server's own server.N address"),
     ignored("syncEnabled", Plain, "true", "not implemented"),

@@ -69,8 +69,7 @@ impl Server {
         let sasl = Arc::new(sasl::SaslServer::load(&cfg.sasl)?);
         std::fs::create_dir_all(&cfg.data_dir)
             .with_context(|| format!("creating dataDir {}", cfg.data_dir.display()))?;
-        let listener =
-            TcpListener::bind(cfg.client_addr()).await.with_context(|| format!("binding {}", cfg.client_addr()))?;
+        let listener = bind_client_port(cfg.client_addr()).with_context(|| format!("binding {}", cfg.client_addr()))?;
         let local_addr = listener.local_addr()?;
         let tls = match cfg.client_tls().context("client TLS (ssl.*)")? {
             Some(settings) => Some(Arc::new(tls::TlsContext::new(settings).context("client TLS (ssl.*)")?)),
@@ -85,7 +84,7 @@ impl Server {
             (None, _) => None,
             (Some(addr), None) => anyhow::bail!("secureClientPort {} needs ssl.keyStore.location", addr.port()),
             (Some(addr), Some(t)) => {
-                let l = TcpListener::bind(addr).await.with_context(|| format!("binding secureClientPort {addr}"))?;
+                let l = bind_client_port(addr).with_context(|| format!("binding secureClientPort {addr}"))?;
                 tracing::info!(addr = %l.local_addr()?, "serving TLS clients");
                 Some((l, t.clone()))
             }
@@ -237,6 +236,21 @@ pub fn raise_fd_limit() {
             "could not raise the open files limit to its hard limit"
         ),
     }
+}
+
+/// The listen backlog of the client ports; the kernel caps it at `net.core.somaxconn` (4096 by
+/// default since Linux 5.4). `TcpListener::bind` listens with 128 (the standard library's), and
+/// when thousands of sessions reconnect at once after a leader dies, an accept queue of 128
+/// overflows: the kernel drops the SYNs, and each of those clients waits out a one-second SYN
+/// retransmit (`ListenOverflows` in /proc/net/netstat; `scripts/bench-reconnect`).
+const CLIENT_LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds a client port with [`CLIENT_LISTEN_BACKLOG`] and SO_REUSEADDR (as `TcpListener::bind`).
+fn bind_client_port(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(CLIENT_LISTEN_BACKLOG)
 }
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ use zookeeper_client as zk;
 mod connect;
 mod expiry;
 mod raw;
+mod reconnect;
 mod sessions;
 mod watches;
 
@@ -76,7 +77,8 @@ pub struct BenchArgs {
     /// --watches, a watch storm: see bench/sessions.rs), expiry (sessions whose clients vanish
     /// at once, and a bystander's write latency meanwhile: see bench/expiry.rs), watches (a
     /// watch per session on each of --keys nodes: memory per watch and the wchs/wchc/wchp
-    /// answers: see bench/watches.rs); or weights such as `get=70,set=30`.
+    /// answers: see bench/watches.rs), reconnect (sessions over an ensemble reconnecting after
+    /// its leader is killed: see bench/reconnect.rs); or weights such as `get=70,set=30`.
     /// mixed = getData=35,setData=15,exists=15, getChildren=10,create=10,delete=10,multi=5.
     #[arg(long, default_value = "mixed")]
     workload: String,
@@ -122,6 +124,10 @@ pub struct BenchArgs {
     /// (VmRSS, summed), comma-separated PIDs.
     #[arg(long, value_delimiter = ',')]
     server_pid: Vec<u32>,
+    /// The reconnect workload sends SIGKILL to this process (the ensemble's leader) after the
+    /// warm-up; without it, it waits for a connection to drop.
+    #[arg(long)]
+    kill_pid: Option<u32>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -755,8 +761,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         return block_on(connect::run(args, tls.map(|t| t.1)));
     }
+    // The scale workloads speak the protocol themselves (bench/raw.rs), in plaintext.
     let raw = args.workload.trim().to_ascii_lowercase();
-    if matches!(raw.as_str(), "sessions" | "expiry" | "watches") {
+    if matches!(raw.as_str(), "sessions" | "expiry" | "watches" | "reconnect") {
         if tls.is_some() {
             bail!("the {raw} workload speaks plaintext only");
         }
@@ -764,6 +771,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         return match raw.as_str() {
             "sessions" => block_on(sessions::run(args, json)),
             "watches" => block_on(watches::run(args, json)),
+            "reconnect" => block_on(reconnect::run(args, json)),
             _ => block_on(expiry::run(args, json)),
         };
     }
