@@ -115,9 +115,20 @@ pub(crate) async fn accept_loop(
         };
         let conn = next_conn;
         next_conn += 1;
-        let ctx =
-            ConnCtx { peer, conn, cfg: cfg.clone(), sasl: sasl.clone(), edge: edge.clone(), events: events.clone() };
-        tasks.spawn(serve(stream, wire, ctx, guard));
+        let ctx = ConnCtx {
+            peer,
+            conn,
+            cfg: cfg.clone(),
+            sasl: sasl.clone(),
+            edge: edge.clone(),
+            events: events.clone(),
+            slot: guard,
+        };
+        match wire {
+            // The task is the plain connection's own future, not one sized for TLS as well.
+            Wire::Plain => tasks.spawn(serve_plain(stream, ctx)),
+            wire => tasks.spawn(Box::pin(serve(stream, wire, ctx))),
+        };
     }
     tasks.shutdown().await;
 }
@@ -160,10 +171,22 @@ struct ConnCtx {
     sasl: Arc<SaslServer>,
     edge: Arc<EdgeCounters>,
     events: mpsc::Sender<Event>,
+    /// The connection's place in the per-IP count, given back when its task ends.
+    slot: IpSlot,
 }
 
-async fn serve(stream: TcpStream, wire: Wire, ctx: ConnCtx, _slot: IpSlot) {
+/// A plaintext connection: counted, then served.
+fn serve_plain(stream: TcpStream, ctx: ConnCtx) -> impl std::future::Future<Output = ()> + Send {
     let _ = stream.set_nodelay(true);
+    let plain =
+        if ctx.peer.ip().is_loopback() { &ctx.edge.non_mtls_local_conn } else { &ctx.edge.non_mtls_remote_conn };
+    EdgeCounters::add(plain, 1);
+    let (rd, wr) = stream.into_split();
+    serve_stream(rd, wr, None, ctx)
+}
+
+/// A connection on a TLS or unified port.
+async fn serve(stream: TcpStream, wire: Wire, ctx: ConnCtx) {
     let tls = match wire {
         Wire::Plain => None,
         Wire::Tls(tls) => Some(tls),
@@ -176,23 +199,14 @@ async fn serve(stream: TcpStream, wire: Wire, ctx: ConnCtx, _slot: IpSlot) {
         },
     };
     match tls {
-        None => {
-            let plain = if ctx.peer.ip().is_loopback() {
-                &ctx.edge.non_mtls_local_conn
-            } else {
-                &ctx.edge.non_mtls_remote_conn
-            };
-            EdgeCounters::add(plain, 1);
-            let (rd, wr) = stream.into_split();
-            serve_stream(rd, wr, None, ctx).await
-        }
-        // Boxed: a plain connection's task is sized for its own path, not the TLS handshake's.
-        Some(tls) => Box::pin(serve_tls(stream, tls, ctx)).await,
+        None => serve_plain(stream, ctx).await,
+        Some(tls) => serve_tls(stream, tls, ctx).await,
     }
 }
 
 /// The TLS part of [`serve`]: the handshake, then the decrypted stream.
 async fn serve_tls(stream: TcpStream, tls: Arc<TlsContext>, ctx: ConnCtx) {
+    let _ = stream.set_nodelay(true);
     {
         {
             let Some(slot) = tls.handshake_slot() else {
@@ -266,50 +280,66 @@ impl<R: AsyncRead + Unpin + Send> ClientRead for Buffered<R> {
 
 /// Serves one connection over its (plain or decrypted) stream halves. `x509` is the subject of the
 /// client's verified certificate.
-async fn serve_stream<R, W>(mut rd: R, wr: W, x509: Option<String>, ctx: ConnCtx)
+///
+/// Not an `async fn`: an async block holds what it captures once, where an `async fn` keeps its
+/// arguments and their moved copies both, and this future is most of an idle connection's cost.
+#[allow(clippy::manual_async_fn)] // on purpose: see above
+fn serve_stream<R, W>(
+    mut rd: R,
+    mut wr: W,
+    x509: Option<String>,
+    ctx: ConnCtx,
+) -> impl std::future::Future<Output = ()> + Send
 where
-    R: ClientRead,
+    R: ClientRead + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let ConnCtx { peer, conn, cfg, sasl, edge, events } = ctx;
-    let mut buf = BytesMut::with_capacity(IDLE_READ);
-    let first = Box::pin(tokio::time::timeout(SESSIONLESS_TIMEOUT, read_at_least(&mut rd, &mut buf, 4))).await;
-    EdgeCounters::add(&edge.bytes_received, buf.len() as u64);
-    if !matches!(first, Ok(Ok(true))) {
-        return;
+    async move {
+        let mut buf = BytesMut::with_capacity(IDLE_READ);
+        let first = Box::pin(tokio::time::timeout(SESSIONLESS_TIMEOUT, read_at_least(&mut rd, &mut buf, 4))).await;
+        EdgeCounters::add(&ctx.edge.bytes_received, buf.len() as u64);
+        if !matches!(first, Ok(Ok(true))) {
+            return;
+        }
+        if let Some(cmd) = four_letter_word([buf[0], buf[1], buf[2], buf[3]]) {
+            Box::pin(four_letter(cmd, wr, &ctx.cfg, &ctx.events)).await;
+            return;
+        }
+        let (tx, rx) = conn_queue();
+        if send_event(&ctx.events, Event::Register { conn: ctx.conn, tx }).await.is_err() {
+            return;
+        }
+        let who = Who { peer: ctx.peer, conn: ctx.conn, x509 };
+        let sasl = ConnSasl::new(ctx.sasl.clone());
+        let end = serve_session(rd, &mut wr, &rx, buf, who, &ctx.cfg, sasl, &ctx.edge, &ctx.events).await;
+        let _ = send_event(&ctx.events, Event::Node(Input::Disconnected { conn: ctx.conn })).await;
+        match end {
+            Err(why) => tracing::info!(peer = %ctx.peer, conn = ctx.conn, %why, "closing client connection"),
+            // The client closed its side: what was queued for it before the owner hears of it is
+            // still written, as a separate writer would.
+            Ok(()) => Box::pin(drain(&mut wr, &rx)).await,
+        }
+        let _ = wr.flush().await;
+        let _ = wr.shutdown().await;
+        // Named, so that the block owns the slot (a block captures only the fields it uses)
+        // and gives it back when the connection ends, on every path.
+        drop(ctx.slot);
     }
-    if let Some(cmd) = four_letter_word([buf[0], buf[1], buf[2], buf[3]]) {
-        Box::pin(four_letter(cmd, wr, &cfg, &events)).await;
-        return;
-    }
-    let (tx, rx) = conn_queue();
-    if send_event(&events, Event::Register { conn, tx }).await.is_err() {
-        return;
-    }
-    let who = Who { peer, conn, x509 };
-    let mut wr = wr;
-    let end = serve_session(rd, &mut wr, &rx, buf, who, &cfg, ConnSasl::new(sasl), &edge, &events).await;
-    let _ = send_event(&events, Event::Node(Input::Disconnected { conn })).await;
-    match end {
-        Err(why) => tracing::info!(%peer, conn, %why, "closing client connection"),
-        // The client closed its side: what was queued for it before the owner hears of it is
-        // still written, as a separate writer would.
-        Ok(()) => {
-            while let Some(ConnMsg::Frames(f)) = rx.recv().await {
-                match write_batch(&mut wr, &rx, f).await {
-                    Ok((frames, _, close)) => {
-                        rx.written(frames);
-                        if close {
-                            break;
-                        }
-                    }
-                    Err(_) => break,
+}
+
+/// Writes what the owner queued until it closes the connection (or the write fails).
+async fn drain(wr: &mut (impl AsyncWrite + Unpin), rx: &ConnRx) {
+    while let Some(ConnMsg::Frames(f)) = rx.recv().await {
+        match write_batch(wr, rx, f).await {
+            Ok((frames, _, close)) => {
+                rx.written(frames);
+                if close {
+                    break;
                 }
             }
+            Err(_) => break,
         }
     }
-    let _ = wr.flush().await;
-    let _ = wr.shutdown().await;
 }
 
 /// Who is on a connection: its address, id and verified certificate subject.
@@ -352,127 +382,129 @@ async fn four_letter(
 /// (`maxOutstandingPerConnection`, counted down per request and up per reply written): at the
 /// bound it stops reading until replies go out. `Ok` when the client closed its side or the owner
 /// closed the connection; `Err` with why otherwise.
-#[allow(clippy::too_many_arguments)]
-async fn serve_session(
-    mut rd: impl ClientRead,
-    wr: &mut (impl AsyncWrite + Unpin),
-    rx: &ConnRx,
+/// Not an `async fn`, as [`serve_stream`].
+#[allow(clippy::too_many_arguments, clippy::manual_async_fn)]
+fn serve_session<'a>(
+    mut rd: impl ClientRead + 'a,
+    wr: &'a mut (impl AsyncWrite + Unpin),
+    rx: &'a ConnRx,
     mut buf: BytesMut,
-    who: Who,
-    cfg: &Config,
+    mut who: Who,
+    cfg: &'a Config,
     mut sasl: ConnSasl,
-    edge: &EdgeCounters,
-    events: &mpsc::Sender<Event>,
-) -> Result<(), String> {
-    let mut permits = cfg.max_outstanding_per_connection;
-    let Who { peer, conn, mut x509 } = who;
-    let mut decoder = FrameDecoder::new(cfg.jute_max_buffer);
-    let mut connected = false;
-    // Boxed: only a connection without a session yet holds the timer.
-    let mut sessionless = Some(Box::pin(tokio::time::sleep(SESSIONLESS_TIMEOUT)));
-    // The last read filled the buffer or brought many requests: read in large chunks, and keep
-    // the buffer between reads.
-    let mut busy = false;
-    loop {
-        // The requests one read brought go to the owner as one event, in order.
-        let mut inputs = Vec::new();
-        // At the bound of requests in flight: decoding waits for replies to go out.
-        let mut blocked = false;
-        let decoded: Result<(), String> = (|| {
-            loop {
-                if connected && permits == 0 {
-                    blocked = true;
-                    return Ok(());
-                }
-                let Some(frame) = decoder.decode(&mut buf).map_err(|e| format!("bad frame: {e}"))? else {
-                    return Ok(());
-                };
-                let input = if connected {
-                    permits -= 1;
-                    match decode_request(conn, &frame)? {
-                        // The SASL exchange steps here, in arrival order; the node gets the outcome.
-                        Input::Request { conn, xid, req: Request::Sasl(r) } => {
-                            Input::Sasl { conn, xid, outcome: sasl.step(conn, &r.token) }
-                        }
-                        input => input,
-                    }
-                } else {
-                    connected = true;
-                    let req = ConnectRequest::from_bytes(&frame).map_err(|e| format!("bad ConnectRequest: {e}"))?;
-                    Input::Connect { conn, addr: peer, req, x509: x509.take() }
-                };
-                inputs.push(input);
-            }
-        })();
-        // What decoded before a bad frame is still served, as if read one by one.
-        send_inputs(events, &mut inputs).await?;
-        decoded?;
-        if connected {
-            // Freed once the session's ConnectRequest is in.
-            sessionless = None;
-        }
-        let sessionless_due = async {
-            match sessionless.as_mut() {
-                Some(sleep) => sleep.await,
-                None => std::future::pending::<()>().await,
-            }
-        };
-        if buf.is_empty() && !busy && !blocked {
-            // Everything read is decoded (the frames own their bytes): an idle connection keeps
-            // no buffer while it waits.
-            buf = BytesMut::new();
-        }
-        let read = async {
-            if blocked {
-                // Nothing more is read until replies free a place.
-                std::future::pending::<()>().await;
-            }
-            rd.ready().await?;
-            let want = if busy { READ_CHUNK } else { IDLE_READ };
-            if buf.capacity() - buf.len() < want / 4 {
-                // Room for many pipelined requests per read call once busy.
-                buf.reserve(want);
-            }
-            let spare = buf.capacity() - buf.len();
-            rd.read_buf(&mut buf).await.map(|n| (n, spare))
-        };
-        tokio::select! {
-            // Replies first: they free places for the requests waiting to be read.
-            biased;
-            msg = rx.recv() => match msg {
-                Some(ConnMsg::Frames(f)) => {
-                    let (frames, completes, close) = write_batch(wr, rx, f).await?;
-                    rx.written(frames);
-                    permits += completes;
-                    if close {
+    edge: &'a EdgeCounters,
+    events: &'a mpsc::Sender<Event>,
+) -> impl std::future::Future<Output = Result<(), String>> + 'a {
+    async move {
+        let conn = who.conn;
+        let mut permits = cfg.max_outstanding_per_connection;
+        let mut decoder = FrameDecoder::new(cfg.jute_max_buffer);
+        let mut connected = false;
+        // Boxed: only a connection without a session yet holds the timer.
+        let mut sessionless = Some(Box::pin(tokio::time::sleep(SESSIONLESS_TIMEOUT)));
+        // The last read filled the buffer or brought many requests: read in large chunks, and keep
+        // the buffer between reads.
+        let mut busy = false;
+        loop {
+            // The requests one read brought go to the owner as one event, in order.
+            let mut inputs = Vec::new();
+            // At the bound of requests in flight: decoding waits for replies to go out.
+            let mut blocked = false;
+            let decoded: Result<(), String> = (|| {
+                loop {
+                    if connected && permits == 0 {
+                        blocked = true;
                         return Ok(());
                     }
+                    let Some(frame) = decoder.decode(&mut buf).map_err(|e| format!("bad frame: {e}"))? else {
+                        return Ok(());
+                    };
+                    let input = if connected {
+                        permits -= 1;
+                        match decode_request(conn, &frame)? {
+                            // The SASL exchange steps here, in arrival order; the node gets the outcome.
+                            Input::Request { conn, xid, req: Request::Sasl(r) } => {
+                                Input::Sasl { conn, xid, outcome: sasl.step(conn, &r.token) }
+                            }
+                            input => input,
+                        }
+                    } else {
+                        connected = true;
+                        let req = ConnectRequest::from_bytes(&frame).map_err(|e| format!("bad ConnectRequest: {e}"))?;
+                        Input::Connect { conn, addr: who.peer, req, x509: who.x509.take() }
+                    };
+                    inputs.push(input);
                 }
-                // The owner closed the connection, or dropped it.
-                Some(ConnMsg::Close) | None => return Ok(()),
-            },
-            n = read => match n {
-                Ok((0, _)) => return Ok(()),
-                Ok((n, spare)) => {
-                    // A read that filled the buffer, or brought more than an idle client sends
-                    // (a ping, a watch), marks a busy connection: it keeps a large buffer.
-                    busy = n == spare || n > IDLE_READ / 4;
-                    EdgeCounters::add(&edge.bytes_received, n as u64)
+            })();
+            // What decoded before a bad frame is still served, as if read one by one.
+            send_inputs(events, &mut inputs).await?;
+            decoded?;
+            if connected {
+                // Freed once the session's ConnectRequest is in.
+                sessionless = None;
+            }
+            let sessionless_due = async {
+                match sessionless.as_mut() {
+                    Some(sleep) => sleep.await,
+                    None => std::future::pending::<()>().await,
                 }
-                // A TLS client that closed its socket without a close_notify: a close all the same.
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-                Err(e) => return Err(format!("read error: {e}")),
-            },
-            _ = sessionless_due => {
-                EdgeCounters::add(&edge.sessionless_connections_expired, 1);
-                return Err("no ConnectRequest within the sessionless timeout".into());
+            };
+            if buf.is_empty() && !busy && !blocked {
+                // Everything read is decoded (the frames own their bytes): an idle connection keeps
+                // no buffer while it waits.
+                buf = BytesMut::new();
+            }
+            let read = async {
+                if blocked {
+                    // Nothing more is read until replies free a place.
+                    std::future::pending::<()>().await;
+                }
+                rd.ready().await?;
+                let want = if busy { READ_CHUNK } else { IDLE_READ };
+                if buf.capacity() - buf.len() < want / 4 {
+                    // Room for many pipelined requests per read call once busy.
+                    buf.reserve(want);
+                }
+                let spare = buf.capacity() - buf.len();
+                rd.read_buf(&mut buf).await.map(|n| (n, spare))
+            };
+            tokio::select! {
+                // Replies first: they free places for the requests waiting to be read.
+                biased;
+                msg = rx.recv() => match msg {
+                    Some(ConnMsg::Frames(f)) => {
+                        let (frames, completes, close) = write_batch(wr, rx, f).await?;
+                        rx.written(frames);
+                        permits += completes;
+                        if close {
+                            return Ok(());
+                        }
+                    }
+                    // The owner closed the connection, or dropped it.
+                    Some(ConnMsg::Close) | None => return Ok(()),
+                },
+                n = read => match n {
+                    Ok((0, _)) => return Ok(()),
+                    Ok((n, spare)) => {
+                        // A read that filled the buffer, or brought more than an idle client sends
+                        // (a ping, a watch), marks a busy connection: it keeps a large buffer.
+                        busy = n == spare || n > IDLE_READ / 4;
+                        EdgeCounters::add(&edge.bytes_received, n as u64)
+                    }
+                    // A TLS client that closed its socket without a close_notify: a close all the same.
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+                    Err(e) => return Err(format!("read error: {e}")),
+                },
+                _ = sessionless_due => {
+                    EdgeCounters::add(&edge.sessionless_connections_expired, 1);
+                    return Err("no ConnectRequest within the sessionless timeout".into());
+                }
             }
         }
     }
 }
 
-/// Hands `inputs` to the owner (one event), leaving it empty. Waiting for room in the owner's
-/// queue is boxed: a connection's task is not sized for that rare wait.
+/// Hands `inputs` to the owner (one event), leaving it empty.
 async fn send_inputs(events: &mpsc::Sender<Event>, inputs: &mut Vec<Input>) -> Result<(), String> {
     let event = match inputs.len() {
         0 => return Ok(()),
@@ -482,14 +514,27 @@ async fn send_inputs(events: &mpsc::Sender<Event>, inputs: &mut Vec<Input>) -> R
     send_event(events, event).await
 }
 
-/// Sends `event` to the owner; waiting for room in its queue is boxed, so a connection's task
-/// is not sized for that rare wait (the send future holds the event).
-async fn send_event(events: &mpsc::Sender<Event>, event: Event) -> Result<(), String> {
-    match events.try_send(event) {
-        Ok(()) => Ok(()),
+/// A boxed wait for room in the owner's queue.
+type RoomWait<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + 'a>>;
+
+/// Sends `event` to the owner. The returned future holds no event: the send is tried at once
+/// and only the rare wait for room is boxed, so a connection's task is not sized for an event
+/// (a ConnectRequest's) at every await point that sends one.
+fn send_event(
+    events: &mpsc::Sender<Event>,
+    event: Event,
+) -> impl std::future::Future<Output = Result<(), String>> + '_ {
+    let wait: Result<Option<RoomWait<'_>>, String> = match events.try_send(event) {
+        Ok(()) => Ok(None),
         Err(mpsc::error::TrySendError::Closed(_)) => Err("server stopping".to_string()),
         Err(mpsc::error::TrySendError::Full(event)) => {
-            Box::pin(events.send(event)).await.map_err(|_| "server stopping".to_string())
+            Ok(Some(Box::pin(async move { events.send(event).await.map_err(|_| "server stopping".to_string()) })))
+        }
+    };
+    async move {
+        match wait? {
+            Some(wait) => wait.await,
+            None => Ok(()),
         }
     }
 }

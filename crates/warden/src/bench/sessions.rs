@@ -7,9 +7,9 @@
 //!    second from the first dial to the last session established.
 //! 2. They stay idle (each PINGs every third of the session timeout) for `--warmup`; the RSS of
 //!    every `--server-pid` process is read before step 1 and after this: its growth divided by
-//!    the sessions is the memory per idle session.
-//! 3. With `--watches`: every session sets a data watch on one node (`exists` with watch), then
-//!    one setData changes it; the storm's time runs from the setData to the last session's
+//!    the sessions is the memory per idle session (no watch set yet).
+//! 3. With `--watches`: every session sets a data watch on one node (`exists` with watch), the
+//!    RSS is read again a second later, then one setData changes the node; the storm's time runs from the setData to the last session's
 //!    notification, every session must be notified exactly once, and the servers' RSS is sampled
 //!    every 10 ms meanwhile (its peak is reported).
 //! 4. The sessions then stay for `--duration` (so a server's expiry and pings run at this size)
@@ -39,6 +39,8 @@ const XID_PING: i32 = -2;
 const XID_NOTIFICATION: i32 = -1;
 /// How long the storm may take before the bench gives up on the sessions not notified.
 const STORM_LIMIT: Duration = Duration::from_secs(120);
+/// From the last watch set to the RSS read before the storm.
+const WATCHED_SETTLE: Duration = Duration::from_secs(1);
 
 /// What the run measured (printed, and written by `--json`).
 #[derive(Serialize, Debug, Default)]
@@ -50,7 +52,9 @@ struct SessionsReport {
     accept_per_sec: f64,
     rss_before_kib: Option<u64>,
     rss_idle_kib: Option<u64>,
-    /// (idle RSS - RSS before) / sessions.
+    /// With `--watches`: the RSS once every session has set its watch.
+    rss_watched_kib: Option<u64>,
+    /// (idle RSS - RSS before) / sessions, before any watch is set.
     rss_per_session_bytes: Option<f64>,
     /// With `--watches`.
     storm: Option<StormReport>,
@@ -122,11 +126,13 @@ pub(super) async fn run(args: BenchArgs, json: Option<std::path::PathBuf>) -> an
     let mut tasks = Vec::with_capacity(args.sessions);
     // Dropping the sender ends every session.
     let (stop_tx, stop_rx) = async_channel::bounded::<()>(1);
+    // Dropping this one has every session set its watch (after the idle RSS is read).
+    let (arm_tx, arm_rx) = async_channel::bounded::<()>(1);
     for i in 0..args.sessions {
         let addr = targets[i % targets.len()];
         let shared = shared.clone();
         let (gate_tx, gate_rx) = (gate_tx.clone(), gate_rx.clone());
-        let stop = stop_rx.clone();
+        let (stop, arm) = (stop_rx.clone(), arm_rx.clone());
         let watch = args.watches.then(|| storm_path.clone());
         tasks.push(super::spawn(async move {
             let _ = gate_tx.send(()).await;
@@ -135,7 +141,7 @@ pub(super) async fn run(args: BenchArgs, json: Option<std::path::PathBuf>) -> an
             match session {
                 Ok(s) => {
                     shared.established.fetch_add(1, Ordering::Relaxed);
-                    s.idle(watch, timeout_ms, start, &shared, stop).await;
+                    s.idle(watch, arm, timeout_ms, start, &shared, stop).await;
                 }
                 Err(e) => shared.error(format!("{addr}: {e:#}")),
             }
@@ -162,12 +168,6 @@ pub(super) async fn run(args: BenchArgs, json: Option<std::path::PathBuf>) -> an
     if established == 0 {
         bail!("no session could be established");
     }
-    if args.watches {
-        let deadline = Instant::now() + STORM_LIMIT;
-        while shared.armed.load(Ordering::Relaxed) < established && Instant::now() < deadline {
-            Timer::after(Duration::from_millis(5)).await;
-        }
-    }
     Timer::after(args.warmup).await;
     report.rss_idle_kib = rss_kib(&pids);
     if let (Some(before), Some(idle)) = (report.rss_before_kib, report.rss_idle_kib) {
@@ -175,8 +175,15 @@ pub(super) async fn run(args: BenchArgs, json: Option<std::path::PathBuf>) -> an
     }
 
     if args.watches {
+        drop(arm_tx);
+        let deadline = Instant::now() + STORM_LIMIT;
+        while shared.armed.load(Ordering::Relaxed) < established && Instant::now() < deadline {
+            Timer::after(Duration::from_millis(5)).await;
+        }
+        Timer::after(WATCHED_SETTLE).await;
+        report.rss_watched_kib = rss_kib(&pids);
         let armed = shared.armed.load(Ordering::Relaxed);
-        let peak = Arc::new(AtomicU64::new(report.rss_idle_kib.unwrap_or(0)));
+        let peak = Arc::new(AtomicU64::new(report.rss_watched_kib.unwrap_or(0)));
         let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let sampler = {
             let (peak, sampling, pids) = (peak.clone(), sampling.clone(), pids.clone());
@@ -213,7 +220,7 @@ pub(super) async fn run(args: BenchArgs, json: Option<std::path::PathBuf>) -> an
             notified: shared.notified.load(Ordering::Relaxed),
             duplicates: shared.duplicates.load(Ordering::Relaxed),
             storm_ms: last.saturating_sub(fired_at).as_secs_f64() * 1000.0,
-            rss_peak_kib: report.rss_idle_kib.map(|_| peak.load(Ordering::Relaxed)),
+            rss_peak_kib: report.rss_watched_kib.map(|_| peak.load(Ordering::Relaxed)),
         });
     }
     Timer::after(args.duration).await;
@@ -245,6 +252,9 @@ fn print(r: &SessionsReport) {
             "watch storm: {} armed, {} notified, {} duplicates, {:.1} ms from setData to the last notification",
             s.armed, s.notified, s.duplicates, s.storm_ms
         );
+        if let Some(w) = r.rss_watched_kib {
+            println!("server RSS with a watch per session: {:.1} MiB", w as f64 / 1024.0);
+        }
         if let Some(p) = s.rss_peak_kib {
             println!("server RSS peak during the storm: {:.1} MiB", p as f64 / 1024.0);
         }
@@ -253,43 +263,57 @@ fn print(r: &SessionsReport) {
 
 impl Session {
     /// Keeps the session alive until `stop` closes: PINGs every third of the timeout, sets the
-    /// watch (when given a path) and counts its notification.
+    /// watch (when given a path) once `arm` closes, and counts its notification.
+    #[allow(clippy::too_many_arguments)]
     async fn idle(
         mut self,
-        watch: Option<String>,
+        mut watch: Option<String>,
+        arm: async_channel::Receiver<()>,
         timeout_ms: i32,
         start: Instant,
         shared: &Shared,
         stop: async_channel::Receiver<()>,
     ) {
         let ping_every = Duration::from_millis(u64::try_from(timeout_ms / 3).unwrap_or(1000).max(100));
-        if let Some(path) = &watch {
-            let exists = Request::Exists(PathWatch { path: path.clone(), watch: true });
-            if let Err(e) = self.stream.write_all(&exists.encode_frame(XID_EXISTS)).await {
-                return shared.error(format!("exists: {e}"));
-            }
-        }
         let mut notifications = 0;
         let mut next_ping = Instant::now() + ping_every;
         loop {
             enum Step {
                 Read(anyhow::Result<()>),
                 Ping,
+                Arm,
                 Stop,
             }
+            let unarmed = watch.is_some();
             let step = futures_lite::future::or(
                 futures_lite::future::or(async { Step::Read(self.fill().await) }, async {
                     Timer::at(next_ping).await;
                     Step::Ping
                 }),
-                async {
-                    let _ = stop.recv().await;
-                    Step::Stop
-                },
+                futures_lite::future::or(
+                    async {
+                        let _ = stop.recv().await;
+                        Step::Stop
+                    },
+                    async {
+                        if !unarmed {
+                            std::future::pending::<()>().await;
+                        }
+                        let _ = arm.recv().await;
+                        Step::Arm
+                    },
+                ),
             )
             .await;
             match step {
                 Step::Stop => return,
+                Step::Arm => {
+                    let Some(path) = watch.take() else { continue };
+                    let exists = Request::Exists(PathWatch { path, watch: true });
+                    if let Err(e) = self.stream.write_all(&exists.encode_frame(XID_EXISTS)).await {
+                        return shared.error(format!("exists: {e}"));
+                    }
+                }
                 Step::Ping => {
                     next_ping = Instant::now() + ping_every;
                     if let Err(e) = self.stream.write_all(&Request::Ping.encode_frame(XID_PING)).await {
