@@ -207,7 +207,8 @@ pub struct Node {
     pub(crate) prep: Prep,
     pub(crate) watches: WatchManager,
     pub(crate) sessions: SessionTracker,
-    pub(crate) conns: HashMap<ConnId, Conn, warden_tree::FastHash>,
+    /// Boxed: a table of tens of thousands of connections keeps its spare buckets small.
+    pub(crate) conns: HashMap<ConnId, Box<Conn>, warden_tree::FastHash>,
     pub(crate) session_conn: HashMap<i64, ConnId, warden_tree::FastHash>,
     /// The last zxid handed out.
     last_zxid: i64,
@@ -431,7 +432,7 @@ impl Node {
         }
         if req.session_id == 0 {
             let id = self.sessions.next_session_id();
-            self.conns.insert(conn, c);
+            self.conns.insert(conn, Box::new(c));
             if self.is_learner() {
                 self.forward_create_session(conn, id, timeout, out);
                 return;
@@ -484,7 +485,7 @@ impl Node {
         self.learner_touched(id, timeout);
         let frame = c.handshake_frame(id);
         let early = std::mem::take(&mut c.before_session);
-        self.conns.insert(conn, c);
+        self.conns.insert(conn, Box::new(c));
         out.push(Output::Send { conn, frame, completes_request: false });
         self.replay_early(conn, early, out);
     }
@@ -839,7 +840,11 @@ impl Node {
         loop {
             let passed = self.barriers_passed();
             let Some(c) = self.conns.get_mut(&conn) else { return };
-            let Some(head) = c.queue.front() else { return };
+            let Some(head) = c.queue.front() else {
+                // An idle connection keeps no queue (a few hundred bytes once it held a request).
+                c.queue = VecDeque::new();
+                return;
+            };
             match head {
                 Pending::Write { .. } | Pending::Forwarded { .. } => return,
                 Pending::Done { .. } => {

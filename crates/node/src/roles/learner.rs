@@ -79,7 +79,7 @@ impl Node {
     /// for the leader's answer to REVALIDATE.
     pub(crate) fn learner_revalidate(&mut self, conn: ConnId, c: crate::conn::Conn, id: i64, out: &mut Vec<Output>) {
         let timeout_ms = c.timeout_ms as i32;
-        self.conns.insert(conn, c);
+        self.conns.insert(conn, Box::new(c));
         let q = self.ensemble_mut();
         if !matches!(q.machine, Machine::Learner(_)) {
             return;
@@ -119,7 +119,7 @@ impl Node {
             // The leader vouches for it; our table follows the leader's (this can only lag).
             self.sessions.add(session_id, c.timeout_ms, self.now.mono_ms);
         }
-        self.resume_session(conn, c, session_id, out);
+        self.resume_session(conn, *c, session_id, out);
     }
 
     /// The leader answered this server's oldest sync (a client's, or a read barrier).
