@@ -70,7 +70,8 @@ impl Conn {
             addr,
             session_id: 0,
             read_only_byte: None,
-            auth: vec![Id::new("ip", ip)],
+            // The scheme borrowed: one allocation fewer per connection.
+            auth: vec![Id { scheme: std::borrow::Cow::Borrowed("ip"), id: ip.into() }],
             queue: VecDeque::new(),
             before_session: VecDeque::new(),
             received: 0,

@@ -67,7 +67,8 @@ pub(crate) async fn accept_loop(
     events: mpsc::Sender<Event>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let per_ip: PerIp = Arc::default();
+    let shared = Arc::new(Shared { cfg, sasl, edge, events, per_ip: PerIp::default() });
+    let (cfg, edge) = (&shared.cfg, &shared.edge);
     let mut tasks = JoinSet::new();
     let mut next_conn: ConnId = 1;
     let mut last_fd_warning: Option<tokio::time::Instant> = None;
@@ -108,22 +109,14 @@ pub(crate) async fn accept_loop(
                 continue;
             }
         };
-        let Some(guard) = IpSlot::take(&per_ip, peer.ip(), cfg.max_client_cnxns) else {
+        if !take_ip_slot(&shared.per_ip, peer.ip(), cfg.max_client_cnxns) {
             tracing::warn!(%peer, limit = cfg.max_client_cnxns, "too many connections from this address (maxClientCnxns); closing");
             EdgeCounters::add(&edge.connection_rejected, 1);
             continue;
-        };
+        }
         let conn = next_conn;
         next_conn += 1;
-        let ctx = ConnCtx {
-            peer,
-            conn,
-            cfg: cfg.clone(),
-            sasl: sasl.clone(),
-            edge: edge.clone(),
-            events: events.clone(),
-            slot: guard,
-        };
+        let ctx = ConnCtx { peer, conn, shared: shared.clone() };
         match wire {
             // The task is the plain connection's own future, not one sized for TLS as well.
             Wire::Plain => tasks.spawn(serve_plain(stream, ctx)),
@@ -133,46 +126,54 @@ pub(crate) async fn accept_loop(
     tasks.shutdown().await;
 }
 
-/// One connection's place in the per-IP count, released when the connection ends.
-struct IpSlot {
-    map: PerIp,
-    ip: IpAddr,
-}
-
-impl IpSlot {
-    fn take(map: &PerIp, ip: IpAddr, limit: u32) -> Option<IpSlot> {
-        let mut m = map.lock().unwrap_or_else(|p| p.into_inner());
-        let n = m.entry(ip).or_insert(0);
-        if limit > 0 && *n >= limit {
-            return None;
-        }
-        *n += 1;
-        Some(IpSlot { map: map.clone(), ip })
+/// Takes one of `ip`'s places in the per-IP count (`maxClientCnxns`; 0 is no limit); false when
+/// none is left. [`ConnCtx`] gives it back.
+fn take_ip_slot(map: &PerIp, ip: IpAddr, limit: u32) -> bool {
+    let mut m = map.lock().unwrap_or_else(|p| p.into_inner());
+    let n = m.entry(ip).or_insert(0);
+    if limit > 0 && *n >= limit {
+        return false;
     }
+    *n += 1;
+    true
 }
 
-impl Drop for IpSlot {
-    fn drop(&mut self) {
-        let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = m.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                m.remove(&self.ip);
-            }
-        }
-    }
-}
-
-/// What a connection task needs besides its stream.
-struct ConnCtx {
-    peer: SocketAddr,
-    conn: ConnId,
+/// What every connection task shares, behind one `Arc`: a connection's task holds one pointer
+/// for all of it.
+struct Shared {
     cfg: Arc<Config>,
     sasl: Arc<SaslServer>,
     edge: Arc<EdgeCounters>,
     events: mpsc::Sender<Event>,
-    /// The connection's place in the per-IP count, given back when its task ends.
-    slot: IpSlot,
+    per_ip: PerIp,
+}
+
+/// What a connection task needs besides its stream. It holds the connection's place in the
+/// per-IP count and gives it back when dropped, with the task. (Implementing `Drop` also makes
+/// an async block that uses any of its fields own all of it.)
+struct ConnCtx {
+    peer: SocketAddr,
+    conn: ConnId,
+    shared: Arc<Shared>,
+}
+
+impl std::ops::Deref for ConnCtx {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
+
+impl Drop for ConnCtx {
+    fn drop(&mut self) {
+        let mut m = self.shared.per_ip.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(&self.peer.ip()) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.peer.ip());
+            }
+        }
+    }
 }
 
 /// A plaintext connection: counted, then served.
@@ -287,7 +288,7 @@ impl<R: AsyncRead + Unpin + Send> ClientRead for Buffered<R> {
 fn serve_stream<R, W>(
     mut rd: R,
     mut wr: W,
-    x509: Option<String>,
+    mut x509: Option<String>,
     ctx: ConnCtx,
 ) -> impl std::future::Future<Output = ()> + Send
 where
@@ -309,7 +310,7 @@ where
         if send_event(&ctx.events, Event::Register { conn: ctx.conn, tx }).await.is_err() {
             return;
         }
-        let who = Who { peer: ctx.peer, conn: ctx.conn, x509 };
+        let who = Who { peer: &ctx.peer, conn: ctx.conn, x509: &mut x509 };
         let sasl = ConnSasl::new(ctx.sasl.clone());
         let end = serve_session(rd, &mut wr, &rx, buf, who, &ctx.cfg, sasl, &ctx.edge, &ctx.events).await;
         let _ = send_event(&ctx.events, Event::Node(Input::Disconnected { conn: ctx.conn })).await;
@@ -321,9 +322,6 @@ where
         }
         let _ = wr.flush().await;
         let _ = wr.shutdown().await;
-        // Named, so that the block owns the slot (a block captures only the fields it uses)
-        // and gives it back when the connection ends, on every path.
-        drop(ctx.slot);
     }
 }
 
@@ -342,11 +340,12 @@ async fn drain(wr: &mut (impl AsyncWrite + Unpin), rx: &ConnRx) {
     }
 }
 
-/// Who is on a connection: its address, id and verified certificate subject.
-struct Who {
-    peer: SocketAddr,
+/// Who is on a connection: its address, id and verified certificate subject (borrowed from
+/// [`serve_stream`], which holds them anyway: a copy would add to every connection's task).
+struct Who<'a> {
+    peer: &'a SocketAddr,
     conn: ConnId,
-    x509: Option<String>,
+    x509: &'a mut Option<String>,
 }
 
 async fn read_at_least(rd: &mut (impl AsyncReadExt + Unpin), buf: &mut BytesMut, n: usize) -> std::io::Result<bool> {
@@ -389,7 +388,7 @@ fn serve_session<'a>(
     wr: &'a mut (impl AsyncWrite + Unpin),
     rx: &'a ConnRx,
     mut buf: BytesMut,
-    mut who: Who,
+    who: Who<'a>,
     cfg: &'a Config,
     mut sasl: ConnSasl,
     edge: &'a EdgeCounters,
@@ -431,13 +430,15 @@ fn serve_session<'a>(
                     } else {
                         connected = true;
                         let req = ConnectRequest::from_bytes(&frame).map_err(|e| format!("bad ConnectRequest: {e}"))?;
-                        Input::Connect { conn, addr: who.peer, req, x509: who.x509.take() }
+                        Input::Connect { conn, addr: *who.peer, req, x509: who.x509.take() }
                     };
                     inputs.push(input);
                 }
             })();
             // What decoded before a bad frame is still served, as if read one by one.
             send_inputs(events, &mut inputs).await?;
+            // Not kept across the wait below (the task would be sized for it).
+            drop(inputs);
             decoded?;
             if connected {
                 // Freed once the session's ConnectRequest is in.

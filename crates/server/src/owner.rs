@@ -265,9 +265,14 @@ impl Owner {
     }
 
     pub(crate) async fn run(mut self) -> anyhow::Result<()> {
-        let tick = Duration::from_millis(self.cfg.tick_time_ms as u64);
-        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + tick, tick);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Ticks fall on the sessions' expiry grid (multiples of tickTime on the node's clock, 1 ms
+        // after each), so a bucket expires when its time comes rather than up to a tick later,
+        // and stay on it after a late tick (Skip, not Delay).
+        let tick_ms = u64::from(self.cfg.tick_time_ms).max(1);
+        let tick = Duration::from_millis(tick_ms);
+        let to_grid = Duration::from_millis(tick_ms - self.clock().mono_ms % tick_ms + 1);
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + to_grid, tick);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         self.end_turn().await;
         loop {
             if self.driver.unapplied() {
