@@ -26,7 +26,7 @@ use async_io::Timer;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use warden_proto::request::{CreateRequest, PathWatch, Request, SetDataRequest};
-use warden_proto::{Acl, ErrorCode, Reader, Record, Stat};
+use warden_proto::{Acl, Reader, Record, Stat};
 
 use super::raw::Session;
 use super::BenchArgs;
@@ -101,18 +101,7 @@ pub(super) async fn run(args: BenchArgs, json: Option<std::path::PathBuf>) -> an
     let timeout_ms = i32::try_from(args.session_timeout.as_millis()).context("--session-timeout too large")?;
 
     let mut control = Session::connect(targets[0], 30_000).await?;
-    for path in [prefix.as_str(), dir.as_str(), probe.as_str()] {
-        let req = Request::Create(CreateRequest {
-            path: path.into(),
-            data: Some(Vec::new()),
-            acl: Acl::open_unsafe(),
-            flags: 0,
-        });
-        let err = control.call(XID_SETUP, &req).await?;
-        if err != 0 && err != ErrorCode::NodeExists.code() {
-            bail!("create {path}: error {err}");
-        }
-    }
+    control.ensure_nodes(&[&prefix, &dir, &probe]).await?;
     if count(&mut control, &dir).await? != 0 {
         bail!("{dir} already has children: the sessions of an earlier run have not expired yet");
     }

@@ -13,8 +13,11 @@ use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use warden_proto::connect::{ConnectRequest, ConnectResponse};
 use warden_proto::frame::FrameDecoder;
 use warden_proto::header::ReplyHeader;
-use warden_proto::request::Request;
-use warden_proto::{Reader, Record};
+use warden_proto::request::{CreateRequest, Request};
+use warden_proto::{Acl, ErrorCode, Reader, Record};
+
+/// The xid of `ensure_nodes`' creates.
+const XID_ENSURE: i32 = 2;
 
 /// The summed VmRSS of `pids`, in KiB; `None` without pids or if one cannot be read.
 pub(super) fn rss_kib(pids: &[u32]) -> Option<u64> {
@@ -58,6 +61,23 @@ impl Session {
         let frame = s.next_frame().await?;
         let resp = ConnectResponse::decode(&mut Reader::new(&frame)).context("ConnectResponse")?;
         Ok((s, resp))
+    }
+
+    /// Creates each of `paths` (persistent, empty, open ACL), in order, unless it exists.
+    pub(super) async fn ensure_nodes(&mut self, paths: &[&str]) -> anyhow::Result<()> {
+        for path in paths {
+            let req = Request::Create(CreateRequest {
+                path: path.to_string(),
+                data: Some(Vec::new()),
+                acl: Acl::open_unsafe(),
+                flags: 0,
+            });
+            let err = self.call(XID_ENSURE, &req).await?;
+            if err != 0 && err != ErrorCode::NodeExists.code() {
+                bail!("create {path}: error {err}");
+            }
+        }
+        Ok(())
     }
 
     /// Sends `req` with `xid` and waits for its reply (skipping notifications); its error code.

@@ -25,10 +25,10 @@ use async_io::Timer;
 use futures_lite::AsyncWriteExt;
 use serde::Serialize;
 use warden_proto::header::ReplyHeader;
-use warden_proto::request::{CreateRequest, PathWatch, Request, SetDataRequest};
+use warden_proto::request::{PathWatch, Request, SetDataRequest};
 
 use super::raw::{rss_kib, Session};
-use warden_proto::{Acl, Reader, Record};
+use warden_proto::{Reader, Record};
 
 use super::BenchArgs;
 
@@ -103,18 +103,7 @@ pub(super) async fn run(args: BenchArgs, json: Option<std::path::PathBuf>) -> an
 
     // A control session makes the watched node.
     let mut control = Session::connect(targets[0], timeout_ms).await?;
-    for path in [prefix.as_str(), storm_path.as_str()] {
-        let req = Request::Create(CreateRequest {
-            path: path.into(),
-            data: Some(Vec::new()),
-            acl: Acl::open_unsafe(),
-            flags: 0,
-        });
-        let err = control.call(XID_SETUP, &req).await?;
-        if err != 0 && err != warden_proto::ErrorCode::NodeExists.code() {
-            bail!("create {path}: error {err}");
-        }
-    }
+    control.ensure_nodes(&[&prefix, &storm_path]).await?;
 
     let pids = args.server_pid.clone();
     let mut report = SessionsReport { servers: args.servers.clone(), sessions: args.sessions, ..Default::default() };

@@ -65,12 +65,7 @@ pub(super) async fn run(args: BenchArgs, json: Option<std::path::PathBuf>) -> an
 
     // 1. The nodes.
     let mut control = Session::connect(targets[0], 30_000).await?;
-    for path in [prefix.as_str(), dir.as_str()] {
-        let err = control.call(XID_SETUP, &create(path)).await?;
-        if err != 0 && err != ErrorCode::NodeExists.code() {
-            bail!("create {path}: error {err}");
-        }
-    }
+    control.ensure_nodes(&[&prefix, &dir]).await?;
     let creates: Vec<Request> = paths.iter().map(|p| create(p)).collect();
     for (err, path) in pipelined(&mut control, XID_SETUP, &creates).await?.into_iter().zip(paths.iter()) {
         if err != 0 && err != ErrorCode::NodeExists.code() {
