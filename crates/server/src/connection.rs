@@ -19,7 +19,7 @@ use warden_proto::request::{Request, RequestDecodeError};
 use warden_proto::{ErrorCode, Reader, Record};
 
 use crate::config::Config;
-use crate::conn_queue::{conn_queue, ConnRx};
+use crate::conn_queue::{conn_queue, ConnRx, ConnTx};
 use crate::metrics::EdgeCounters;
 use crate::owner::{ConnMsg, Event, Frames};
 use crate::sasl::{ConnSasl, SaslServer};
@@ -255,8 +255,10 @@ trait ClientRead: AsyncRead + Unpin + Send {
 }
 
 impl ClientRead for tokio::net::tcp::OwnedReadHalf {
-    async fn ready(&self) -> std::io::Result<()> {
-        self.readable().await
+    /// Polls the socket's readiness directly: `readable()`'s future is 184 bytes, and every idle
+    /// connection's task would hold it while it waits.
+    fn ready(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
+        std::future::poll_fn(|cx| self.as_ref().poll_read_ready(cx))
     }
 }
 
@@ -296,32 +298,55 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     async move {
-        let mut buf = BytesMut::with_capacity(IDLE_READ);
-        let first = Box::pin(tokio::time::timeout(SESSIONLESS_TIMEOUT, read_at_least(&mut rd, &mut buf, 4))).await;
-        EdgeCounters::add(&ctx.edge.bytes_received, buf.len() as u64);
-        if !matches!(first, Ok(Ok(true))) {
-            return;
-        }
-        if let Some(cmd) = four_letter_word([buf[0], buf[1], buf[2], buf[3]]) {
-            Box::pin(four_letter(cmd, wr, &ctx.cfg, &ctx.events)).await;
-            return;
-        }
+        let Some(buf) = Box::pin(opening(&mut rd, &mut wr, &ctx)).await else { return };
         let (tx, rx) = conn_queue();
-        if send_event(&ctx.events, Event::Register { conn: ctx.conn, tx }).await.is_err() {
-            return;
-        }
-        let who = Who { peer: &ctx.peer, conn: ctx.conn, x509: &mut x509 };
-        let sasl = ConnSasl::new(ctx.sasl.clone());
-        let end = serve_session(rd, &mut wr, &rx, buf, who, &ctx.cfg, sasl, &ctx.edge, &ctx.events).await;
+        // Only a flag outlives the awaits below: the task's state is sized for what is kept across
+        // each await, and a kept `Result` would be.
+        let client_closed = {
+            let who = Who { peer: &ctx.peer, conn: ctx.conn, x509: &mut x509 };
+            let sasl = ConnSasl::new(ctx.sasl.clone());
+            match serve_session(rd, &mut wr, tx, &rx, buf, who, &ctx.cfg, sasl, &ctx.edge, &ctx.events).await {
+                Err(Ended::Unregistered) => return,
+                Err(Ended::Error(why)) => {
+                    tracing::info!(peer = %ctx.peer, conn = ctx.conn, %why, "closing client connection");
+                    false
+                }
+                Ok(()) => true,
+            }
+        };
         let _ = send_event(&ctx.events, Event::Node(Input::Disconnected { conn: ctx.conn })).await;
-        match end {
-            Err(why) => tracing::info!(peer = %ctx.peer, conn = ctx.conn, %why, "closing client connection"),
+        if client_closed {
             // The client closed its side: what was queued for it before the owner hears of it is
             // still written, as a separate writer would.
-            Ok(()) => Box::pin(drain(&mut wr, &rx)).await,
+            Box::pin(drain(&mut wr, &rx)).await;
         }
         let _ = wr.flush().await;
         let _ = wr.shutdown().await;
+    }
+}
+
+/// Reads a connection's first bytes: a four-letter word is answered here (`None`); a session's
+/// first frame starts with them (`Some`, the bytes read so far). `None` too when the connection
+/// closed or sent nothing within the sessionless timeout. Its own future, answering by value:
+/// whatever [`serve_stream`]'s block borrows or keeps across an await stays in the task's state
+/// for the connection's life.
+async fn opening(
+    rd: &mut (impl AsyncReadExt + Unpin),
+    wr: &mut (impl AsyncWrite + Unpin),
+    ctx: &ConnCtx,
+) -> Option<BytesMut> {
+    let mut buf = BytesMut::with_capacity(IDLE_READ);
+    let first = tokio::time::timeout(SESSIONLESS_TIMEOUT, read_at_least(rd, &mut buf, 4)).await;
+    EdgeCounters::add(&ctx.edge.bytes_received, buf.len() as u64);
+    if !matches!(first, Ok(Ok(true))) {
+        return None;
+    }
+    match four_letter_word([buf[0], buf[1], buf[2], buf[3]]) {
+        Some(cmd) => {
+            four_letter(cmd, wr, &ctx.cfg, &ctx.events).await;
+            None
+        }
+        None => Some(buf),
     }
 }
 
@@ -376,16 +401,37 @@ async fn four_letter(
     let _ = wr.shutdown().await;
 }
 
-/// One task serves a session's connection both ways: it decodes requests and hands them to the
-/// owner, and writes what the owner queues (`rx`). Requests in flight are bounded
-/// (`maxOutstandingPerConnection`, counted down per request and up per reply written): at the
-/// bound it stops reading until replies go out. `Ok` when the client closed its side or the owner
-/// closed the connection; `Err` with why otherwise.
-/// Not an `async fn`, as [`serve_stream`].
+/// Why [`serve_session`] ended, other than the client or the owner closing the connection.
+enum Ended {
+    /// The owner is gone before the connection could be registered with it.
+    Unregistered,
+    Error(String),
+}
+
+impl From<String> for Ended {
+    fn from(why: String) -> Self {
+        Ended::Error(why)
+    }
+}
+
+impl From<&str> for Ended {
+    fn from(why: &str) -> Self {
+        Ended::Error(why.to_string())
+    }
+}
+
+/// One task serves a session's connection both ways: it registers the connection's queue (`tx`)
+/// with the owner, decodes requests and hands them to the owner, and writes what the owner queues
+/// (`rx`). Requests in flight are bounded (`maxOutstandingPerConnection`, counted down per
+/// request and up per reply written): at the bound it stops reading until replies go out. `Ok`
+/// when the client closed its side or the owner closed the connection; `Err` with why otherwise.
+/// Not an `async fn`, as [`serve_stream`]; it registers the connection itself so that the
+/// caller's state holds nothing of that step while the session runs.
 #[allow(clippy::too_many_arguments, clippy::manual_async_fn)]
 fn serve_session<'a>(
     mut rd: impl ClientRead + 'a,
     wr: &'a mut (impl AsyncWrite + Unpin),
+    tx: ConnTx,
     rx: &'a ConnRx,
     mut buf: BytesMut,
     who: Who<'a>,
@@ -393,9 +439,12 @@ fn serve_session<'a>(
     mut sasl: ConnSasl,
     edge: &'a EdgeCounters,
     events: &'a mpsc::Sender<Event>,
-) -> impl std::future::Future<Output = Result<(), String>> + 'a {
+) -> impl std::future::Future<Output = Result<(), Ended>> + 'a {
     async move {
         let conn = who.conn;
+        if send_event(events, Event::Register { conn, tx }).await.is_err() {
+            return Err(Ended::Unregistered);
+        }
         let mut permits = cfg.max_outstanding_per_connection;
         let mut decoder = FrameDecoder::new(cfg.jute_max_buffer);
         let mut connected = false;
@@ -405,41 +454,43 @@ fn serve_session<'a>(
         // the buffer between reads.
         let mut busy = false;
         loop {
-            // The requests one read brought go to the owner as one event, in order.
-            let mut inputs = Vec::new();
             // At the bound of requests in flight: decoding waits for replies to go out.
             let mut blocked = false;
-            let decoded: Result<(), String> = (|| {
-                loop {
-                    if connected && permits == 0 {
-                        blocked = true;
-                        return Ok(());
-                    }
-                    let Some(frame) = decoder.decode(&mut buf).map_err(|e| format!("bad frame: {e}"))? else {
-                        return Ok(());
-                    };
-                    let input = if connected {
-                        permits -= 1;
-                        match decode_request(conn, &frame)? {
-                            // The SASL exchange steps here, in arrival order; the node gets the outcome.
-                            Input::Request { conn, xid, req: Request::Sasl(r) } => {
-                                Input::Sasl { conn, xid, outcome: sasl.step(conn, &r.token) }
-                            }
-                            input => input,
+            {
+                // The requests one read brought go to the owner as one event, in order; in a block
+                // of their own, so the task is not sized for them across the wait below.
+                let mut inputs = Vec::new();
+                let decoded: Result<(), String> = (|| {
+                    loop {
+                        if connected && permits == 0 {
+                            blocked = true;
+                            return Ok(());
                         }
-                    } else {
-                        connected = true;
-                        let req = ConnectRequest::from_bytes(&frame).map_err(|e| format!("bad ConnectRequest: {e}"))?;
-                        Input::Connect { conn, addr: *who.peer, req, x509: who.x509.take() }
-                    };
-                    inputs.push(input);
-                }
-            })();
-            // What decoded before a bad frame is still served, as if read one by one.
-            send_inputs(events, &mut inputs).await?;
-            // Not kept across the wait below (the task would be sized for it).
-            drop(inputs);
-            decoded?;
+                        let Some(frame) = decoder.decode(&mut buf).map_err(|e| format!("bad frame: {e}"))? else {
+                            return Ok(());
+                        };
+                        let input = if connected {
+                            permits -= 1;
+                            match decode_request(conn, &frame)? {
+                                // The SASL exchange steps here, in arrival order; the node gets the outcome.
+                                Input::Request { conn, xid, req: Request::Sasl(r) } => {
+                                    Input::Sasl { conn, xid, outcome: sasl.step(conn, &r.token) }
+                                }
+                                input => input,
+                            }
+                        } else {
+                            connected = true;
+                            let req =
+                                ConnectRequest::from_bytes(&frame).map_err(|e| format!("bad ConnectRequest: {e}"))?;
+                            Input::Connect { conn, addr: *who.peer, req, x509: who.x509.take() }
+                        };
+                        inputs.push(input);
+                    }
+                })();
+                // What decoded before a bad frame is still served, as if read one by one.
+                send_inputs(events, &mut inputs).await?;
+                decoded?;
+            }
             if connected {
                 // Freed once the session's ConnectRequest is in.
                 sessionless = None;
@@ -494,7 +545,7 @@ fn serve_session<'a>(
                     }
                     // A TLS client that closed its socket without a close_notify: a close all the same.
                     Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-                    Err(e) => return Err(format!("read error: {e}")),
+                    Err(e) => return Err(Ended::Error(format!("read error: {e}"))),
                 },
                 _ = sessionless_due => {
                     EdgeCounters::add(&edge.sessionless_connections_expired, 1);
