@@ -10,7 +10,7 @@ use warden_proto::header::{keeper_state, ReplyHeader, WatcherEvent};
 use warden_proto::request::Request;
 use warden_proto::response::{encode_notification, encode_reply, Response};
 use warden_proto::{perms, xid, ErrorCode, Txn, TxnHeader};
-use warden_tree::{check_acl, ApplyOutcome, DataTree, Prep, TreeEvent, TreeEventKind, WatchManager};
+use warden_tree::{check_acl, ApplyOutcome, DataTree, Prep, TreeEvent, TreeEventKind, WatchEventType, WatchManager};
 
 use warden_proto::quorum::QuorumPacket;
 use warden_quorum::zab::EpochKind;
@@ -728,24 +728,26 @@ impl Node {
                 };
                 summary.record(fired.len() as u64);
             }
-            // A storm's notifications are equal bytes: encoded once per event type and path.
-            let mut encoded: Option<(i32, Vec<u8>)> = None;
+            // A storm's notifications are equal bytes: encoded once per event type (every
+            // notification of one event is about its path).
+            let mut encoded: Option<(WatchEventType, Vec<u8>)> = None;
+            // Most nodes anyone may read: then no watcher's ids need looking up.
+            let anyone_reads = self.cfg.skip_acl || warden_tree::acl::world_readable(&ev.acl);
             for fired in fired {
-                if !self.cfg.skip_acl && !check_acl(&ev.acl, perms::READ, self.conn_ids(fired.conn)) {
+                if !anyone_reads && !check_acl(&ev.acl, perms::READ, self.conn_ids(fired.conn)) {
                     // 3.9.2+: a watcher that may not read the node is not told about it (ZOOKEEPER-4799).
                     continue;
                 }
-                let code = fired.event_type.code();
-                let same_path = fired.path.as_str() == &*ev.path;
                 let frame = match &encoded {
-                    Some((c, frame)) if *c == code && same_path => frame.clone(),
+                    Some((t, frame)) if *t == fired.event_type => frame.clone(),
                     _ => {
-                        let notification =
-                            WatcherEvent { event_type: code, state: keeper_state::SYNC_CONNECTED, path: fired.path };
+                        let notification = WatcherEvent {
+                            event_type: fired.event_type.code(),
+                            state: keeper_state::SYNC_CONNECTED,
+                            path: ev.path.to_string(),
+                        };
                         let frame = encode_notification(hdr.zxid, &notification);
-                        if same_path {
-                            encoded = Some((code, frame.clone()));
-                        }
+                        encoded = Some((fired.event_type, frame.clone()));
                         frame
                     }
                 };

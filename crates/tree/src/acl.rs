@@ -7,7 +7,7 @@
 use base64::Engine as _;
 use sha1::{Digest as _, Sha1};
 use std::net::IpAddr;
-use warden_proto::{Acl, ErrorCode, Id};
+use warden_proto::{perms, Acl, ErrorCode, Id};
 
 /// `checkACL`: may a caller holding `ids` exercise `perm` on a node whose ACL is `acl`?
 pub fn check_acl(acl: &[Acl], perm: i32, ids: &[Id]) -> bool {
@@ -15,6 +15,12 @@ pub fn check_acl(acl: &[Acl], perm: i32, ids: &[Id]) -> bool {
         return true;
     }
     acl.iter().filter(|a| a.perms & perm != 0).any(|a| entry_matches(&a.id, ids))
+}
+
+/// May every caller read a node with this ACL (no ACL, or `world:anyone` with READ)? Then
+/// [`check_acl`] for READ holds whatever the caller's ids.
+pub fn world_readable(acl: &[Acl]) -> bool {
+    acl.is_empty() || acl.iter().any(|a| a.perms & perms::READ != 0 && a.id.scheme == "world" && a.id.id == "anyone")
 }
 
 fn entry_matches(entry: &Id, ids: &[Id]) -> bool {
@@ -221,6 +227,26 @@ mod tests {
         assert_eq!(digest_id(b"a:b:c"), "a:cLzgnoJ6mP5qz3w+mwvPE2vDgu0=");
         // Malformed UTF-8 is hashed as Java decodes it: each bad byte becomes U+FFFD (EF BF BD).
         assert_eq!(digest_id(b"\xff\xfe:x"), "\u{fffd}\u{fffd}:sgm2wdkksskeePf9Lr02TkUKDiU=");
+    }
+
+    #[test]
+    fn world_readable_means_every_caller_may_read() {
+        let anyone = |p| Acl::new(p, Id::new("world", "anyone"));
+        let digest = Acl::new(perms::ALL, Id::new("digest", "u:h"));
+        for (acl, readable) in [
+            (vec![], true),
+            (vec![anyone(perms::READ)], true),
+            (vec![digest.clone(), anyone(perms::READ | perms::WRITE)], true),
+            (vec![anyone(perms::WRITE)], false),
+            (vec![digest], false),
+        ] {
+            assert_eq!(world_readable(&acl), readable, "{acl:?}");
+            if readable {
+                assert!(check_acl(&acl, perms::READ, &[ip("10.0.0.1")]), "{acl:?}");
+            } else {
+                assert!(!check_acl(&acl, perms::READ, &[ip("10.0.0.1")]), "{acl:?}");
+            }
+        }
     }
 
     #[test]

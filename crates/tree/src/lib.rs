@@ -29,7 +29,7 @@ pub use path::{basename, parent, validate_path};
 pub use prep::Prep;
 pub use tree::DataTree;
 pub use watch::{SetWatchesLists, WatchManager, WatchTableKind};
-pub use watch_types::{AddWatchMode, FiredWatch, WatchEventType, WatchSummary, WatcherType};
+pub use watch_types::{AddWatchMode, FiredWatch, Triggered, WatchEventType, WatchSummary, WatcherType};
 pub use write_op::{CreateKind, CreateMode, PrepContext, WriteOp};
 pub use znode::{empty_acl, open_acl, read_acl, Znode};
 

@@ -2,12 +2,12 @@
 //! (ZooKeeper's `DataTree.dataWatches` / `childWatches`, each a `WatchManager`). Watches are local
 //! to a server: never replicated or snapshotted.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::outcome::{TreeEvent, TreeEventKind};
 use crate::tree::DataTree;
 use crate::watch_table::{mode, WatchTable};
-use crate::watch_types::{AddWatchMode, FiredWatch, WatchEventType, WatchSummary, WatcherType};
+use crate::watch_types::{AddWatchMode, FiredWatch, Triggered, WatchEventType, WatchSummary, WatcherType};
 
 /// Which of the two tables a report is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,25 +70,25 @@ impl WatchManager {
     }
 
     /// Fires the watches a tree event triggers (as `DataTree.createNode`, `deleteNode` and
-    /// `setData` trigger them), one notification per connection per table; for a delete,
-    /// child-table watchers already notified by the data table are skipped (their one-shot entries
-    /// are still consumed).
-    pub fn trigger(&mut self, ev: &TreeEvent) -> Vec<FiredWatch> {
-        let fire = |conns: &BTreeSet<u64>, t: WatchEventType| -> Vec<FiredWatch> {
-            conns
-                .iter()
-                .map(|&conn| FiredWatch { conn, event_type: t, path: ev.path.to_string(), zxid: ev.zxid })
-                .collect()
+    /// `setData` trigger them), one notification per connection per table, each about the event's
+    /// own path; for a delete, child-table watchers already notified by the data table are skipped
+    /// (their one-shot entries are still consumed). Connections in ascending order per table.
+    pub fn trigger(&mut self, ev: &TreeEvent) -> Vec<Triggered> {
+        let fire = |conns: Vec<u64>, event_type: WatchEventType| {
+            conns.into_iter().map(move |conn| Triggered { conn, event_type })
         };
         match ev.kind {
-            TreeEventKind::Created => fire(&self.data.trigger(&ev.path), WatchEventType::NodeCreated),
-            TreeEventKind::DataChanged => fire(&self.data.trigger(&ev.path), WatchEventType::NodeDataChanged),
-            TreeEventKind::ChildrenChanged => fire(&self.child.trigger(&ev.path), WatchEventType::NodeChildrenChanged),
+            TreeEventKind::Created => fire(self.data.trigger(&ev.path), WatchEventType::NodeCreated).collect(),
+            TreeEventKind::DataChanged => fire(self.data.trigger(&ev.path), WatchEventType::NodeDataChanged).collect(),
+            TreeEventKind::ChildrenChanged => {
+                fire(self.child.trigger(&ev.path), WatchEventType::NodeChildrenChanged).collect()
+            }
             TreeEventKind::Deleted => {
                 let by_data = self.data.trigger(&ev.path);
-                let by_child: BTreeSet<u64> = self.child.trigger(&ev.path).difference(&by_data).copied().collect();
-                let mut out = fire(&by_data, WatchEventType::NodeDeleted);
-                out.extend(fire(&by_child, WatchEventType::NodeDeleted));
+                let mut by_child = self.child.trigger(&ev.path);
+                by_child.retain(|c| by_data.binary_search(c).is_err());
+                let mut out: Vec<Triggered> = fire(by_data, WatchEventType::NodeDeleted).collect();
+                out.extend(fire(by_child, WatchEventType::NodeDeleted));
                 out
             }
         }

@@ -80,24 +80,47 @@ impl WatchTable {
     }
 
     /// Fires the table for `path`: exact-path registrations of any mode fire (standard ones are
-    /// removed), and recursive registrations on ancestors fire. Returns the connections hit.
-    pub fn trigger(&mut self, path: &str) -> BTreeSet<u64> {
-        let mut hit = BTreeSet::new();
-        let exact: Vec<u64> = self.by_path.get(path).map(|s| s.iter().copied().collect()).unwrap_or_default();
-        for conn in exact {
-            hit.insert(conn);
-            let m = self.modes(conn, path);
-            self.set_modes(conn, path, m & !mode::STANDARD);
+    /// removed), and recursive registrations on ancestors fire. Returns the connections hit, in
+    /// ascending order, each once. The exact path's set is taken whole rather than emptied one
+    /// connection at a time: a storm fires thousands of one-shot watches on one path.
+    pub fn trigger(&mut self, path: &str) -> Vec<u64> {
+        let mut hit = Vec::new();
+        if let Some(conns) = self.by_path.remove(path) {
+            hit.reserve_exact(conns.len());
+            // Connections whose registration outlives the trigger (persistent modes).
+            let mut kept = BTreeSet::new();
+            for conn in conns {
+                hit.push(conn);
+                let Some(paths) = self.by_conn.get_mut(&conn) else { continue };
+                let Some(bits) = paths.get_mut(path) else { continue };
+                *bits &= !mode::STANDARD;
+                if *bits != 0 {
+                    kept.insert(conn);
+                } else {
+                    paths.remove(path);
+                    if paths.is_empty() {
+                        self.by_conn.remove(&conn);
+                    }
+                }
+            }
+            if !kept.is_empty() {
+                self.by_path.insert(path.to_string(), kept);
+            }
         }
         if self.recursive > 0 {
+            let exact = hit.len();
             let mut p = path;
             while p != "/" {
                 p = parent(p);
                 for conn in self.by_path.get(p).into_iter().flatten() {
                     if self.contains(*conn, p, mode::RECURSIVE) {
-                        hit.insert(*conn);
+                        hit.push(*conn);
                     }
                 }
+            }
+            if hit.len() > exact {
+                hit.sort_unstable();
+                hit.dedup();
             }
         }
         hit

@@ -84,6 +84,16 @@ pub struct FiredWatch {
     pub zxid: i64,
 }
 
+/// One connection a change notifies, and of what: the notification is about the change's own
+/// path (one encoding serves every watcher of a storm).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Triggered {
+    /// The connection to notify.
+    pub conn: u64,
+    /// What happened.
+    pub event_type: WatchEventType,
+}
+
 /// Watch counts for the `wchs` four-letter word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct WatchSummary {

@@ -169,3 +169,31 @@ fn set_watches_rearms_or_fires_now() {
     assert_eq!(h.take_fired(), vec![(9, 1, "/later".into())]);
     h.check();
 }
+
+#[test]
+fn a_storm_fires_each_watcher_once_and_keeps_only_persistent_registrations() {
+    let mut h = Harness::new();
+    h.write(0, create("/s", 0)).unwrap();
+    // Connections 9..1 in descending order: the notifications still come in ascending order.
+    for conn in (1..10).rev() {
+        h.watches.add_data_watch(conn, "/s");
+    }
+    h.watches.add_watch(4, "/s", AddWatchMode::Persistent); // also one-shot on /s
+    h.watches.add_watch(7, "/", AddWatchMode::PersistentRecursive); // also one-shot on /s
+    h.watches.add_watch(12, "/", AddWatchMode::PersistentRecursive);
+    h.write(0, set_data("/s", b"1", -1)).unwrap();
+    let conns: Vec<u64> = h
+        .take_fired()
+        .into_iter()
+        .map(|(c, t, p)| {
+            assert_eq!((t, p.as_str()), (3, "/s"));
+            c
+        })
+        .collect();
+    assert_eq!(conns, vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 12], "each watcher once, ascending");
+    h.write(0, set_data("/s", b"2", -1)).unwrap();
+    let conns: Vec<u64> = h.take_fired().into_iter().map(|(c, _, _)| c).collect();
+    assert_eq!(conns, vec![4, 7, 12], "only the persistent registrations are left");
+    assert!(!h.watches.check(4, "/s", WatcherType::Data), "4's one-shot watch was consumed");
+    assert!(h.watches.check(4, "/s", WatcherType::Persistent));
+}

@@ -71,7 +71,12 @@ impl Harness {
         self.prep.applied(hdr.zxid);
         for ev in &out.events {
             let f = self.watches.trigger(ev);
-            self.fired.extend(f);
+            self.fired.extend(f.into_iter().map(|t| FiredWatch {
+                conn: t.conn,
+                event_type: t.event_type,
+                path: ev.path.to_string(),
+                zxid: ev.zxid,
+            }));
         }
         self.check();
         out.result
