@@ -1,7 +1,8 @@
 //! The queue from the owner task to one client connection's writer.
 //!
-//! A mutex-guarded `VecDeque` and a `Notify` behind one `Arc`: about a hundred bytes for an
-//! idle connection, where a tokio mpsc channel allocates a block of 32 slots up front (about
+//! A mutex-guarded queue (its oldest message inline, the others in a `VecDeque` that holds a
+//! buffer only while more than one message waits) and a `Notify` behind one `Arc`: about 140
+//! bytes for an idle connection, where a tokio mpsc channel allocates a block of 32 slots up front (about
 //! 1 KiB per connection, which at tens of thousands of sessions is most of what an idle one
 //! costs). The owner never waits on it: a push either succeeds or finds the writer gone, and
 //! the bound is counted in frames (`queued`), which the owner checks before pushing.
@@ -24,7 +25,11 @@ struct Shared {
 
 #[derive(Default)]
 struct State {
-    msgs: VecDeque<ConnMsg>,
+    /// The oldest message, kept inline: a connection that is written one message at a time (the
+    /// usual case, and every connection of a watch storm) never allocates a queue.
+    head: Option<ConnMsg>,
+    /// The messages behind `head`, in order; empty (no buffer) when it is.
+    rest: VecDeque<ConnMsg>,
     /// The owner dropped its end: the writer ends once the queue is empty.
     owner_gone: bool,
     /// The writer ended: pushes fail.
@@ -55,7 +60,11 @@ impl ConnTx {
             return false;
         }
         self.0.queued.fetch_add(frames, Ordering::AcqRel);
-        st.msgs.push_back(msg);
+        if st.head.is_none() {
+            st.head = Some(msg);
+        } else {
+            st.rest.push_back(msg);
+        }
         drop(st);
         self.0.wake.notify_one();
         true
@@ -92,11 +101,11 @@ impl ConnRx {
     /// The next message if one is queued.
     pub(crate) fn try_recv(&self) -> Option<ConnMsg> {
         let mut st = lock(&self.0);
-        let m = st.msgs.pop_front();
-        if st.msgs.is_empty() {
-            // An idle connection keeps no queue: the next push allocates one again, which costs
-            // less than the 144 bytes every idle session would otherwise hold.
-            st.msgs = VecDeque::new();
+        let m = st.head.take();
+        st.head = st.rest.pop_front();
+        if st.rest.is_empty() && st.rest.capacity() > 0 {
+            // A burst's queue is not kept by an idle connection.
+            st.rest = VecDeque::new();
         }
         m
     }
@@ -111,7 +120,8 @@ impl Drop for ConnRx {
     fn drop(&mut self) {
         let mut st = lock(&self.0);
         st.writer_gone = true;
-        st.msgs.clear();
+        st.head = None;
+        st.rest.clear();
     }
 }
 
@@ -122,6 +132,29 @@ mod tests {
 
     fn frames(n: u8) -> ConnMsg {
         ConnMsg::Frames(Frames { bytes: vec![n], frames: 1, completes: 0 })
+    }
+
+    #[test]
+    fn pushes_and_takes_interleaved_keep_order_and_a_drained_queue_holds_no_buffer() {
+        let (tx, rx) = conn_queue();
+        let mut got = Vec::new();
+        let take = |rx: &ConnRx| match rx.try_recv() {
+            Some(ConnMsg::Frames(f)) => Some(f.bytes[0]),
+            _ => None,
+        };
+        for round in 0..3u8 {
+            for n in 0..5 {
+                assert!(tx.push(frames(round * 10 + n), 1));
+            }
+            got.extend(take(&rx));
+            got.extend(take(&rx));
+        }
+        while let Some(n) = take(&rx) {
+            got.push(n);
+        }
+        assert_eq!(got, vec![0, 1, 2, 3, 4, 10, 11, 12, 13, 14, 20, 21, 22, 23, 24]);
+        let st = lock(&rx.0);
+        assert!(st.head.is_none() && st.rest.capacity() == 0, "an idle connection keeps no queue buffer");
     }
 
     #[tokio::test]
