@@ -91,6 +91,10 @@ pub struct BenchArgs {
     /// Leave watches on reads (getData, exists, getChildren) and count the events.
     #[arg(long)]
     watches: bool,
+    /// The sessions workload with --watches: fire this many storms, each session re-arming its
+    /// watch between them; the report gives each storm's time and their median.
+    #[arg(long, default_value_t = 1)]
+    storms: usize,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,

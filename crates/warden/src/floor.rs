@@ -314,7 +314,7 @@ fn read_frame(conn: &mut TcpStream) -> anyhow::Result<Vec<u8>> {
     Ok(frame)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }

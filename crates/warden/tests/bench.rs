@@ -156,9 +156,9 @@ fn bench_connect_counts_new_connections() {
 }
 
 /// The sessions workload (fewer sessions than the default maxClientCnxns of 60 per address):
-/// every raw session is established, watches one node and hears its
-/// change exactly once; with the server's PID the RSS before, idle and at the storm's peak is
-/// read and the growth per session is reported.
+/// every raw session is established, watches one node and hears each of three changes (the
+/// watch set again between them) exactly once; with the server's PID the RSS before, idle and
+/// at the storm's peak is read and the growth per session is reported.
 #[test]
 fn bench_sessions_notifies_every_session_once_and_reads_the_servers_rss() {
     let dir = tempfile::tempdir().unwrap();
@@ -167,7 +167,7 @@ fn bench_sessions_notifies_every_session_once_and_reads_the_servers_rss() {
     let (report, stdout, _) = run_bench(
         dir.path(),
         port,
-        &["--workload", "sessions", "--sessions", "50", "--depth", "16", "--watches"],
+        &["--workload", "sessions", "--sessions", "50", "--depth", "16", "--watches", "--storms", "3"],
         &["--warmup", "0.5s", "--duration", "0.2s", "--server-pid", &pid],
     );
     assert_eq!(report["sessions"], 50);
@@ -176,6 +176,9 @@ fn bench_sessions_notifies_every_session_once_and_reads_the_servers_rss() {
     let storm = &report["storm"];
     assert_eq!((f(storm, "armed"), f(storm, "notified"), f(storm, "duplicates")), (50.0, 50.0, 0.0), "{report}");
     assert!(f(storm, "storm_ms") > 0.0, "{report}");
+    let each: Vec<f64> = storm["storms_ms"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert!(each.len() == 3 && each.iter().all(|ms| *ms > 0.0), "{report}");
+    assert!(each.contains(&f(storm, "storm_median_ms")), "{report}");
     assert!(f(&report, "rss_idle_kib") > 0.0 && f(storm, "rss_peak_kib") >= f(&report, "rss_watched_kib"), "{report}");
     assert!(report["rss_per_session_bytes"].is_number(), "{report}");
     assert!(stdout.contains("watch storm: 50 armed, 50 notified, 0 duplicates"), "{stdout}");

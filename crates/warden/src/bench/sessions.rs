@@ -9,9 +9,11 @@
 //!    every `--server-pid` process is read before step 1 and after this: its growth divided by
 //!    the sessions is the memory per idle session (no watch set yet).
 //! 3. With `--watches`: every session sets a data watch on one node (`exists` with watch), the
-//!    RSS is read again a second later, then one setData changes the node; the storm's time runs from the setData to the last session's
-//!    notification, every session must be notified exactly once, and the servers' RSS is sampled
-//!    every 10 ms meanwhile (its peak is reported).
+//!    RSS is read again a second later, then one setData changes the node; the storm's time runs
+//!    from the setData to the last session's notification, every session must be notified
+//!    exactly once, and the servers' RSS is sampled every 10 ms meanwhile (its peak is
+//!    reported). With `--storms K`, every session then sets its watch again and the next storm
+//!    fires, K times in all: each storm's time is reported, and their median.
 //! 4. The sessions then stay for `--duration` (so a server's expiry and pings run at this size)
 //!    and close.
 
@@ -66,8 +68,12 @@ struct StormReport {
     notified: usize,
     /// Sessions that got more than one notification (must be 0).
     duplicates: usize,
-    /// From the setData to the last notification.
+    /// From the setData to the last notification, the first storm.
     storm_ms: f64,
+    /// Every storm's, in order (`--storms`).
+    storms_ms: Vec<f64>,
+    /// Their median.
+    storm_median_ms: f64,
     rss_peak_kib: Option<u64>,
 }
 
@@ -78,7 +84,7 @@ struct Shared {
     armed: AtomicUsize,
     notified: AtomicUsize,
     duplicates: AtomicUsize,
-    /// Microseconds since the run's start of the latest notification.
+    /// Microseconds since the run's start of the latest notification of the current storm.
     last_notified_us: AtomicU64,
     errors: AtomicU64,
     first_error: Mutex<Option<String>>,
@@ -115,8 +121,9 @@ pub(super) async fn run(args: BenchArgs, json: Option<std::path::PathBuf>) -> an
     let mut tasks = Vec::with_capacity(args.sessions);
     // Dropping the sender ends every session.
     let (stop_tx, stop_rx) = async_channel::bounded::<()>(1);
-    // Dropping this one has every session set its watch (after the idle RSS is read).
-    let (arm_tx, arm_rx) = async_channel::bounded::<()>(1);
+    // The storm round: each new value has every session set its watch for that storm (the first
+    // after the idle RSS is read).
+    let (arm_tx, arm_rx) = tokio::sync::watch::channel(0usize);
     for i in 0..args.sessions {
         let addr = targets[i % targets.len()];
         let shared = shared.clone();
@@ -164,53 +171,73 @@ pub(super) async fn run(args: BenchArgs, json: Option<std::path::PathBuf>) -> an
     }
 
     if args.watches {
-        drop(arm_tx);
-        let deadline = Instant::now() + STORM_LIMIT;
-        while shared.armed.load(Ordering::Relaxed) < established && Instant::now() < deadline {
-            Timer::after(Duration::from_millis(5)).await;
-        }
-        Timer::after(WATCHED_SETTLE).await;
-        report.rss_watched_kib = rss_kib(&pids);
-        let armed = shared.armed.load(Ordering::Relaxed);
-        let peak = Arc::new(AtomicU64::new(report.rss_watched_kib.unwrap_or(0)));
-        let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let sampler = {
-            let (peak, sampling, pids) = (peak.clone(), sampling.clone(), pids.clone());
-            super::spawn(async move {
-                while sampling.load(Ordering::Relaxed) {
-                    if let Some(kib) = rss_kib(&pids) {
-                        peak.fetch_max(kib, Ordering::Relaxed);
+        let peak = Arc::new(AtomicU64::new(0));
+        let mut storm = StormReport::default();
+        for round in 1..=args.storms.max(1) {
+            let armed_before = shared.armed.load(Ordering::Relaxed);
+            let _ = arm_tx.send(round);
+            let deadline = Instant::now() + STORM_LIMIT;
+            while shared.armed.load(Ordering::Relaxed) - armed_before < established && Instant::now() < deadline {
+                Timer::after(Duration::from_millis(5)).await;
+            }
+            Timer::after(WATCHED_SETTLE).await;
+            let armed = shared.armed.load(Ordering::Relaxed) - armed_before;
+            if round == 1 {
+                report.rss_watched_kib = rss_kib(&pids);
+                peak.store(report.rss_watched_kib.unwrap_or(0), Ordering::Relaxed);
+                storm.armed = armed;
+            }
+            let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+            let sampler = {
+                let (peak, sampling, pids) = (peak.clone(), sampling.clone(), pids.clone());
+                super::spawn(async move {
+                    while sampling.load(Ordering::Relaxed) {
+                        if let Some(kib) = rss_kib(&pids) {
+                            peak.fetch_max(kib, Ordering::Relaxed);
+                        }
+                        Timer::after(Duration::from_millis(10)).await;
                     }
-                    Timer::after(Duration::from_millis(10)).await;
-                }
-            })
-        };
-        let fired_at = start.elapsed();
-        let set = Request::SetData(SetDataRequest {
-            path: storm_path.clone(),
-            data: Some(b"storm".to_vec().into()),
-            version: -1,
-        });
-        let err = control.call(XID_SETUP, &set).await?;
-        if err != 0 {
-            bail!("setData {storm_path}: error {err}");
+                })
+            };
+            let notified_before = shared.notified.load(Ordering::Relaxed);
+            shared.last_notified_us.store(0, Ordering::Relaxed);
+            let fired_at = start.elapsed();
+            let set = Request::SetData(SetDataRequest {
+                path: storm_path.clone(),
+                data: Some(format!("storm {round}").into_bytes().into()),
+                version: -1,
+            });
+            let err = control.call(XID_SETUP, &set).await?;
+            if err != 0 {
+                bail!("setData {storm_path}: error {err}");
+            }
+            let deadline = Instant::now() + STORM_LIMIT;
+            while shared.notified.load(Ordering::Relaxed) - notified_before < armed && Instant::now() < deadline {
+                Timer::after(Duration::from_millis(1)).await;
+            }
+            // Late duplicates would show within a moment.
+            Timer::after(Duration::from_millis(200)).await;
+            sampling.store(false, Ordering::Relaxed);
+            sampler.await;
+            let last = Duration::from_micros(shared.last_notified_us.load(Ordering::Relaxed));
+            let ms = last.saturating_sub(fired_at).as_secs_f64() * 1000.0;
+            storm.storms_ms.push(ms);
+            let notified = shared.notified.load(Ordering::Relaxed) - notified_before;
+            if round == 1 {
+                storm.storm_ms = ms;
+                storm.notified = notified;
+            } else {
+                // Every storm must notify every session it armed; the report keeps the fewest.
+                storm.notified = storm.notified.min(notified);
+            }
+            if args.storms > 1 {
+                eprintln!("bench: storm {round}: {notified} notified in {ms:.1} ms");
+            }
         }
-        let deadline = Instant::now() + STORM_LIMIT;
-        while shared.notified.load(Ordering::Relaxed) < armed && Instant::now() < deadline {
-            Timer::after(Duration::from_millis(1)).await;
-        }
-        // Late duplicates would show within a moment.
-        Timer::after(Duration::from_millis(200)).await;
-        sampling.store(false, Ordering::Relaxed);
-        sampler.await;
-        let last = Duration::from_micros(shared.last_notified_us.load(Ordering::Relaxed));
-        report.storm = Some(StormReport {
-            armed,
-            notified: shared.notified.load(Ordering::Relaxed),
-            duplicates: shared.duplicates.load(Ordering::Relaxed),
-            storm_ms: last.saturating_sub(fired_at).as_secs_f64() * 1000.0,
-            rss_peak_kib: report.rss_watched_kib.map(|_| peak.load(Ordering::Relaxed)),
-        });
+        storm.duplicates = shared.duplicates.load(Ordering::Relaxed);
+        storm.storm_median_ms = crate::floor::median(storm.storms_ms.clone());
+        storm.rss_peak_kib = report.rss_watched_kib.map(|_| peak.load(Ordering::Relaxed));
+        report.storm = Some(storm);
     }
     Timer::after(args.duration).await;
     drop(stop_tx);
@@ -241,6 +268,9 @@ fn print(r: &SessionsReport) {
             "watch storm: {} armed, {} notified, {} duplicates, {:.1} ms from setData to the last notification",
             s.armed, s.notified, s.duplicates, s.storm_ms
         );
+        if s.storms_ms.len() > 1 {
+            println!("watch storms: {} in all, median {:.1} ms", s.storms_ms.len(), s.storm_median_ms);
+        }
         if let Some(w) = r.rss_watched_kib {
             println!("server RSS with a watch per session: {:.1} MiB", w as f64 / 1024.0);
         }
@@ -252,19 +282,21 @@ fn print(r: &SessionsReport) {
 
 impl Session {
     /// Keeps the session alive until `stop` closes: PINGs every third of the timeout, sets the
-    /// watch (when given a path) once `arm` closes, and counts its notification.
+    /// watch (when given a path) each time `arm` moves to a new storm round, and counts one
+    /// notification per round (any more are duplicates).
     #[allow(clippy::too_many_arguments)]
     async fn idle(
         mut self,
-        mut watch: Option<String>,
-        arm: async_channel::Receiver<()>,
+        watch: Option<String>,
+        mut arm: tokio::sync::watch::Receiver<usize>,
         timeout_ms: i32,
         start: Instant,
         shared: &Shared,
         stop: async_channel::Receiver<()>,
     ) {
         let ping_every = Duration::from_millis(u64::try_from(timeout_ms / 3).unwrap_or(1000).max(100));
-        let mut notifications = 0;
+        // The storm round whose watch is set, and the last round notified.
+        let (mut armed_round, mut notified_round) = (0, 0);
         let mut next_ping = Instant::now() + ping_every;
         loop {
             enum Step {
@@ -273,7 +305,7 @@ impl Session {
                 Arm,
                 Stop,
             }
-            let unarmed = watch.is_some();
+            let watching = watch.is_some();
             let step = futures_lite::future::or(
                 futures_lite::future::or(async { Step::Read(self.fill().await) }, async {
                     Timer::at(next_ping).await;
@@ -285,10 +317,9 @@ impl Session {
                         Step::Stop
                     },
                     async {
-                        if !unarmed {
+                        if !watching || arm.changed().await.is_err() {
                             std::future::pending::<()>().await;
                         }
-                        let _ = arm.recv().await;
                         Step::Arm
                     },
                 ),
@@ -297,7 +328,9 @@ impl Session {
             match step {
                 Step::Stop => return,
                 Step::Arm => {
-                    let Some(path) = watch.take() else { continue };
+                    let round = *arm.borrow_and_update();
+                    let Some(path) = watch.clone().filter(|_| round > armed_round) else { continue };
+                    armed_round = round;
                     let exists = Request::Exists(PathWatch { path, watch: true });
                     if let Err(e) = self.stream.write_all(&exists.encode_frame(XID_EXISTS)).await {
                         return shared.error(format!("exists: {e}"));
@@ -324,8 +357,8 @@ impl Session {
                             shared.armed.fetch_add(1, Ordering::Relaxed);
                         }
                         XID_NOTIFICATION => {
-                            notifications += 1;
-                            if notifications == 1 {
+                            if notified_round < armed_round {
+                                notified_round = armed_round;
                                 let at = start.elapsed().as_micros() as u64;
                                 shared.last_notified_us.fetch_max(at, Ordering::Relaxed);
                                 shared.notified.fetch_add(1, Ordering::Relaxed);
