@@ -343,6 +343,8 @@ fn run(data: &[u8], cluster: bool) -> Result<FuzzSummary, String> {
     while w.step().map_err(|e| at(&w, e))? {}
     // A fault injected before the healing (a failing fsync) may still stop a server: it restarts
     // at once, and the run ends with every server up.
+    // The last replies arrive; keepalive pings stop (sessions may expire, closing connections).
+    script_mut(&mut w).ending = true;
     let end = w.now + SETTLE_MS;
     let up = |w: &World| w.servers.iter().all(|s| s.run.is_some());
     while w.next_event_at().is_some_and(|t| t <= end || (!up(&w) && t <= end + SETTLE_MS)) {
@@ -457,6 +459,8 @@ pub(crate) struct Script {
     created: Vec<String>,
     elapsed_ms: u64,
     steps: usize,
+    /// The run is settling: no more keepalive pings.
+    ending: bool,
     summary: FuzzSummary,
 }
 
@@ -574,20 +578,34 @@ enum Table {
     Child,
 }
 
-/// The watches a connection may be notified for: one-time registrations counted per path and
-/// table (each fires at most once), and persistent ones.
+/// The watches a connection may be notified for: one-time registrations counted per path, and
+/// persistent ones.
 #[derive(Debug, Default)]
 struct Watches {
-    data: BTreeMap<String, u32>,
-    child: BTreeMap<String, u32>,
+    one_time: BTreeMap<String, Counts>,
     persistent: BTreeSet<String>,
     recursive: BTreeSet<String>,
 }
 
+/// One path's one-time registrations (data table: getData, exists, setWatches' data and exist
+/// lists; child table: getChildren, setWatches' child list) and the events they answered.
+#[derive(Debug, Default)]
+struct Counts {
+    data: u32,
+    child: u32,
+    /// NodeCreated and NodeDataChanged; NodeChildrenChanged; NodeDeleted.
+    data_events: u32,
+    child_events: u32,
+    deleted: u32,
+}
+
 impl Watches {
     fn add(&mut self, table: Table, path: &str) {
-        let t = if table == Table::Child { &mut self.child } else { &mut self.data };
-        *t.entry(path.to_string()).or_default() += 1;
+        let c = self.one_time.entry(path.to_string()).or_default();
+        match table {
+            Table::Child => c.child += 1,
+            Table::Data | Table::Exist => c.data += 1,
+        }
     }
 
     fn persistent_covers(&self, path: &str, event: i32) -> bool {
@@ -601,25 +619,25 @@ impl Watches {
             })
     }
 
-    /// Takes one registration for `event` on `path`; false if nothing covers it.
+    /// Counts `event` on `path` against the registrations; false if they cannot account for it.
+    /// Each registration fires at most once: data events need data registrations, children
+    /// events child ones, and a NodeDeleted takes at least one of either (a delete sends one for
+    /// both tables; setWatches answers a missing path with one per list naming it, as
+    /// ZooKeeper's does), so the events can never outnumber the registrations.
     fn fire(&mut self, event: i32, path: &str) -> bool {
-        let take = |t: &mut BTreeMap<String, u32>| match t.get_mut(path) {
-            Some(n) if *n > 0 => {
-                *n -= 1;
-                true
-            }
-            _ => false,
-        };
-        let one_time = match event {
-            1 | 3 => take(&mut self.data),
-            4 => take(&mut self.child),
-            // A delete fires one NodeDeleted per connection for both tables, but setWatches
-            // answers a missing path with one per list it is in (as ZooKeeper's does): each
-            // takes at least one registration.
-            2 => take(&mut self.data) || take(&mut self.child),
-            _ => false,
-        };
-        one_time || self.persistent_covers(path, event)
+        if self.persistent_covers(path, event) {
+            return true;
+        }
+        let c = self.one_time.entry(path.to_string()).or_default();
+        match event {
+            1 | 3 => c.data_events += 1,
+            4 => c.child_events += 1,
+            2 => c.deleted += 1,
+            _ => return false,
+        }
+        c.data_events <= c.data
+            && c.child_events <= c.child
+            && c.data_events + c.child_events + c.deleted <= c.data + c.child
     }
 }
 
@@ -1008,7 +1026,7 @@ pub(crate) fn wake(w: &mut World, client: usize) -> Result<(), String> {
     let mut s = w.script.take().expect("a fuzz world has a script");
     let idle = s.clients[client].conn.as_ref().is_some_and(|c| {
         c.keepalive && c.state == ConnState::Established && now.saturating_sub(c.last_sent) > c.timeout_ms / 3
-    });
+    }) && !s.ending;
     if idle {
         let p = SPending { xid: warden_proto::xid::PING, op: warden_proto::OpCode::Ping.code(), what: What::Plain };
         send_request(&mut s, w, client, p, Request::Ping);
