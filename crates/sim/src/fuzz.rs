@@ -28,7 +28,8 @@
 //!
 //! A violated invariant is a panic naming it (`standalone_ops`, `cluster_ops`) or an `Err`
 //! (`run_standalone_ops`, `run_cluster_ops`); nothing else panics. One input does bounded work:
-//! at most [`MAX_STEPS`] steps and [`SCRIPT_MS`] of virtual time for the script, then the
+//! at most [`MAX_STEPS`] steps, [`SCRIPT_MS`] of virtual time ([`CLUSTER_SCRIPT_MS`] for the
+//! ensemble) and [`MAX_SCRIPT_EVENTS`] world events for the script, then the
 //! liveness phase (bounded by `LIVENESS_BOUND_MS`) and [`SETTLE_MS`].
 
 use std::cell::Cell;
@@ -57,6 +58,10 @@ pub(crate) const SCRIPTED: usize = 1 << 20;
 pub const MAX_STEPS: usize = 200;
 /// Virtual time the script may advance, at most; later advances are skipped.
 pub const SCRIPT_MS: u64 = 60_000;
+/// The same for the ensemble, whose virtual time costs more events.
+pub const CLUSTER_SCRIPT_MS: u64 = 20_000;
+/// World events the script may take, at most; the script ends there.
+pub const MAX_SCRIPT_EVENTS: u64 = 30_000;
 /// After the liveness phase: virtual time for the last replies to arrive.
 pub const SETTLE_MS: u64 = 5_000;
 const CLIENTS: usize = 4;
@@ -324,7 +329,7 @@ fn run(data: &[u8], cluster: bool) -> Result<FuzzSummary, String> {
         w.at(50 + client as u64 * 10, Ev::ClientWake { client: SCRIPTED + client });
     }
     for step in steps {
-        if w.phase != Phase::Faults {
+        if w.phase != Phase::Faults || progress.get().0 > MAX_SCRIPT_EVENTS {
             break;
         }
         if trace {
@@ -369,7 +374,8 @@ fn script_mut(w: &mut World) -> &mut Script {
 /// Runs the world for `ms` of virtual time (within the script's budget).
 fn advance(w: &mut World, ms: u64) -> Result<(), String> {
     let s = script_mut(w);
-    let ms = ms.min(SCRIPT_MS.saturating_sub(s.elapsed_ms));
+    let budget = if s.cluster { CLUSTER_SCRIPT_MS } else { SCRIPT_MS };
+    let ms = ms.min(budget.saturating_sub(s.elapsed_ms));
     s.elapsed_ms += ms;
     let end = w.now + ms;
     while w.next_event_at().is_some_and(|t| t <= end) {

@@ -130,7 +130,11 @@ fn soak() {
             let data = input(&mut state);
             let t = std::time::Instant::now();
             let result = std::panic::catch_unwind(|| target(&data));
-            slowest = slowest.max(t.elapsed().as_secs_f64());
+            if t.elapsed().as_secs_f64() > slowest {
+                slowest = t.elapsed().as_secs_f64();
+                // The slowest input so far, to look into (not a failure).
+                let _ = std::fs::write(std::env::temp_dir().join(format!("warden-fuzz-slowest-{name}")), &data);
+            }
             match result {
                 Ok(Ok(s)) => {
                     steps += s.steps;
