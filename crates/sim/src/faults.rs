@@ -27,7 +27,6 @@
 
 use std::collections::BTreeSet;
 
-use rand::rngs::StdRng;
 use rand::Rng;
 
 use warden_node::RoleKind;
@@ -35,6 +34,7 @@ use warden_proto::quorum::{packet_type as pt, QuorumPacket};
 use warden_quorum::zab::counter_of;
 use warden_quorum::Sid;
 
+use crate::choices::Choices;
 use crate::world::{data_dir, disk, Ev, Phase, World};
 use crate::Options;
 
@@ -115,7 +115,7 @@ impl Faults {
         self.cuts.contains(&(from, to))
     }
 
-    pub(crate) fn schedule_first(&mut self, rng: &mut StdRng, opts: &Options) -> Vec<(u64, Ev)> {
+    pub(crate) fn schedule_first(&mut self, rng: &mut Choices, opts: &Options) -> Vec<(u64, Ev)> {
         let mut evs = Vec::new();
         if opts.faults {
             evs.push((rng.gen_range(300..1_000), Ev::Fault));
@@ -303,7 +303,7 @@ fn one_way(w: &mut World) {
 }
 
 /// A failing fsync or a full disk: the next storage operation fails and the server stops.
-fn disk_error(w: &mut World, sid: Sid) {
+pub(crate) fn disk_error(w: &mut World, sid: Sid) {
     let fs = w.server(sid).fs.clone();
     let log =
         fs.files().into_iter().rev().find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("log.")));
@@ -373,6 +373,19 @@ fn corrupt(w: &mut World, sid: Sid) -> Result<(), String> {
 fn fs_len(fs: &warden_storage::FaultFs, path: &std::path::Path) -> u64 {
     use warden_storage::Fs;
     fs.file_len(path).unwrap_or(0)
+}
+
+/// A fuzz script's partition: `sid` cut off from every other server (`both`), or only what it
+/// sends, until the network heals.
+pub(crate) fn isolate(w: &mut World, sid: Sid, both: bool) {
+    for other in w.all_sids() {
+        if other != sid {
+            w.faults.cuts.insert((sid, other));
+            if both {
+                w.faults.cuts.insert((other, sid));
+            }
+        }
+    }
 }
 
 /// Every network fault ends: cuts, loss, duplication, delay spikes.

@@ -20,8 +20,10 @@
 //! command.
 
 mod check;
+mod choices;
 mod client;
 mod faults;
+pub mod fuzz;
 mod wire;
 mod world;
 

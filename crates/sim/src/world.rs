@@ -1,6 +1,7 @@
 //! The simulated world: servers (election + node + storage), the virtual network and disk, the
-//! clients, and the event loop. Events are ordered by (virtual time, sequence number); the one
-//! `StdRng` seeded from the run's seed makes every choice.
+//! clients, and the event loop. Events are ordered by (virtual time, sequence number); one source
+//! of choices (`Choices`: the `StdRng` seeded from the run's seed, or fuzz bytes in front of a
+//! fixed one) makes every choice.
 //!
 //! Each server runs the same `warden_driver::Driver` as `warden_server`'s owner task, and this file
 //! carries out its commands over simulated I/O as the owner, the storage thread and the ensemble
@@ -15,8 +16,7 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use warden_driver::{Command, Driver, DriverConfig, Event as DriverEvent};
 use warden_node::{Clock, ConnId, Input, Node, NodeConfig, QuorumSetup, RoleKind, SnapshotData};
 use warden_proto::election::Notification;
@@ -28,6 +28,7 @@ use warden_storage::{DataDir, EpochFile, FaultFs, Report, SnapshotOptions, Store
 use warden_tree::DataTree;
 
 use crate::check::{fingerprint, Checker};
+use crate::choices::Choices;
 use crate::client::{Client, ClientMsg};
 use crate::faults::Faults;
 use crate::{Options, Summary, LIVENESS_BOUND_MS};
@@ -271,7 +272,7 @@ pub(crate) enum Phase {
 
 pub(crate) struct World {
     pub(crate) opts: Options,
-    pub(crate) rng: StdRng,
+    pub(crate) rng: Choices,
     pub(crate) now: u64,
     seq: u64,
     progress: Rc<Cell<(u64, u64)>>,
@@ -289,11 +290,25 @@ pub(crate) struct World {
     pub(crate) faults: Faults,
     pub(crate) phase: Phase,
     pub(crate) summary: Summary,
+    trace_hash: u64,
+    /// Txns between snapshots (the driver's snapCount).
+    pub(crate) snap_count: u64,
+    /// Servers run with TTL nodes enabled, containers reaped every few ticks and a superDigest
+    /// (`super:secret`), so that a fuzz script reaches those paths.
+    pub(crate) fuzz_config: bool,
+    /// The fuzz module's scripted clients (`crate::fuzz`), whose connections carry a client index
+    /// of `fuzz::SCRIPTED` or more.
+    pub(crate) script: Option<Box<crate::fuzz::Script>>,
 }
 
 impl World {
     pub(crate) fn new(opts: Options, progress: Rc<Cell<(u64, u64)>>) -> World {
-        let mut rng = StdRng::seed_from_u64(opts.seed);
+        let rng = Choices::seeded(opts.seed);
+        World::with_choices(opts, progress, rng)
+    }
+
+    /// A world whose choices come from `rng` (fuzz bytes, see `crate::fuzz`).
+    pub(crate) fn with_choices(opts: Options, progress: Rc<Cell<(u64, u64)>>, mut rng: Choices) -> World {
         let voters: Vec<Sid> = (1..=opts.servers as Sid).collect();
         let observers: Vec<Sid> = (1..=opts.observers as Sid).map(|i| opts.servers as Sid + i).collect();
         let servers = voters
@@ -334,6 +349,10 @@ impl World {
             faults,
             phase: Phase::Faults,
             summary: Summary::default(),
+            trace_hash: 0xcbf2_9ce4_8422_2325,
+            snap_count: SNAP_COUNT,
+            fuzz_config: false,
+            script: None,
         }
     }
 
@@ -422,6 +441,13 @@ impl World {
     }
 
     pub(crate) fn run(mut self) -> Result<Summary, String> {
+        self.start()?;
+        while self.step()? {}
+        self.finish()
+    }
+
+    /// Starts every server, wakes the clients and schedules the first faults.
+    pub(crate) fn start(&mut self) -> Result<(), String> {
         for sid in self.all_sids() {
             self.start_server(sid)?;
         }
@@ -430,36 +456,50 @@ impl World {
             self.at(t, Ev::ClientWake { client: c });
         }
         self.faults.schedule_first(&mut self.rng, &self.opts).into_iter().for_each(|(t, ev)| self.at(t, ev));
-        let mut trace_hash: u64 = 0xcbf2_9ce4_8422_2325;
-        while let Some(((t, _), ev)) = self.queue.pop_first() {
-            self.now = t;
-            self.steps += 1;
-            self.progress.set((self.steps, self.now));
-            trace_hash = (trace_hash ^ (ev.kind() << 40 ^ t)).wrapping_mul(0x0100_0000_01b3);
-            if self.opts.trace {
-                let ev_text = format!("{ev:?}");
-                self.trace(|| ev_text.chars().take(300).collect());
-            }
-            if let Some((sid, until)) = self.paused_target(&ev) {
-                // Everything for it waits, in arrival order, also what arrives at the very end
-                // of the pause before its Resume: nothing overtakes the backlog.
-                self.trace(|| format!("server {sid} is paused until {until}: the event waits"));
-                self.server_mut(sid).backlog.push_back(ev);
-                continue;
-            }
-            self.handle(ev)?;
-            self.after_step()?;
-            if self.phase == Phase::Done {
-                break;
-            }
-            if self.steps > 3_000_000 {
-                return Err("run did not finish within 3,000,000 steps".into());
-            }
+        Ok(())
+    }
+
+    /// The time of the next event, if any.
+    pub(crate) fn next_event_at(&self) -> Option<u64> {
+        self.queue.first_key_value().map(|((t, _), _)| *t)
+    }
+
+    /// Handles the next event and checks the invariants after it. False once the run is over
+    /// (nothing left to do, or the liveness phase completed).
+    pub(crate) fn step(&mut self) -> Result<bool, String> {
+        let Some(((t, _), ev)) = self.queue.pop_first() else { return Ok(false) };
+        self.now = t;
+        self.steps += 1;
+        self.progress.set((self.steps, self.now));
+        self.trace_hash = (self.trace_hash ^ (ev.kind() << 40 ^ t)).wrapping_mul(0x0100_0000_01b3);
+        if self.opts.trace {
+            let ev_text = format!("{ev:?}");
+            self.trace(|| ev_text.chars().take(300).collect());
         }
+        if let Some((sid, until)) = self.paused_target(&ev) {
+            // Everything for it waits, in arrival order, also what arrives at the very end
+            // of the pause before its Resume: nothing overtakes the backlog.
+            self.trace(|| format!("server {sid} is paused until {until}: the event waits"));
+            self.server_mut(sid).backlog.push_back(ev);
+            return Ok(true);
+        }
+        self.handle(ev)?;
+        self.after_step()?;
+        if self.phase == Phase::Done {
+            return Ok(false);
+        }
+        if self.steps > 3_000_000 {
+            return Err("run did not finish within 3,000,000 steps".into());
+        }
+        Ok(true)
+    }
+
+    /// The checks at the end of a run, and its summary.
+    pub(crate) fn finish(mut self) -> Result<Summary, String> {
         self.final_checks()?;
         self.summary.steps = self.steps;
         self.summary.end_ms = self.now;
-        self.summary.trace_hash = trace_hash;
+        self.summary.trace_hash = self.trace_hash;
         Ok(self.summary)
     }
 
@@ -590,6 +630,15 @@ impl World {
             skip_acl: self.opts.reconfig,
             ..NodeConfig::default()
         };
+        let cfg = match self.fuzz_config {
+            true => NodeConfig {
+                ttl_enabled: true,
+                container_check_interval_ms: 3 * TICK_MS,
+                super_digest: Some(format!("super:{}", warden_tree::acl::digest_id(b"super:secret"))),
+                ..cfg
+            },
+            false => cfg,
+        };
         let mut setup = QuorumSetup::new(sid, self.voters.iter().copied());
         if self.opts.reconfig {
             setup.membership = self.server(sid).dynamic_config.clone().unwrap_or_else(|| self.initial_membership());
@@ -611,7 +660,8 @@ impl World {
         let snapshot_zxid = recovered.snapshot_zxid;
         let seed = self.rng.gen();
         let my_sid = (!standalone).then_some(sid);
-        let mut driver = Driver::new(node, DriverConfig { my_sid, snap_count: SNAP_COUNT, seed, durable_chunk: 1 });
+        let mut driver =
+            Driver::new(node, DriverConfig { my_sid, snap_count: self.snap_count, seed, durable_chunk: 1 });
         let mut cmds = Vec::new();
         driver.restore(
             recovered.tree,
@@ -690,7 +740,7 @@ impl World {
             self.close_client_conn_from_server(conn);
         }
         self.check.crashed(sid);
-        if matches!(self.phase, Phase::Liveness { .. }) {
+        if self.phase != Phase::Faults {
             // A fault injected before healing (a failing fsync) may still fire: restart again.
             self.at(now + 100, Ev::Restart { sid });
         }
@@ -1487,10 +1537,16 @@ impl World {
         if matches!(msg, ClientMsg::Closed) {
             self.cconns.remove(&conn);
         }
+        if client >= crate::fuzz::SCRIPTED {
+            return crate::fuzz::on_message(self, client - crate::fuzz::SCRIPTED, conn, msg);
+        }
         crate::client::on_message(self, client, conn, msg)
     }
 
     fn client_wake(&mut self, client: usize) -> Result<(), String> {
+        if client >= crate::fuzz::SCRIPTED {
+            return crate::fuzz::wake(self, client - crate::fuzz::SCRIPTED);
+        }
         crate::client::wake(self, client)
     }
 
