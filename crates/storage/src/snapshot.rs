@@ -617,18 +617,22 @@ pub fn read_snapshot(fs: &dyn Fs, path: &Path) -> Result<Snapshot, StorageError>
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     let zxid = zxid_from_name(name, "snapshot").ok_or_else(|| corrupt(path, "file name is not snapshot.<hex zxid>"))?;
     let raw = fs.read(path).map_err(StorageError::io("read", path))?;
-    let bytes = match Compression::of_file_name(name) {
+    let bytes = decompress(Compression::of_file_name(name), raw).map_err(|r| corrupt(path, r))?;
+    decode_snapshot(&bytes, zxid).map_err(|reason| corrupt(path, reason))
+}
+
+/// A snapshot file's bytes as [`read_snapshot`] reads them, uncompressed (plain files are
+/// returned as they are).
+pub fn decompress(compression: Compression, raw: Vec<u8>) -> Result<Vec<u8>, String> {
+    Ok(match compression {
         Compression::None => raw,
         Compression::Gzip => {
             let mut out = Vec::new();
-            flate2::read::MultiGzDecoder::new(&raw[..])
-                .read_to_end(&mut out)
-                .map_err(|e| corrupt(path, format!("gzip: {e}")))?;
+            flate2::read::MultiGzDecoder::new(&raw[..]).read_to_end(&mut out).map_err(|e| format!("gzip: {e}"))?;
             out
         }
-        Compression::Snappy => snappy_java_decode(&raw).map_err(|r| corrupt(path, r))?,
-    };
-    decode_snapshot(&bytes, zxid).map_err(|reason| corrupt(path, reason))
+        Compression::Snappy => snappy_java_decode(&raw)?,
+    })
 }
 
 /// A snapshot stream as the `restore` admin command receives it (no file name): the tree, its
