@@ -589,6 +589,10 @@ impl<W: Write> Write for SnappyJavaWriter<W> {
     }
 }
 
+/// The most a snappy block expands: its densest element, a copy with a 2-byte offset, is 3
+/// bytes for up to 64 (RFC-less but fixed by the format: `snappy/format_description.txt`).
+const SNAPPY_MAX_EXPANSION: usize = 22;
+
 /// Decodes snappy-java stream framing (possibly several concatenated streams).
 fn snappy_java_decode(mut buf: &[u8]) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
@@ -604,6 +608,12 @@ fn snappy_java_decode(mut buf: &[u8]) -> Result<Vec<u8>, String> {
         let len = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
         let len = usize::try_from(len).map_err(|_| format!("bad snappy block length {len}"))?;
         let block = buf.get(4..4 + len).ok_or("truncated snappy block")?;
+        // `decompress_vec` allocates the length the block's header claims before it reads a byte
+        // more; a claim no block of this size can expand to is refused first.
+        let claimed = snap::raw::decompress_len(block).map_err(|e| format!("snappy: {e}"))?;
+        if claimed > block.len().saturating_mul(SNAPPY_MAX_EXPANSION) {
+            return Err(format!("snappy block of {} bytes claims {claimed} bytes uncompressed", block.len()));
+        }
         out.extend(dec.decompress_vec(block).map_err(|e| format!("snappy: {e}"))?);
         buf = &buf[4 + len..];
     }
@@ -785,4 +795,28 @@ fn quick_valid(fs: &dyn Fs, path: &Path) -> bool {
 
 pub(crate) fn sync_dir(fs: &dyn Fs, dir: &Path) -> Result<(), StorageError> {
     fs.sync_dir(dir).map_err(StorageError::io("fsync directory", dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn framed(block: &[u8]) -> Vec<u8> {
+        let mut v = SNAPPY_MAGIC.to_vec();
+        v.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1]);
+        v.extend_from_slice(&(block.len() as i32).to_be_bytes());
+        v.extend_from_slice(block);
+        v
+    }
+
+    #[test]
+    fn a_snappy_block_claiming_more_than_it_can_expand_to_is_refused_before_allocating() {
+        // Five bytes of header claiming 4 GiB - 1 (fuzz/regressions/snapshot_snappy/).
+        let err = snappy_java_decode(&framed(&[0xff, 0xff, 0xff, 0xff, 0x0f])).unwrap_err();
+        assert!(err.contains("claims 4294967295 bytes"), "{err}");
+        // The densest block there is: 64 zero bytes from one literal and copies of 64.
+        let dense = snap::raw::Encoder::new().compress_vec(&[0u8; 100_000]).unwrap();
+        assert!(100_000 / dense.len() >= 20, "ratio {}", 100_000 / dense.len());
+        assert_eq!(snappy_java_decode(&framed(&dense)).unwrap(), vec![0u8; 100_000]);
+    }
 }
