@@ -120,9 +120,21 @@ impl DataTree {
         }
         for (p, (c, bound)) in counts {
             if let Some(pn) = tree.node_mut(&p) {
+                // A session can own no node with children (NOCHILDRENFOREPHEMERALS), and
+                // `check_invariants` holds the tree to it: such a snapshot is not a tree any
+                // server wrote.
+                if crate::owner::is_session_ephemeral(pn.stat.ephemeral_owner) {
+                    return Err(format!("invalid data tree: ephemeral node {p} has children"));
+                }
                 pn.num_children = c;
                 pn.child_bound = bound;
             }
+        }
+        // The root is nobody's: an owned root would be deleted with its session, as a container
+        // or when its TTL ran out.
+        let root_owner = tree.get("/").map_or(0, |n| n.stat.ephemeral_owner);
+        if root_owner != 0 {
+            return Err(format!("invalid data tree: the root has owner {root_owner:#x}"));
         }
         for (path, owner) in owned {
             tree.index_owner(&path, owner);
