@@ -86,8 +86,11 @@ pub fn bounded(input: usize, body: impl FnOnce() -> usize) {
     assert!(m.ratio() <= MAX_RATIO, "allocation out of bounds: {m:?}, ratio {:.2}", m.ratio());
 }
 
+/// A fuzz target: takes any bytes, returns normally.
+pub type Target = fn(&[u8]);
+
 /// Every target by name, in the order `scripts/fuzz` runs them.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("client_stream", client_stream),
     ("request", request),
     ("connect_request", connect_request),

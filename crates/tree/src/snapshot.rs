@@ -120,12 +120,6 @@ impl DataTree {
         }
         for (p, (c, bound)) in counts {
             if let Some(pn) = tree.node_mut(&p) {
-                // A session can own no node with children (NOCHILDRENFOREPHEMERALS), and
-                // `check_invariants` holds the tree to it: such a snapshot is not a tree any
-                // server wrote.
-                if crate::owner::is_session_ephemeral(pn.stat.ephemeral_owner) {
-                    return Err(format!("invalid data tree: ephemeral node {p} has children"));
-                }
                 pn.num_children = c;
                 pn.child_bound = bound;
             }
@@ -136,12 +130,20 @@ impl DataTree {
         if root_owner != 0 {
             return Err(format!("invalid data tree: the root has owner {root_owner:#x}"));
         }
-        for (path, owner) in owned {
-            tree.index_owner(&path, owner);
+        for (path, owner) in &owned {
+            tree.index_owner(path, *owner);
         }
         for (path, acl) in [("/zookeeper", open_acl()), (QUOTA_ROOT, open_acl()), (CONFIG_NODE, read_acl())] {
             if !tree.has(path) {
                 tree.insert_raw(path, acl);
+            }
+        }
+        // A session can own no node with children (NOCHILDRENFOREPHEMERALS), and
+        // `check_invariants` holds the tree to it: such a snapshot is not a tree any server wrote
+        // (counted after the system nodes, which may have become an ephemeral /zookeeper's).
+        for (path, owner) in &owned {
+            if crate::owner::is_session_ephemeral(*owner) && tree.get(path).is_some_and(|n| n.num_children != 0) {
+                return Err(format!("invalid data tree: ephemeral node {path} has children"));
             }
         }
         let (mut size, mut digest) = (0, 0i64);
