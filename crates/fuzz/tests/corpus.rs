@@ -4,7 +4,8 @@
 //! allocation to (input + declared + fixed allowance) and fails past `MAX_RATIO`.
 //!
 //! One test function, so no other test thread allocates while it measures (the counters are per
-//! thread anyway).
+//! thread anyway). With `WARDEN_FUZZ_SCRATCH=1` it also replays `fuzz/scratch/<target>/`, the
+//! inputs `scripts/fuzz` runs kept, for the largest ratio over everything the fuzzers found.
 
 use std::path::{Path, PathBuf};
 
@@ -32,7 +33,10 @@ fn every_corpus_and_regression_input_replays_within_the_allocation_bound() {
     for (name, target) in TARGETS {
         let corpus = inputs(&fuzz_dir().join("corpus").join(name));
         assert!(!corpus.is_empty(), "fuzz/corpus/{name}/ holds no seed");
-        let regressions = inputs(&fuzz_dir().join("regressions").join(name));
+        let mut regressions = inputs(&fuzz_dir().join("regressions").join(name));
+        if std::env::var_os("WARDEN_FUZZ_SCRATCH").is_some() {
+            regressions.extend(inputs(&fuzz_dir().join("scratch").join(name)));
+        }
         let mut worst: Option<(f64, PathBuf, Measure)> = None;
         for path in corpus.iter().chain(&regressions) {
             let data = std::fs::read(path).unwrap();
@@ -45,7 +49,7 @@ fn every_corpus_and_regression_input_replays_within_the_allocation_bound() {
         }
         let (ratio, path, m) = worst.unwrap();
         println!(
-            "{name:16} {:4} inputs ({} regressions); largest allocation ratio {ratio:.3} (peak {} B, input {} B, declared {} B: {})",
+            "{name:16} {:5} inputs ({} regressions or scratch); largest allocation ratio {ratio:.3} (peak {} B, input {} B, declared {} B: {})",
             corpus.len() + regressions.len(),
             regressions.len(),
             m.peak,
