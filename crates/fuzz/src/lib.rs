@@ -294,9 +294,15 @@ pub fn snapshot(data: &[u8]) {
 }
 
 /// A `.gz` snapshot file: gunzipped as recovery does, then as [`snapshot`]. Measured against its
-/// uncompressed length too.
+/// uncompressed length too (what gunzip yields, also when it then fails).
 pub fn snapshot_gz(data: &[u8]) {
-    bounded(data.len(), || compressed_snapshot(Compression::Gzip, data))
+    // What gunzip yields before it fails (a bad CRC comes after the member's data): declared
+    // too, taken outside the measurement.
+    let mut partial = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut flate2::read::MultiGzDecoder::new(data), &mut partial);
+    let yielded = partial.len();
+    drop(partial);
+    bounded(data.len(), || compressed_snapshot(Compression::Gzip, data).max(yielded))
 }
 
 /// A `.snappy` snapshot file (snappy-java's stream framing): decompressed as recovery does, then
@@ -545,12 +551,19 @@ pub fn dynamic_config(data: &[u8]) {
     })
 }
 
+/// What one Kerberos-name rule may allocate beyond its length: its regular expressions compile
+/// to programs whose size follows their structure, not their length (`(a{99}){99}`), within the
+/// regex crate's own limits. The rules are operator configuration, not network input.
+pub const REGEX_ALLOWANCE: usize = 1 << 20;
+
 /// A JAAS login configuration file (`--jaas`, `jaasLoginConfig`), the login each of its sections
 /// means, the JVM flags that name it, and ZooKeeper's Kerberos-name rules
-/// (`zookeeper.security.auth_to_local`) applied to a principal: three fields split at NULs.
+/// (`zookeeper.security.auth_to_local`) applied to a principal: three fields split at NULs. Each
+/// rule declares [`REGEX_ALLOWANCE`].
 pub fn jaas(data: &[u8]) {
     bounded(data.len(), || {
         let Some(f) = fields(data, 3) else { return 0 };
+        let declared = f[1].matches("RULE:").count() * REGEX_ALLOWANCE;
         if let Ok(sections) = jaas::parse(f[0]) {
             for s in &sections {
                 let _ = SaslServer::login_from_section(s, Some("pw"));
@@ -562,7 +575,7 @@ pub fn jaas(data: &[u8]) {
             let _ = kerberos::authorization_id(f[2], &rules, "EXAMPLE.COM", false, false);
             let _ = kerberos::authorization_id(f[2], &rules, "EXAMPLE.COM", true, true);
         }
-        0
+        declared
     })
 }
 
