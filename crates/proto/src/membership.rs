@@ -113,7 +113,7 @@ impl ServerSpec {
 fn split_host(server: &str) -> Option<(&str, &str)> {
     if let Some(rest) = server.strip_prefix('[') {
         let (host, after) = rest.split_once(']')?;
-        return Some((host, after.strip_prefix(':')?));
+        return Some((host.trim(), after.strip_prefix(':')?));
     }
     let (host, rest) = server.split_once(':')?;
     Some((host.trim(), rest))
@@ -134,9 +134,12 @@ fn parse_client_addr(text: &str) -> Result<(String, u16), MembershipError> {
     let text = text.trim();
     if let Some(rest) = text.strip_prefix('[') {
         let (host, after) = rest.split_once("]:").ok_or_else(|| MembershipError::Port(text.to_string()))?;
-        return Ok((host.to_string(), port(after)?));
+        return Ok((host.trim().to_string(), port(after)?));
     }
-    match text.rsplit_once(':') {
+    // An IPv6 host must be bracketed: more than one ':' is ZooKeeper's "Too many ':' in client
+    // part" (`ConfigUtils.splitWithLeadingHostname`).
+    match text.split_once(':') {
+        Some((_, p)) if p.contains(':') => Err(MembershipError::Port(text.to_string())),
         Some((h, p)) => Ok((h.trim().to_string(), port(p)?)),
         None => Ok(("0.0.0.0".to_string(), port(text)?)),
     }
@@ -189,8 +192,12 @@ impl Membership {
             let (key, value) = line.split_once('=').ok_or_else(|| MembershipError::Line(line.to_string()))?;
             let key = key.trim();
             if key == "version" {
-                m.version =
-                    i64::from_str_radix(value.trim(), 16).map_err(|_| MembershipError::Version(value.to_string()))?;
+                // A version is a zxid, never negative (and printed as unsigned hex, which a
+                // negative one would not parse back from).
+                m.version = i64::from_str_radix(value.trim(), 16)
+                    .ok()
+                    .filter(|v| *v >= 0)
+                    .ok_or_else(|| MembershipError::Version(value.to_string()))?;
             } else if let Some(id) = key.strip_prefix("server.") {
                 let id = id.parse::<u64>().map_err(|_| MembershipError::Id(id.to_string()))?;
                 m.servers.insert(id, ServerSpec::parse(id, value)?);
@@ -331,5 +338,24 @@ mod tests {
             Membership::from_new_members("server.1=a:1:2;3,server.2=a:2:5;3"),
             Err(MembershipError::DuplicateAddress(1, 2, _))
         ));
+    }
+
+    #[test]
+    fn what_parses_prints_back_to_text_that_parses_the_same() {
+        // Found by the election_stream and quorum_stream fuzz targets: an unbracketed client host
+        // with colons printed bracketed and did not parse back; a negative version printed as
+        // unsigned hex and did not parse back.
+        let bad = "server.1=127.0.0.1:2888:3888:participant;088r:p1]:388.0.0.0:2181:2181";
+        assert_eq!(Membership::parse_text(bad), Err(MembershipError::Port("088r:p1]:388.0.0.0:2181:2181".into())));
+        let bad = "server.1=127.0.0.1:2888:3888\nversion=-50000000";
+        assert_eq!(Membership::parse_text(bad), Err(MembershipError::Version("-50000000".into())));
+        for text in [
+            "server.1=[ ::1 ]:2888:3888:participant;[ ::1 ]:2181\nversion=7fffffffffffffff",
+            "server.1=[ a ]:2888:3888;[ b ]:2181\nversion=0",
+            "server.2=h:1:2:observer;[::]:3\nversion=100000000",
+        ] {
+            let m = Membership::parse_text(text).unwrap();
+            assert_eq!(Membership::parse_text(&m.to_text()).as_ref(), Ok(&m), "{text}");
+        }
     }
 }

@@ -323,11 +323,7 @@ impl Config {
         }
         let text =
             std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
-        let invalid = |why: String| ConfigError::Invalid(format!("{}: {why}", path.display()));
-        if text.lines().any(|l| l.trim_start().starts_with("version")) {
-            return Err(invalid("the dynamic file must not hold a version line".into()));
-        }
-        let m = warden_proto::Membership::parse_text(&text).map_err(|e| invalid(e.to_string()))?;
+        let m = Self::parse_dynamic(&text).map_err(|why| ConfigError::Invalid(format!("{}: {why}", path.display())))?;
         self.servers = m.servers;
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         self.config_version = match name.rsplit_once(".dynamic.") {
@@ -335,6 +331,15 @@ impl Config {
             None => 0,
         };
         Ok(())
+    }
+
+    /// The text of a `dynamicConfigFile` as [`Config::load`] reads it: `server.N` lines and no
+    /// version line (the version is the file name's). The byte-level entry the fuzz targets use.
+    pub fn parse_dynamic(text: &str) -> Result<warden_proto::Membership, String> {
+        if text.lines().any(|l| l.trim_start().starts_with("version")) {
+            return Err("the dynamic file must not hold a version line".into());
+        }
+        warden_proto::Membership::parse_text(text).map_err(|e| e.to_string())
     }
 
     /// The configuration as zoo.cfg (and its dynamic file) gave it.

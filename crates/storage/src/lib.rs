@@ -28,13 +28,14 @@ pub use data_dir::DataDir;
 pub use epoch::EpochFile;
 pub use error::StorageError;
 pub use fs::{FaultFs, Fs, FsFile, RealFs};
-pub use log_format::{read_log_file, LogFileContents, LOG_FILE_MAGIC, LOG_FILE_VERSION, RECORD_END};
+pub use log_format::{parse_log_file, read_log_file, LogFileContents, LOG_FILE_MAGIC, LOG_FILE_VERSION, RECORD_END};
 pub use log_range::{LogProbeFacts, LogRange};
 pub use recover::Recovered;
 pub use snapshot::{
-    decode_snapshot, decode_snapshot_stream, encode_snap_sync, encode_snapshot, encode_snapshot_with_last_zxid,
-    read_snapshot, snapshot_file_name, Compression, Snapshot, SnapshotBody, SnapshotBodyDecoder, SnapshotOptions,
-    StreamSnapshot, OPEN_ACL_KEY, SNAPSHOTS_TRIED, SNAP_DB_ID, SNAP_FILE_MAGIC, SNAP_FILE_VERSION, SNAP_SYNC_SIGNATURE,
+    decode_snapshot, decode_snapshot_stream, decompress, encode_snap_sync, encode_snapshot,
+    encode_snapshot_with_last_zxid, read_snapshot, snapshot_file_name, Compression, Snapshot, SnapshotBody,
+    SnapshotBodyDecoder, SnapshotOptions, StreamSnapshot, OPEN_ACL_KEY, SNAPSHOTS_TRIED, SNAP_DB_ID, SNAP_FILE_MAGIC,
+    SNAP_FILE_VERSION, SNAP_SYNC_SIGNATURE,
 };
 pub use store::{Reloaded, Report, Store, StoreOp};
 pub use txn_log::{log_file_name, TxnLog, DEFAULT_PRE_ALLOC_BYTES};

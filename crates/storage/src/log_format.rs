@@ -85,7 +85,13 @@ pub struct LogFileContents {
 /// Corruption followed by valid data is an error.
 pub fn read_log_file(fs: &dyn Fs, path: &Path) -> Result<LogFileContents, StorageError> {
     let buf = fs.read(path).map_err(StorageError::io("read", path))?;
-    let parsed = parse_file(path, &buf)?;
+    parse_log_file(path, &buf)
+}
+
+/// [`read_log_file`] on a file's bytes already in memory (`path` only names it in errors): the
+/// byte-level entry point the fuzz targets use.
+pub fn parse_log_file(path: &Path, buf: &[u8]) -> Result<LogFileContents, StorageError> {
+    let parsed = parse_file(path, buf)?;
     let torn_tail = match parsed.end {
         FileEnd::Clean => None,
         FileEnd::Torn { offset, reason } => Some((offset, reason)),

@@ -589,6 +589,10 @@ impl<W: Write> Write for SnappyJavaWriter<W> {
     }
 }
 
+/// The most a snappy block expands: its densest element, a copy with a 2-byte offset, is 3
+/// bytes for up to 64 (RFC-less but fixed by the format: `snappy/format_description.txt`).
+const SNAPPY_MAX_EXPANSION: usize = 22;
+
 /// Decodes snappy-java stream framing (possibly several concatenated streams).
 fn snappy_java_decode(mut buf: &[u8]) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
@@ -604,6 +608,12 @@ fn snappy_java_decode(mut buf: &[u8]) -> Result<Vec<u8>, String> {
         let len = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
         let len = usize::try_from(len).map_err(|_| format!("bad snappy block length {len}"))?;
         let block = buf.get(4..4 + len).ok_or("truncated snappy block")?;
+        // `decompress_vec` allocates the length the block's header claims before it reads a byte
+        // more; a claim no block of this size can expand to is refused first.
+        let claimed = snap::raw::decompress_len(block).map_err(|e| format!("snappy: {e}"))?;
+        if claimed > block.len().saturating_mul(SNAPPY_MAX_EXPANSION) {
+            return Err(format!("snappy block of {} bytes claims {claimed} bytes uncompressed", block.len()));
+        }
         out.extend(dec.decompress_vec(block).map_err(|e| format!("snappy: {e}"))?);
         buf = &buf[4 + len..];
     }
@@ -617,18 +627,22 @@ pub fn read_snapshot(fs: &dyn Fs, path: &Path) -> Result<Snapshot, StorageError>
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     let zxid = zxid_from_name(name, "snapshot").ok_or_else(|| corrupt(path, "file name is not snapshot.<hex zxid>"))?;
     let raw = fs.read(path).map_err(StorageError::io("read", path))?;
-    let bytes = match Compression::of_file_name(name) {
+    let bytes = decompress(Compression::of_file_name(name), raw).map_err(|r| corrupt(path, r))?;
+    decode_snapshot(&bytes, zxid).map_err(|reason| corrupt(path, reason))
+}
+
+/// A snapshot file's bytes as [`read_snapshot`] reads them, uncompressed (plain files are
+/// returned as they are).
+pub fn decompress(compression: Compression, raw: Vec<u8>) -> Result<Vec<u8>, String> {
+    Ok(match compression {
         Compression::None => raw,
         Compression::Gzip => {
             let mut out = Vec::new();
-            flate2::read::MultiGzDecoder::new(&raw[..])
-                .read_to_end(&mut out)
-                .map_err(|e| corrupt(path, format!("gzip: {e}")))?;
+            flate2::read::MultiGzDecoder::new(&raw[..]).read_to_end(&mut out).map_err(|e| format!("gzip: {e}"))?;
             out
         }
-        Compression::Snappy => snappy_java_decode(&raw).map_err(|r| corrupt(path, r))?,
-    };
-    decode_snapshot(&bytes, zxid).map_err(|reason| corrupt(path, reason))
+        Compression::Snappy => snappy_java_decode(&raw)?,
+    })
 }
 
 /// A snapshot stream as the `restore` admin command receives it (no file name): the tree, its
@@ -781,4 +795,28 @@ fn quick_valid(fs: &dyn Fs, path: &Path) -> bool {
 
 pub(crate) fn sync_dir(fs: &dyn Fs, dir: &Path) -> Result<(), StorageError> {
     fs.sync_dir(dir).map_err(StorageError::io("fsync directory", dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn framed(block: &[u8]) -> Vec<u8> {
+        let mut v = SNAPPY_MAGIC.to_vec();
+        v.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1]);
+        v.extend_from_slice(&(block.len() as i32).to_be_bytes());
+        v.extend_from_slice(block);
+        v
+    }
+
+    #[test]
+    fn a_snappy_block_claiming_more_than_it_can_expand_to_is_refused_before_allocating() {
+        // Five bytes of header claiming 4 GiB - 1 (fuzz/regressions/snapshot_snappy/).
+        let err = snappy_java_decode(&framed(&[0xff, 0xff, 0xff, 0xff, 0x0f])).unwrap_err();
+        assert!(err.contains("claims 4294967295 bytes"), "{err}");
+        // The densest block there is: 64 zero bytes from one literal and copies of 64.
+        let dense = snap::raw::Encoder::new().compress_vec(&[0u8; 100_000]).unwrap();
+        assert!(100_000 / dense.len() >= 20, "ratio {}", 100_000 / dense.len());
+        assert_eq!(snappy_java_decode(&framed(&dense)).unwrap(), vec![0u8; 100_000]);
+    }
 }

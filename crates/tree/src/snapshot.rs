@@ -124,12 +124,26 @@ impl DataTree {
                 pn.child_bound = bound;
             }
         }
-        for (path, owner) in owned {
-            tree.index_owner(&path, owner);
+        // The root is nobody's: an owned root would be deleted with its session, as a container
+        // or when its TTL ran out.
+        let root_owner = tree.get("/").map_or(0, |n| n.stat.ephemeral_owner);
+        if root_owner != 0 {
+            return Err(format!("invalid data tree: the root has owner {root_owner:#x}"));
+        }
+        for (path, owner) in &owned {
+            tree.index_owner(path, *owner);
         }
         for (path, acl) in [("/zookeeper", open_acl()), (QUOTA_ROOT, open_acl()), (CONFIG_NODE, read_acl())] {
             if !tree.has(path) {
                 tree.insert_raw(path, acl);
+            }
+        }
+        // A session can own no node with children (NOCHILDRENFOREPHEMERALS), and
+        // `check_invariants` holds the tree to it: such a snapshot is not a tree any server wrote
+        // (counted after the system nodes, which may have become an ephemeral /zookeeper's).
+        for (path, owner) in &owned {
+            if crate::owner::is_session_ephemeral(*owner) && tree.get(path).is_some_and(|n| n.num_children != 0) {
+                return Err(format!("invalid data tree: ephemeral node {path} has children"));
             }
         }
         let (mut size, mut digest) = (0, 0i64);

@@ -171,6 +171,34 @@ fn rejects_orphans_duplicates_and_missing_root() {
 }
 
 #[test]
+fn rejects_an_ephemeral_parent_and_an_owned_root() {
+    // Found by the snap_sync fuzz target: such a tree loaded and then broke check_invariants.
+    let t = sample();
+    let mut nodes = owned(&t);
+    for (p, n) in &mut nodes {
+        if p == "/a" {
+            n.stat.ephemeral_owner = 0x1000_0000_0000_0001;
+        }
+    }
+    let err = DataTree::from_snapshot(nodes, 0).unwrap_err();
+    assert!(err.contains("ephemeral node /a has children"), "{err}");
+    // An ephemeral /zookeeper alone in the snapshot: the loader adds its children itself.
+    let root = (String::new(), Znode::new(Some(Box::default()), Acl::open_unsafe().into(), Default::default()));
+    let mut zk = ("/zookeeper".to_string(), root.1.clone());
+    zk.1.stat.ephemeral_owner = 2;
+    let err = DataTree::from_snapshot(vec![root, zk], 0).unwrap_err();
+    assert!(err.contains("ephemeral node /zookeeper has children"), "{err}");
+
+    // A root alone (so with no children yet): a session's, a container, a TTL node.
+    for owner in [0x1000_0000_0000_0001, i64::MIN, 0xff00_0000_0000_0001u64 as i64] {
+        let mut root = (String::new(), Znode::new(Some(Box::default()), Acl::open_unsafe().into(), Default::default()));
+        root.1.stat.ephemeral_owner = owner;
+        let err = DataTree::from_snapshot(vec![root], 0).unwrap_err();
+        assert!(err.contains("the root has owner"), "{err}");
+    }
+}
+
+#[test]
 fn system_nodes_are_added_when_absent() {
     let root = (String::new(), Znode::new(Some(Box::default()), Acl::open_unsafe().into(), Default::default()));
     let t = DataTree::from_snapshot(vec![root], 7).unwrap();

@@ -186,14 +186,8 @@ async fn handle(
     peer: IpAddr,
     events: &mpsc::Sender<Event>,
 ) -> Response<Full<Bytes>> {
-    let path = req.uri().path();
-    let Some(rest) = path.strip_prefix(command_url) else {
+    let Some((name, args)) = parse_target(req.uri().path(), req.uri().query(), command_url) else {
         return plain(StatusCode::NOT_FOUND, "Not Found\n");
-    };
-    let name = match rest {
-        "" | "/" => None,
-        r if r.starts_with('/') => Some(percent_decode(&r[1..])),
-        _ => return plain(StatusCode::NOT_FOUND, "Not Found\n"),
     };
     // The two commands 3.9 guards with authentication: GET snapshot, POST restore.
     match (name.as_deref().and_then(commands::find).map(|c| c.name), req.method()) {
@@ -206,7 +200,6 @@ async fn handle(
         return plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n");
     }
     let Some(name) = name else { return listing(command_url) };
-    let args = query_args(req.uri().query().unwrap_or(""));
     let body = match commands::find(&name) {
         None => {
             commands::Answer { error: Some(format!("Unknown command: {name}")), ..Default::default() }.into_json(&name)
@@ -381,6 +374,31 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
     *resp.status_mut() = status;
     resp
+}
+
+/// What the AdminServer makes of a request's target before anything runs, for the fuzz targets:
+/// the command name (percent-decoded) when `path` is under `command_url`, and the query's
+/// arguments. `None` for a path outside it (404).
+#[doc(hidden)]
+pub fn parse_target(
+    path: &str,
+    query: Option<&str>,
+    command_url: &str,
+) -> Option<(Option<String>, BTreeMap<String, String>)> {
+    let rest = path.strip_prefix(command_url)?;
+    let name = match rest {
+        "" | "/" => None,
+        r if r.starts_with('/') => Some(percent_decode(&r[1..])),
+        _ => return None,
+    };
+    Some((name, query_args(query.unwrap_or(""))))
+}
+
+/// The identities an `Authorization` header proves to `snapshot` and `restore`
+/// ([`backup::authenticate`]), `None` when it proves none; for the fuzz targets.
+#[doc(hidden)]
+pub fn authenticate(header: &str, peer: IpAddr, super_digest: Option<&str>) -> Option<Vec<warden_proto::Id>> {
+    backup::authenticate(header, peer, super_digest).ok()
 }
 
 /// Query parameters; the first value of a name wins, as in ZooKeeper's servlet.
