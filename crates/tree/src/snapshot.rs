@@ -53,7 +53,9 @@ impl DataTree {
         let mut limits = Vec::new();
         for (path, mut node) in nodes {
             let path: Arc<str> = if path.as_ref().is_empty() { "/".into() } else { path.into() };
-            if !path.starts_with('/') || (path.len() > 1 && path.ends_with('/')) {
+            // An empty segment (`//`) would file the node under a parent whose child list names
+            // it differently; no ZooKeeper client can create one.
+            if !path.starts_with('/') || (path.len() > 1 && path.ends_with('/')) || path.contains("//") {
                 return Err(format!("invalid path {path:?} in snapshot"));
             }
             node.num_children = 0;

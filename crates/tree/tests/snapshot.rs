@@ -171,6 +171,19 @@ fn rejects_orphans_duplicates_and_missing_root() {
 }
 
 #[test]
+fn rejects_a_path_with_an_empty_segment() {
+    // Found by the snap_sync fuzz target: `//x` loaded as a node whose parent `/` listed a child
+    // `x` that the tree did not hold at `/x`, which broke check_invariants.
+    let t = sample();
+    let mut nodes = owned(&t);
+    let mut extra = nodes[1].clone();
+    extra.0 = "//x".to_string();
+    nodes.push(extra);
+    let err = DataTree::from_snapshot(nodes, 0).unwrap_err();
+    assert!(err.contains("invalid path \"//x\""), "{err}");
+}
+
+#[test]
 fn rejects_an_ephemeral_parent_and_an_owned_root() {
     // Found by the snap_sync fuzz target: such a tree loaded and then broke check_invariants.
     let t = sample();
