@@ -74,20 +74,18 @@ impl WatchManager {
     /// own path; for a delete, child-table watchers already notified by the data table are skipped
     /// (their one-shot entries are still consumed). Connections in ascending order per table.
     pub fn trigger(&mut self, ev: &TreeEvent) -> Vec<Triggered> {
-        let fire = |conns: Vec<u64>, event_type: WatchEventType| {
-            conns.into_iter().map(move |conn| Triggered { conn, event_type })
+        let fire = |conns: Vec<u64>, event_type: WatchEventType| -> Vec<Triggered> {
+            conns.into_iter().map(|conn| Triggered { conn, event_type }).collect()
         };
         match ev.kind {
-            TreeEventKind::Created => fire(self.data.trigger(&ev.path), WatchEventType::NodeCreated).collect(),
-            TreeEventKind::DataChanged => fire(self.data.trigger(&ev.path), WatchEventType::NodeDataChanged).collect(),
-            TreeEventKind::ChildrenChanged => {
-                fire(self.child.trigger(&ev.path), WatchEventType::NodeChildrenChanged).collect()
-            }
+            TreeEventKind::Created => fire(self.data.trigger(&ev.path), WatchEventType::NodeCreated),
+            TreeEventKind::DataChanged => fire(self.data.trigger(&ev.path), WatchEventType::NodeDataChanged),
+            TreeEventKind::ChildrenChanged => fire(self.child.trigger(&ev.path), WatchEventType::NodeChildrenChanged),
             TreeEventKind::Deleted => {
                 let by_data = self.data.trigger(&ev.path);
                 let mut by_child = self.child.trigger(&ev.path);
                 by_child.retain(|c| by_data.binary_search(c).is_err());
-                let mut out: Vec<Triggered> = fire(by_data, WatchEventType::NodeDeleted).collect();
+                let mut out = fire(by_data, WatchEventType::NodeDeleted);
                 out.extend(fire(by_child, WatchEventType::NodeDeleted));
                 out
             }
