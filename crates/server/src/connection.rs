@@ -182,8 +182,8 @@ fn serve_plain(stream: TcpStream, ctx: ConnCtx) -> impl std::future::Future<Outp
     let plain =
         if ctx.peer.ip().is_loopback() { &ctx.edge.non_mtls_local_conn } else { &ctx.edge.non_mtls_remote_conn };
     EdgeCounters::add(plain, 1);
-    let (rd, wr) = stream.into_split();
-    serve_stream(rd, wr, None, ctx)
+    let sock = Arc::new(stream);
+    serve_stream(PlainRead(sock.clone()), PlainWrite(sock), None, ctx)
 }
 
 /// A connection on a TLS or unified port.
@@ -252,13 +252,88 @@ async fn serve_tls(stream: TcpStream, tls: Arc<TlsContext>, ctx: ConnCtx) {
 /// (rustls buffers inside it), so it is always "ready" and the read waits with the buffer.
 trait ClientRead: AsyncRead + Unpin + Send {
     fn ready(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send;
+    /// The plain socket under it, which the owner may write notifications to directly
+    /// (`ConnTx::push_frames`); `None` for TLS.
+    fn socket(&self) -> Option<Arc<TcpStream>>;
 }
 
-impl ClientRead for tokio::net::tcp::OwnedReadHalf {
+/// A plain connection's read half: the socket is shared by both halves and the connection's
+/// queue (for the owner's direct writes), where `into_split` would keep it to the halves.
+struct PlainRead(Arc<TcpStream>);
+
+/// A plain connection's write half (see [`PlainRead`]).
+struct PlainWrite(Arc<TcpStream>);
+
+impl AsyncRead for PlainRead {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let want = buf.remaining();
+        loop {
+            std::task::ready!(self.0.poll_read_ready(cx))?;
+            // As tokio's own read: a read shorter than asked drained the socket, so its readiness
+            // is cleared (`try_io` clears what it saw before the read on a WouldBlock, so bytes
+            // that came after are not missed). Otherwise the next wait would end at once and the
+            // connection would set up its read buffer only to find nothing there.
+            let mut read = 0;
+            let r = self.0.try_io(tokio::io::Interest::READABLE, || {
+                read = self.0.try_read_buf(buf)?;
+                if read > 0 && read < want {
+                    return Err(std::io::ErrorKind::WouldBlock.into());
+                }
+                Ok(())
+            });
+            match r {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && read == 0 => continue,
+                Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => return std::task::Poll::Ready(Err(e)),
+                _ => return std::task::Poll::Ready(Ok(())),
+            }
+        }
+    }
+}
+
+impl ClientRead for PlainRead {
     /// Polls the socket's readiness directly: `readable()`'s future is 184 bytes, and every idle
     /// connection's task would hold it while it waits.
     fn ready(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
-        std::future::poll_fn(|cx| self.as_ref().poll_read_ready(cx))
+        std::future::poll_fn(|cx| self.0.poll_read_ready(cx))
+    }
+
+    fn socket(&self) -> Option<Arc<TcpStream>> {
+        Some(self.0.clone())
+    }
+}
+
+impl AsyncWrite for PlainWrite {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        loop {
+            std::task::ready!(self.0.poll_write_ready(cx))?;
+            match self.0.try_write(buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                r => return std::task::Poll::Ready(r),
+            }
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    /// Shuts the sending side down (a FIN after what was written), as `OwnedWriteHalf` does.
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(rustix::net::shutdown(&*self.0, rustix::net::Shutdown::Write).map_err(Into::into))
     }
 }
 
@@ -278,6 +353,10 @@ impl<R: AsyncRead + Unpin> AsyncRead for Buffered<R> {
 impl<R: AsyncRead + Unpin + Send> ClientRead for Buffered<R> {
     fn ready(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
         std::future::ready(Ok(()))
+    }
+
+    fn socket(&self) -> Option<Arc<TcpStream>> {
+        None
     }
 }
 
@@ -299,7 +378,7 @@ where
 {
     async move {
         let Some(buf) = Box::pin(opening(&mut rd, &mut wr, &ctx)).await else { return };
-        let (tx, rx) = conn_queue();
+        let (tx, rx) = conn_queue(rd.socket());
         // Only a flag outlives the awaits below: the task's state is sized for what is kept across
         // each await, and a kept `Result` would be.
         let client_closed = {
@@ -639,4 +718,44 @@ async fn write_batch(
     wr.write_all(&bytes).await.map_err(|e| format!("write error: {e}"))?;
     wr.flush().await.map_err(|e| format!("write error: {e}"))?;
     Ok((frames as usize, completes as usize, close))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_short_read_leaves_a_plain_socket_not_ready_until_more_bytes_come() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let mut rd = PlainRead(Arc::new(server));
+        client.write_all(b"ping").await.unwrap();
+        let mut buf = BytesMut::with_capacity(IDLE_READ);
+        assert_eq!(rd.read_buf(&mut buf).await.unwrap(), 4);
+        // Nothing more is there: the wait must not end at once (an idle connection would set up
+        // its read buffer for nothing).
+        let waited = tokio::time::timeout(Duration::from_millis(100), rd.ready()).await;
+        assert!(waited.is_err(), "ready after the socket was drained");
+        client.write_all(b"more").await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), rd.ready()).await.expect("ready once bytes come").unwrap();
+        assert_eq!(rd.read_buf(&mut buf).await.unwrap(), 4);
+        assert_eq!(&buf[..], b"pingmore");
+        // The client's close reads as end of stream.
+        drop(client);
+        assert_eq!(rd.read_buf(&mut buf).await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn the_plain_write_half_writes_and_shuts_down_its_side() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let mut wr = PlainWrite(Arc::new(server));
+        wr.write_all(b"reply").await.unwrap();
+        wr.shutdown().await.unwrap();
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"reply");
+    }
 }

@@ -757,7 +757,7 @@ impl Owner {
         let Some(c) = self.conns.get(&conn) else { return };
         let frames = p.frames as usize;
         let full = c.queued() + frames > CONN_QUEUE;
-        let sent = !full && c.push(ConnMsg::Frames(p), frames);
+        let sent = !full && c.push_frames(p);
         if !sent {
             if full {
                 tracing::warn!(conn, "client is not reading its replies; closing the connection");
