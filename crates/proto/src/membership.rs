@@ -109,14 +109,18 @@ impl ServerSpec {
     }
 }
 
-/// `host` and the text after the `:` that follows it; an IPv6 host is `[...]`.
+/// `host` and the text after the `:` that follows it; an IPv6 host is `[...]`. A bracket within
+/// the host is refused: no host name or address holds one, and it would not be written back in
+/// a form that parses.
 fn split_host(server: &str) -> Option<(&str, &str)> {
-    if let Some(rest) = server.strip_prefix('[') {
-        let (host, after) = rest.split_once(']')?;
-        return Some((host.trim(), after.strip_prefix(':')?));
-    }
-    let (host, rest) = server.split_once(':')?;
-    Some((host.trim(), rest))
+    let (host, rest) = match server.strip_prefix('[') {
+        Some(rest) => {
+            let (host, after) = rest.split_once(']')?;
+            (host.trim(), after.strip_prefix(':')?)
+        }
+        None => server.split_once(':').map(|(h, r)| (h.trim(), r))?,
+    };
+    (!host.contains(['[', ']'])).then_some((host, rest))
 }
 
 fn bracketed(host: &str) -> String {
@@ -132,17 +136,23 @@ fn port(p: &str) -> Result<u16, MembershipError> {
 
 fn parse_client_addr(text: &str) -> Result<(String, u16), MembershipError> {
     let text = text.trim();
-    if let Some(rest) = text.strip_prefix('[') {
+    let (host, p) = if let Some(rest) = text.strip_prefix('[') {
         let (host, after) = rest.split_once("]:").ok_or_else(|| MembershipError::Port(text.to_string()))?;
-        return Ok((host.trim().to_string(), port(after)?));
+        (host.trim(), after)
+    } else {
+        // An IPv6 host must be bracketed: more than one ':' is ZooKeeper's "Too many ':' in client
+        // part" (`ConfigUtils.splitWithLeadingHostname`).
+        match text.split_once(':') {
+            Some((_, p)) if p.contains(':') => return Err(MembershipError::Port(text.to_string())),
+            Some((h, p)) => (h.trim(), p),
+            None => ("0.0.0.0", text),
+        }
+    };
+    // As in `split_host`: a host holds no bracket.
+    if host.contains(['[', ']']) {
+        return Err(MembershipError::Port(text.to_string()));
     }
-    // An IPv6 host must be bracketed: more than one ':' is ZooKeeper's "Too many ':' in client
-    // part" (`ConfigUtils.splitWithLeadingHostname`).
-    match text.split_once(':') {
-        Some((_, p)) if p.contains(':') => Err(MembershipError::Port(text.to_string())),
-        Some((h, p)) => Ok((h.trim().to_string(), port(p)?)),
-        None => Ok(("0.0.0.0".to_string(), port(text)?)),
-    }
+    Ok((host.to_string(), port(p)?))
 }
 
 /// A configuration: its members and its version (the zxid of the reconfig that made it; 0 for
@@ -284,6 +294,27 @@ mod tests {
             "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888:participant\nserver.3=127.0.0.3:2888:3888:observer",
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_host_holding_a_bracket_is_refused_where_it_would_not_parse_back() {
+        // Found by the dynamic_config fuzz target: `[[]` read as the host `[`, written back as
+        // `[:2890:...`, which does not parse.
+        for bad in [
+            "[[]:2890:3890:observer",
+            "1]:2890:3890",
+            "[a[b]:2890:3890",
+            "127.0.0.1:2890:3890;[[]:2181",
+            "127.0.0.1:2890:3890;a]:2181",
+        ] {
+            assert!(ServerSpec::parse(23, bad).is_err(), "{bad}");
+        }
+        for good in ["[::1]:2890:3890:observer;[::1]:2181", "host-a:2890:3890;host-a:2181"] {
+            let s = ServerSpec::parse(23, good).unwrap();
+            let mut text = String::new();
+            s.render(&mut text);
+            assert_eq!(ServerSpec::parse(23, &text).unwrap(), s, "{good} round trips");
+        }
     }
 
     #[test]
