@@ -482,6 +482,46 @@ fn a_confirmed_sync_still_waits_for_earlier_proposals_to_commit() {
     assert_eq!(e.queued(2, pt::SYNC), vec![0]);
 }
 
+/// A proposal made after a sync commits only once the sync is answered, so the SYNC (and the
+/// leader's own SyncDone) precedes the COMMITs of later proposals, as ZooKeeper's leader orders
+/// them. Found by the cluster_ops fuzz target: a client's sync and the reads behind it were
+/// answered on a tree that already held the same client's later write.
+#[test]
+fn a_proposal_after_a_sync_commits_only_after_the_sync_is_answered() {
+    let mut e = Ens::established();
+    let before = e.propose(1);
+    e.to_learner.clear();
+    e.sync(2);
+    e.sync(1);
+    let after = e.propose(2);
+    for z in [before, after] {
+        let out = acts(|o| e.leader.on_durable(z, o));
+        e.leader_actions(out);
+        e.ack(3, z);
+    }
+    assert_eq!(e.queued(2, pt::COMMIT), vec![before], "{after:#x} waits for the sync's PING round");
+    assert_eq!(e.leader_applied().last(), Some(&before));
+    assert_eq!(e.sync_done(), 0);
+    e.answer_pings(3);
+    assert_eq!(e.queued(2, pt::SYNC), vec![0], "learner 2's sync is answered");
+    assert_eq!(e.queued(2, pt::COMMIT), vec![before], "the leader's own sync came during the round: the next one");
+    e.answer_pings(3);
+    let to_2: Vec<(i32, Zxid)> =
+        e.to_learner.iter().filter(|(s, _)| *s == 2).map(|(_, p)| (p.packet_type, p.zxid)).collect();
+    let sync_at = to_2.iter().position(|p| *p == (pt::SYNC, 0)).expect("the SYNC went out");
+    let commit_at = to_2.iter().position(|p| *p == (pt::COMMIT, after)).expect("the later COMMIT went out");
+    assert!(sync_at < commit_at, "SYNC before the later COMMIT: {to_2:?}");
+    // The leader's own client: SyncDone before the later txn applies.
+    let done_at = e.leader_log.iter().position(|a| matches!(a, Action::SyncDone)).expect("SyncDone");
+    let applied_at = e
+        .leader_log
+        .iter()
+        .position(|a| matches!(a, Action::ApplyCommitted(t) if t.zxid() == after))
+        .expect("the later txn applied");
+    assert!(done_at < applied_at);
+    e.leader.check_invariants().unwrap();
+}
+
 /// The lease: a leader that no quorum vouched for within `lease_ms` steps down as soon as it is
 /// asked (`check_lease` before every input), before any tick; answers to its PINGs renew it.
 #[test]

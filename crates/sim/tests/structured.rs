@@ -1,6 +1,7 @@
 //! The structured fuzz entry points (`warden_sim::fuzz`, issue 32) as ordinary tests: the empty
 //! input, a few hundred pseudo-random inputs from a fixed seed, and every committed corpus input
-//! (`fuzz/corpus/standalone_ops/` and `fuzz/corpus/cluster_ops/` at the repository root).
+//! (`fuzz/corpus/standalone_ops/` and `fuzz/corpus/cluster_ops/` at the repository root, and
+//! the crash inputs under `fuzz/regressions/`).
 //!
 //! `cargo test -p warden-sim --release --test structured soak -- --ignored --nocapture` runs
 //! random inputs for `WARDEN_FUZZ_SECS` seconds (default 60) per target (`WARDEN_FUZZ_TARGET`:
@@ -85,11 +86,16 @@ fn cluster_ops_random_inputs() {
 }
 
 fn corpus_dir(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus").join(name)
+    fuzz_dir("corpus", name)
 }
 
-/// Every committed input, crash inputs included, replays without a violation. A missing
-/// directory is reported, and random inputs run in its place.
+/// `fuzz/<kind>/<target>` at the repository root (`corpus`, or `regressions` for crash inputs).
+fn fuzz_dir(kind: &str, name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz").join(kind).join(name)
+}
+
+/// Every committed input, the corpus's and the crash inputs under `fuzz/regressions/`, replays
+/// without a violation. A missing corpus directory is reported, and random inputs run in its place.
 #[test]
 fn the_corpus_replays() {
     for (name, target) in TARGETS {
@@ -99,14 +105,15 @@ fn the_corpus_replays() {
             random_inputs(name, target, 0x5741_0003, 20);
             continue;
         };
+        let regressions = std::fs::read_dir(fuzz_dir("regressions", name)).into_iter().flatten();
         let mut files: Vec<PathBuf> =
-            entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_file()).collect();
+            entries.chain(regressions).filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_file()).collect();
         files.sort();
         for f in &files {
             let data = std::fs::read(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
             run_one(name, target, &data, &f.display().to_string());
         }
-        eprintln!("{name}: replayed {} corpus inputs from {}", files.len(), dir.display());
+        eprintln!("{name}: replayed {} inputs from {} and its regressions", files.len(), dir.display());
     }
 }
 

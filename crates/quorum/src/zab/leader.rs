@@ -1000,6 +1000,12 @@ impl Leader {
     /// Commits outstanding proposals in zxid order while each has a quorum of durable ACKs that
     /// includes the leader's own: `ApplyCommitted` (and the client reply that follows it) must
     /// never precede the leader's own fsync, even when the followers are faster.
+    ///
+    /// A proposal made after a sync arrived commits only once that sync is answered, so the sync
+    /// (a learner's SYNC, this server's `SyncDone`) comes before the COMMITs of later proposals,
+    /// as ZooKeeper's leader sends it: a session's reads queued behind its sync are then served
+    /// before its own later writes apply, never on a tree that already holds them. (The sync
+    /// waits for a PING round; without this, later writes could commit first.)
     fn try_commit(&mut self) {
         if !self.is_established() {
             return;
@@ -1009,6 +1015,9 @@ impl Leader {
             let Some(entry) = self.history.get(idx) else { break };
             let z = entry.zxid();
             if self.self_durable < z {
+                break;
+            }
+            if self.pending_syncs.front().is_some_and(|s| s.zxid < z && s.round > self.round_confirmed) {
                 break;
             }
             let ackers: BTreeSet<Sid> = self
@@ -1123,6 +1132,8 @@ impl Leader {
             }
         }
         self.answer_syncs();
+        // Proposals held behind the syncs just answered.
+        self.try_commit();
         let waiting = self.pending_syncs.back().is_some_and(|s| s.round > self.round_confirmed);
         if waiting && self.sync_round.is_none() && self.is_established() {
             self.sync_round = Some(self.round_started + 1);
