@@ -724,12 +724,18 @@ async fn write_batch(
 mod tests {
     use super::*;
 
+    /// A loopback connection: the client's end and the server's, shared as a plain connection's is.
+    async fn pair() -> (TcpStream, Arc<TcpStream>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        (client, Arc::new(server))
+    }
+
     #[tokio::test]
     async fn a_short_read_leaves_a_plain_socket_not_ready_until_more_bytes_come() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mut client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
-        let (server, _) = listener.accept().await.unwrap();
-        let mut rd = PlainRead(Arc::new(server));
+        let (mut client, server) = pair().await;
+        let mut rd = PlainRead(server);
         client.write_all(b"ping").await.unwrap();
         let mut buf = BytesMut::with_capacity(IDLE_READ);
         assert_eq!(rd.read_buf(&mut buf).await.unwrap(), 4);
@@ -748,10 +754,8 @@ mod tests {
 
     #[tokio::test]
     async fn the_plain_write_half_writes_and_shuts_down_its_side() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mut client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
-        let (server, _) = listener.accept().await.unwrap();
-        let mut wr = PlainWrite(Arc::new(server));
+        let (mut client, server) = pair().await;
+        let mut wr = PlainWrite(server);
         wr.write_all(b"reply").await.unwrap();
         wr.shutdown().await.unwrap();
         let mut got = Vec::new();
