@@ -129,6 +129,12 @@ impl Ens {
             .collect()
     }
 
+    /// The leader's own log has `zxid` durable.
+    fn leader_durable(&mut self, zxid: Zxid) {
+        let out = acts(|o| self.leader.on_durable(zxid, o));
+        self.leader_actions(out);
+    }
+
     fn ack(&mut self, from: Sid, zxid: Zxid) {
         let out = acts(|o| self.leader.on_packet(from, &QuorumPacket::new(pt::ACK, zxid), 0, o));
         self.leader_actions(out);
@@ -146,15 +152,13 @@ fn commit_waits_for_the_leaders_own_durable_ack() {
     e.ack(3, z1);
     assert!(e.queued(2, pt::COMMIT).is_empty() && e.leader_applied().is_empty(), "{:?}", e.leader_log);
     assert_eq!(e.leader.last_committed(), 0);
-    let out = acts(|o| e.leader.on_durable(z1, o));
-    e.leader_actions(out);
+    e.leader_durable(z1);
     assert_eq!(e.queued(2, pt::COMMIT), [z1]);
     assert_eq!(e.leader_applied(), [z1]);
 
     // The leader's durable ACK alone is not a quorum either.
     let z2 = e.propose(2);
-    let out = acts(|o| e.leader.on_durable(z2, o));
-    e.leader_actions(out);
+    e.leader_durable(z2);
     assert_eq!(e.leader.last_committed(), z1);
     e.ack(3, z2);
     assert_eq!(e.leader.last_committed(), z2);
@@ -167,13 +171,11 @@ fn commits_go_out_strictly_in_zxid_order() {
     let zs: Vec<Zxid> = (1..=4).map(|n| e.propose(n)).collect();
     // The leader's log is durable only through the second proposal; follower 2 ACKs the fourth
     // first (its ACKs are cumulative: it logs in order), then the first.
-    let out = acts(|o| e.leader.on_durable(zs[1], o));
-    e.leader_actions(out);
+    e.leader_durable(zs[1]);
     e.ack(2, zs[3]);
     e.ack(2, zs[0]);
     assert_eq!(e.queued(2, pt::COMMIT), zs[..2]);
-    let out = acts(|o| e.leader.on_durable(zs[3], o));
-    e.leader_actions(out);
+    e.leader_durable(zs[3]);
     assert_eq!(e.queued(2, pt::COMMIT), zs);
     assert_eq!(e.queued(4, pt::INFORM), zs);
     assert_eq!(e.leader_applied(), zs);
@@ -187,8 +189,7 @@ fn commits_go_out_strictly_in_zxid_order() {
 fn a_leader_that_lost_its_quorum_never_commits() {
     let mut e = Ens::established();
     let z1 = e.propose(1);
-    let out = acts(|o| e.leader.on_durable(z1, o));
-    e.leader_actions(out);
+    e.leader_durable(z1);
     // Both followers leave (they will follow a newer leader); the leader notices at its next tick.
     acts(|o| e.leader.on_disconnect(2, o));
     acts(|o| e.leader.on_disconnect(3, o));
@@ -209,8 +210,7 @@ fn a_leader_that_lost_its_quorum_never_commits() {
 fn a_stale_leader_cannot_count_acks_for_another_epoch_or_from_unsynced_learners() {
     let mut e = Ens::established();
     let z1 = e.propose(1);
-    let out = acts(|o| e.leader.on_durable(z1, o));
-    e.leader_actions(out);
+    e.leader_durable(z1);
     // Follower 3 moved on to epoch 2 (a newer leader); an ACK of an epoch-2 zxid is refused.
     let out = acts(|o| e.leader.on_packet(3, &QuorumPacket::new(pt::ACK, make_zxid(2, 1)), 0, o));
     assert!(matches!(out.as_slice(), [Action::Disconnect { sid: 3, .. }]), "{out:?}");
@@ -235,8 +235,7 @@ fn observers_get_inform_only_after_commit_and_never_a_proposal() {
     let z1 = e.propose(1);
     assert_eq!(e.queued(2, pt::PROPOSAL), [z1]);
     assert!(e.to_learner.iter().all(|(s, _)| *s != 4), "observer got something before commit");
-    let out = acts(|o| e.leader.on_durable(z1, o));
-    e.leader_actions(out);
+    e.leader_durable(z1);
     assert!(e.to_learner.iter().all(|(s, _)| *s != 4));
     e.ack(2, z1);
     let to_observer: Vec<_> = e.to_learner.iter().filter(|(s, _)| *s == 4).map(|(_, p)| p.packet_type).collect();
@@ -476,8 +475,7 @@ fn a_confirmed_sync_still_waits_for_earlier_proposals_to_commit() {
     e.sync(2);
     e.answer_pings(3);
     assert_eq!(e.queued(2, pt::SYNC), Vec::<Zxid>::new(), "{z1:#x} is not committed yet");
-    let out = acts(|o| e.leader.on_durable(z1, o));
-    e.leader_actions(out);
+    e.leader_durable(z1);
     e.ack(3, z1);
     assert_eq!(e.queued(2, pt::SYNC), vec![0]);
 }
@@ -495,8 +493,7 @@ fn a_proposal_after_a_sync_commits_only_after_the_sync_is_answered() {
     e.sync(1);
     let after = e.propose(2);
     for z in [before, after] {
-        let out = acts(|o| e.leader.on_durable(z, o));
-        e.leader_actions(out);
+        e.leader_durable(z);
         e.ack(3, z);
     }
     assert_eq!(e.queued(2, pt::COMMIT), vec![before], "{after:#x} waits for the sync's PING round");
@@ -608,8 +605,7 @@ fn a_reconfig_needs_both_quorums_then_the_new_voters_alone_count() {
     e.leader_actions(out);
     assert!(e.leader.reconfig_in_flight());
     let z2 = e.propose(2);
-    let out = acts(|o| e.leader.on_durable(z2, o));
-    e.leader_actions(out);
+    e.leader_durable(z2);
     // The old voters' quorum alone commits neither the reconfig nor the proposal after it.
     e.ack(2, z2);
     e.ack(3, z2);
@@ -635,8 +631,7 @@ fn a_reconfig_needs_both_quorums_then_the_new_voters_alone_count() {
     e.ack(5, z2);
     assert_eq!(e.leader.last_committed(), z2);
     let z3 = e.propose(3);
-    let out = acts(|o| e.leader.on_durable(z3, o));
-    e.leader_actions(out);
+    e.leader_durable(z3);
     e.ack(2, z3);
     e.ack(3, z3);
     assert_eq!(e.leader.last_committed(), z2, "removed voters no longer make a quorum");

@@ -286,9 +286,13 @@ impl AsyncRead for PlainRead {
                 Ok(())
             });
             match r {
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && read == 0 => continue,
-                Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => return std::task::Poll::Ready(Err(e)),
-                _ => return std::task::Poll::Ready(Ok(())),
+                Ok(()) => return std::task::Poll::Ready(Ok(())),
+                // Our own WouldBlock after a short read: the bytes are in `buf`.
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && read > 0 => {
+                    return std::task::Poll::Ready(Ok(()))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return std::task::Poll::Ready(Err(e)),
             }
         }
     }

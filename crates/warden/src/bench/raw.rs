@@ -31,8 +31,7 @@ const LOOPBACK_SOURCES: u32 = 64;
 /// the server, set the accept rate. Clients on many hosts do not meet that; 64 sources keep it away
 /// while the server's per-address bookkeeping stays as small as for a few client hosts.
 async fn dial(addr: SocketAddr) -> std::io::Result<Async<TcpStream>> {
-    let IpAddr::V4(ip) = addr.ip() else { return Async::<TcpStream>::connect(addr).await };
-    if !ip.is_loopback() {
+    if !matches!(addr.ip(), IpAddr::V4(ip) if ip.is_loopback()) {
         return Async::<TcpStream>::connect(addr).await;
     }
     static NEXT: AtomicU32 = AtomicU32::new(0);
