@@ -9,12 +9,17 @@ impl Node {
         }
     }
 
-    pub(super) fn forward(&mut self, request: codec::ForwardedRequest, origin: Option<Origin>, out: &mut Vec<Output>) {
+    pub(super) fn forward(
+        &mut self,
+        request: codec::ForwardedRequest,
+        waiter: Option<(Expected, Origin)>,
+        out: &mut Vec<Output>,
+    ) {
         self.drive(out, |q, a| {
             let Machine::Learner(l) = &mut q.machine else { return };
             l.forward(&request, a);
-            if let Some(origin) = origin {
-                q.awaiting.insert((request.session_id, request.cxid), origin);
+            if let Some(waiter) = waiter {
+                q.awaiting.insert((request.session_id, request.cxid), waiter);
             }
         });
     }
@@ -33,7 +38,8 @@ impl Node {
             request: (timeout_ms as i32).to_be_bytes().to_vec(),
             authinfo: Vec::new(),
         };
-        self.forward(request, Some(Origin::Connect { conn, fwd: true }), out);
+        let expected = Expected { op: OpCode::CreateSession, path: None };
+        self.forward(request, Some((expected, Origin::Connect { conn, fwd: true })), out);
     }
 
     /// A write, closeSession or sync from a learner's client goes to the leader; the reply waits
@@ -59,7 +65,7 @@ impl Node {
             request: w.into_inner(),
             authinfo: self.conns.get(&conn).map(|c| c.auth.clone()).unwrap_or_default(),
         };
-        let origin = match &req {
+        let waiter = match &req {
             Request::Sync(r) => {
                 self.ensemble_mut().syncs.push_back(SyncWaiter::Client { conn, xid, path: r.path.clone() });
                 None
@@ -69,10 +75,10 @@ impl Node {
                     self.sessions.set_closing(session_id);
                 }
                 let ops = crate::writes::write_ops(&req).unwrap_or_default();
-                Some(Origin::Client { conn, xid, ops, fwd: true })
+                Some((Expected::of(&req), Origin::Client { conn, xid, ops, fwd: true }))
             }
         };
-        self.forward(request, origin, out);
+        self.forward(request, waiter, out);
     }
 
     /// A reconnect with an existing session (password already checked): the connection waits
@@ -134,5 +140,139 @@ impl Node {
             c.complete_forwarded(xid, frame, false);
         }
         self.drain(conn, out);
+    }
+}
+
+/// What the txn of a request this learner forwarded can look like.
+///
+/// A commit is paired with the request waiting for it by session id and cxid, as ZooKeeper's
+/// CommitProcessor pairs them. Two connections on two servers can share a session (a client
+/// took it over while the old connection lives on) and each numbers its own requests, so another
+/// server's txn can carry the pair of a request waiting here. A txn that cannot be that request's
+/// outcome (another kind of write, another path) does not answer it: it is applied like any other
+/// server's txn, and the request waits on for its own. An error txn fits every request; a
+/// collision of two failing writes stays as ambiguous as it is in ZooKeeper.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Expected {
+    op: OpCode,
+    /// The hash of the request's path, for writes of one node.
+    path: Option<u64>,
+}
+
+/// A create's sequential suffix: ten digits (`%010d`).
+const SEQUENTIAL_SUFFIX: usize = 10;
+
+fn path_hash(path: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    warden_tree::FastHash::default().hash_one(path)
+}
+
+impl Expected {
+    pub(crate) fn of(req: &Request) -> Self {
+        let path = match req {
+            Request::Create(r) | Request::Create2(r) | Request::CreateContainer(r) => Some(&r.path),
+            Request::CreateTtl(r) => Some(&r.path),
+            Request::Delete(r) => Some(&r.path),
+            Request::DeleteContainer(r) => Some(&r.path),
+            Request::SetData(r) => Some(&r.path),
+            Request::SetAcl(r) => Some(&r.path),
+            _ => None,
+        };
+        Expected { op: req.op_code(), path: path.map(|p| path_hash(p.as_bytes())) }
+    }
+
+    /// Whether `txn` can be the outcome of the request.
+    pub(crate) fn fits(&self, txn: &Txn) -> bool {
+        use OpCode as O;
+        let path = match (self.op, txn) {
+            (_, Txn::Error { .. }) => return true,
+            (O::Create | O::Create2 | O::CreateContainer | O::CreateTtl, Txn::Create { path, .. })
+            | (O::Create | O::Create2 | O::CreateContainer | O::CreateTtl, Txn::CreateContainer { path, .. })
+            | (O::Create | O::Create2 | O::CreateContainer | O::CreateTtl, Txn::CreateTtl { path, .. }) => {
+                // A sequential create's txn names the node with its suffix.
+                let p = path.as_bytes();
+                return self.path.is_some_and(|h| {
+                    h == path_hash(p)
+                        || p.len() > SEQUENTIAL_SUFFIX && h == path_hash(&p[..p.len() - SEQUENTIAL_SUFFIX])
+                });
+            }
+            (O::Delete | O::DeleteContainer, Txn::Delete { path } | Txn::DeleteContainer { path })
+            | (O::SetData, Txn::SetData { path, .. })
+            | (O::SetAcl, Txn::SetAcl { path, .. }) => path,
+            (O::Multi, Txn::Multi(_))
+            | (O::Reconfig, Txn::Reconfig { .. })
+            | (O::CloseSession, Txn::CloseSession { .. })
+            | (O::CreateSession, Txn::CreateSession { .. }) => return true,
+            _ => return false,
+        };
+        self.path == Some(path_hash(path.as_bytes()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warden_proto::request::{CreateRequest, SetDataRequest};
+
+    fn create2(path: &str) -> Request {
+        Request::Create2(CreateRequest { path: path.into(), data: None, acl: Vec::new(), flags: 0 })
+    }
+
+    fn set_data(path: &str) -> Request {
+        Request::SetData(SetDataRequest { path: path.into(), data: None, version: -1 })
+    }
+
+    fn created(path: &str) -> Txn {
+        Txn::Create { path: path.into(), data: None, acl: Vec::new(), ephemeral: false, parent_cversion: 1 }
+    }
+
+    fn data_set(path: &str) -> Txn {
+        Txn::SetData { path: path.into(), data: None, version: 1 }
+    }
+
+    #[test]
+    fn another_connections_close_session_does_not_answer_a_create_with_the_same_cxid() {
+        // The fuzz finding: client 2 took client 0's session over on another server, and both
+        // had xid 5 in flight, a closeSession and a create2.
+        let waiting = Expected::of(&create2("/a"));
+        assert!(!waiting.fits(&Txn::CloseSession { paths_to_delete: vec!["/e".into()] }));
+        assert!(waiting.fits(&created("/a")));
+        // Every write can fail: an error txn answers it, whoever's it was.
+        assert!(waiting.fits(&Txn::Error { err: ErrorCode::NodeExists.code() }));
+        assert!(Expected::of(&Request::CloseSession).fits(&Txn::CloseSession { paths_to_delete: Vec::new() }));
+        assert!(!Expected::of(&Request::CloseSession).fits(&created("/a")));
+    }
+
+    #[test]
+    fn a_txn_fits_only_a_request_of_its_kind_on_its_path() {
+        let waiting = Expected::of(&set_data("/a"));
+        assert!(waiting.fits(&data_set("/a")));
+        assert!(!waiting.fits(&data_set("/b")));
+        assert!(!waiting.fits(&created("/a")));
+        assert!(!Expected::of(&create2("/a")).fits(&created("/b")));
+        assert!(!Expected::of(&create2("/a")).fits(&data_set("/a")));
+        // A create with container flags is logged as a createContainer: the same kind.
+        let container = Txn::CreateContainer { path: "/a".into(), data: None, acl: Vec::new(), parent_cversion: 1 };
+        assert!(Expected::of(&create2("/a")).fits(&container));
+        // A multi is answered by a multi txn, whatever its ops.
+        assert!(Expected::of(&Request::Multi(Vec::new())).fits(&Txn::Multi(vec![data_set("/x")])));
+        assert!(!Expected::of(&Request::Multi(Vec::new())).fits(&data_set("/x")));
+    }
+
+    #[test]
+    fn a_sequential_create_fits_its_txn_with_the_ten_digit_suffix() {
+        let waiting = Expected::of(&create2("/q/n-"));
+        assert!(waiting.fits(&created("/q/n-0000000007")));
+        assert!(!waiting.fits(&created("/q/m-0000000007")));
+        // Cutting the suffix counts bytes: a short path with multibyte characters is no trouble.
+        assert!(!Expected::of(&create2("/é")).fits(&created("/ééééé")));
+    }
+
+    #[test]
+    fn a_new_sessions_handshake_fits_only_a_create_session() {
+        let handshake = Expected { op: OpCode::CreateSession, path: None };
+        assert!(handshake.fits(&Txn::CreateSession { timeout_ms: 4_000 }));
+        assert!(!handshake.fits(&Txn::CloseSession { paths_to_delete: Vec::new() }));
+        assert!(!handshake.fits(&created("/a")));
     }
 }
