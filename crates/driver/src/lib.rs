@@ -111,8 +111,9 @@ pub enum Command {
     /// Open the leader's quorum port, then answer `Event::Leading`.
     Lead,
     /// Leave the role's quorum connections and start an election round with [`Driver::vote`],
-    /// read when the command is carried out (a reload before it changes it).
-    Elect { reason: String },
+    /// read when the command is carried out (a reload before it changes it). With `flush`, a
+    /// leader's connections deliver what was queued on them first (`QuorumOutput::Elect`).
+    Elect { reason: String, flush: bool },
     /// Leave the role's quorum connections and take `leader`, designated by a reconfig's commit
     /// for the configuration of version `zxid`, as the election's decision without a round
     /// (`FastLeaderElection::hand_over`), reported back as `Event::Decided`.
@@ -296,7 +297,7 @@ impl Driver {
             Event::Leading(Ok(())) => self.step_node(now, Input::BecomeLeader, cmds),
             Event::Leading(Err(why)) => {
                 tracing::error!(%why, "cannot open the quorum port; electing again");
-                self.elect(format!("cannot lead: {why}"), cmds);
+                self.elect(format!("cannot lead: {why}"), false, cmds);
             }
             Event::Reloaded((tree, sessions, replayed)) => {
                 let at = self.load(tree, &sessions, replayed);
@@ -436,7 +437,7 @@ impl Driver {
                 tracing::info!(epoch, role = ?self.node.role(), "serving clients");
                 cmds.push(Command::Serving { epoch });
             }
-            QuorumOutput::Elect { reason } => self.elect(reason, cmds),
+            QuorumOutput::Elect { reason, flush } => self.elect(reason, flush, cmds),
             QuorumOutput::HandOver { leader, zxid } => {
                 tracing::info!(leader, "leaving the role for the leader the reconfig designated");
                 self.decision = None;
@@ -465,10 +466,10 @@ impl Driver {
         cmds.push(Command::Store { op: StoreOp::Append(batch), may_inline: lone && self.my_sid.is_none() });
     }
 
-    fn elect(&mut self, reason: String, cmds: &mut Vec<Command>) {
+    fn elect(&mut self, reason: String, flush: bool, cmds: &mut Vec<Command>) {
         tracing::info!(%reason, "leaving the role; electing a leader");
         self.decision = None;
-        cmds.push(Command::Elect { reason });
+        cmds.push(Command::Elect { reason, flush });
     }
 
     fn take_decision(&mut self, now: Clock, cmds: &mut Vec<Command>) {
@@ -478,7 +479,7 @@ impl Driver {
             ServerState::Leading if Some(e.leader) == self.my_sid => cmds.push(Command::Lead),
             ServerState::Following => self.step_node(now, Input::BecomeFollower { leader: e.leader }, cmds),
             ServerState::Observing => self.step_node(now, Input::BecomeObserver { leader: e.leader }, cmds),
-            _ => self.elect(format!("the election decided nothing this server can act on: {e:?}"), cmds),
+            _ => self.elect(format!("the election decided nothing this server can act on: {e:?}"), false, cmds),
         }
     }
 

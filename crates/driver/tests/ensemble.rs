@@ -261,7 +261,7 @@ impl Cluster {
             Command::SendLogDiff { .. } => panic!("{sid}: a DIFF from disk with no log on disk"),
             Command::PeerClose { sid: other, reason } => panic!("{sid} closed its link to {other}: {reason}"),
             Command::Lead => answers.push_back(Event::Leading(Ok(()))),
-            Command::Elect { reason } => self.elect_requests.push((sid, reason)),
+            Command::Elect { reason, .. } => self.elect_requests.push((sid, reason)),
             Command::HandOver { leader, zxid } => self.hand_overs.push((sid, leader, zxid)),
             Command::Serving { .. } => {}
             Command::Reconfigured { membership } => self.configs.push((sid, membership)),
@@ -889,6 +889,44 @@ fn a_reconfig_commits_on_both_quorums_and_activates_everywhere() {
         assert_eq!(c.data(sid, "/after").as_deref(), Some(&b"x"[..]), "server {sid}");
     }
     c.assert_converged();
+}
+
+/// A learner takes its leader's configuration from NEWLEADER only at UPTODATE, once a quorum has
+/// acknowledged that leader (ZooKeeper's `syncWithLeader`): a leader that dies before it is
+/// established leaves no configuration behind (a simulator seed found a follower ending with
+/// the version a failed leader had given the configuration, above the next leader's).
+#[test]
+fn a_configuration_from_newleader_waits_for_uptodate() {
+    let mut c = reconfig_cluster();
+    let before = config_text(&c, 2);
+    c.round += 1;
+    for (sid, state) in [(3, ServerState::Leading), (2, ServerState::Following)] {
+        let e = c.decision(3, state);
+        c.event(sid, Event::Decided(e));
+    }
+    // Deliver packets until server 2 has taken NEWLEADER, then the leader dies.
+    loop {
+        let (&(from, to), _) = c.queues.iter().find(|(_, q)| !q.is_empty()).expect("NEWLEADER never came");
+        let item = c.queues.get_mut(&(from, to)).and_then(VecDeque::pop_front).unwrap();
+        let Item::Packet(packet) = item else { panic!("a snapshot to an empty follower") };
+        let newleader = packet.packet_type == pt::NEWLEADER;
+        c.step(to, Input::Peer { from, packet });
+        if newleader {
+            assert_eq!(to, 2);
+            break;
+        }
+    }
+    assert_eq!(config_text(&c, 2), before, "not active before UPTODATE");
+    c.kill(3);
+    assert!(!c.node(2).serving());
+    assert_eq!(config_text(&c, 2), before, "the dead leader's configuration never became active");
+    assert!(c.configs.iter().all(|(sid, _)| *sid != 2), "nothing reported to server 2's shell");
+
+    // The next leader's NEWLEADER and UPTODATE make its configuration active everywhere.
+    let mut c = reconfig_cluster();
+    assert_eq!(c.elect(), 3);
+    let v1 = format!("version={:x}", 1i64 << 32);
+    assert!(config_text(&c, 2).ends_with(&v1), "{}", config_text(&c, 2));
 }
 
 /// A leader its own reconfig removes designates the new voter that ACKed the most, and every

@@ -223,8 +223,13 @@ impl Ensemble {
         }
     }
 
-    /// Leaves the role's connections and starts a new election round.
-    pub(crate) async fn elect(&mut self, last_zxid: i64, current_epoch: i64) {
+    /// Leaves the role's connections and starts a new election round; with `flush`, a leader's
+    /// learners get what was queued for them first (within the hand-over's bound).
+    pub(crate) async fn elect(&mut self, last_zxid: i64, current_epoch: i64, flush: bool) {
+        match std::mem::replace(&mut self.net, Net::None) {
+            Net::Leader(n) if flush => n.stop_flushed(self.net_cfg.write_timeout.min(HAND_OVER_FLUSH)).await,
+            net => self.net = net,
+        }
         self.stop_net().await;
         if let Err(e) = self.election.restart_election(last_zxid, current_epoch).await {
             tracing::error!(error = %e, "cannot restart the election");

@@ -447,10 +447,10 @@ impl Owner {
                 }
                 self.step(DriverEvent::Leading(opened));
             }
-            Command::Elect { .. } => {
+            Command::Elect { flush, .. } => {
                 let (last_zxid, current_epoch) = self.driver.vote();
                 if let Some(ens) = self.ens.as_mut() {
-                    ens.elect(last_zxid, current_epoch).await;
+                    ens.elect(last_zxid, current_epoch, flush).await;
                 }
             }
             Command::HandOver { leader, zxid } => {

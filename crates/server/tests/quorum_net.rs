@@ -163,7 +163,7 @@ fn carry_out(actions: Vec<Action>, store: &Shared, net: &mut dyn Transport) -> D
             }
             Action::Synced { .. } => s.synced = true,
             Action::Broadcasting { .. } => s.broadcasting = true,
-            Action::GoLooking { reason } => {
+            Action::GoLooking { reason } | Action::StepAside { reason } => {
                 s.synced = false;
                 s.lookings.push(reason);
             }

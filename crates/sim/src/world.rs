@@ -855,8 +855,11 @@ impl World {
                 }
             }
             Command::Lead => self.step_driver(sid, DriverEvent::Leading(Ok(())))?,
-            Command::Elect { reason } => {
+            Command::Elect { reason, flush } => {
                 self.trace(|| format!("server {sid} elects: {reason}"));
+                if flush {
+                    self.close_leader_conns_flushed(sid);
+                }
                 self.elect(sid)?;
             }
             Command::HandOver { leader, zxid } => {
@@ -1045,11 +1048,7 @@ impl World {
     /// takes the designated leader as its decision.
     fn hand_over(&mut self, sid: Sid, leader: Sid, zxid: i64) -> Result<(), String> {
         let inc = self.server(sid).inc;
-        let flushed: Vec<u64> =
-            self.running(sid, inc).map(|r| r.leader_conns.values().copied().collect()).unwrap_or_default();
-        for conn in flushed {
-            self.close_quorum_flushed(conn, sid);
-        }
+        self.close_leader_conns_flushed(sid);
         self.close_all_quorum(sid);
         let Some(r) = self.running(sid, inc) else { return Ok(()) };
         let mut actions = Vec::new();
@@ -1381,6 +1380,16 @@ impl World {
             let t = self.now + if end == closer { 0 } else { self.delay() };
             let _ = other;
             self.at(t, Ev::QuorumClosed { conn, sid: end });
+        }
+    }
+
+    /// Closes every connection `sid` leads, flushed (`close_quorum_flushed`).
+    fn close_leader_conns_flushed(&mut self, sid: Sid) {
+        let inc = self.server(sid).inc;
+        let flushed: Vec<u64> =
+            self.running(sid, inc).map(|r| r.leader_conns.values().copied().collect()).unwrap_or_default();
+        for conn in flushed {
+            self.close_quorum_flushed(conn, sid);
         }
     }
 

@@ -14,6 +14,7 @@ impl Node {
         let q = self.ensemble_mut();
         q.origins.clear();
         q.awaiting.clear();
+        q.newleader_config = None;
         q.syncs.clear();
         q.barriers.reset();
         q.revalidating.clear();
@@ -53,9 +54,15 @@ impl Node {
 
     /// The machine gave up its role: go LOOKING and ask for an election.
     pub(super) fn lose_role(&mut self, reason: String, out: &mut Vec<Output>) {
+        self.leave_for_election(reason, false, out);
+    }
+
+    /// As `lose_role`; with `flush`, what the leader sent reaches its learners first
+    /// (`QuorumOutput::Elect`).
+    pub(super) fn leave_for_election(&mut self, reason: String, flush: bool, out: &mut Vec<Output>) {
         tracing::info!(%reason, "leaving the quorum role");
         self.leave_role(out);
-        out.push(Output::Quorum(QuorumOutput::Elect { reason }));
+        out.push(Output::Quorum(QuorumOutput::Elect { reason, flush }));
     }
 
     /// A reconfig's commit designated `leader` for the configuration of version `zxid`: leave
@@ -120,7 +127,7 @@ impl Node {
         });
         if let Some(e) = failed {
             tracing::error!(error = %e, "cannot lead");
-            out.push(Output::Quorum(QuorumOutput::Elect { reason: format!("cannot lead: {e}") }));
+            out.push(Output::Quorum(QuorumOutput::Elect { reason: format!("cannot lead: {e}"), flush: false }));
         }
     }
 

@@ -152,8 +152,9 @@ pub enum QuorumOutput {
     /// A new configuration is active (a reconfig applied, a leader's newer one adopted, or the
     /// first leader's version given): the shell updates its peers and the dynamic config file.
     ConfigChanged { membership: warden_proto::Membership },
-    /// The role was lost: start a leader election.
-    Elect { reason: String },
+    /// The role was lost: start a leader election. With `flush`, a leader's learners get what
+    /// it sent them before its connections close (as for a hand-over).
+    Elect { reason: String, flush: bool },
     /// A reconfig's commit designated `leader` to lead the configuration it activated (version
     /// `zxid`), and this server left its role for it: the election takes that leader as decided,
     /// without a round (ZooKeeper's `processReconfig` with a designated leader), and reports it
@@ -236,6 +237,11 @@ pub(crate) struct Quorum {
     /// in its log or its recovered tree) but never saw committed: ZooKeeper's last-seen
     /// configuration. A leader finishes it (`LeaderInit::pending_config`).
     last_seen: Option<warden_proto::Membership>,
+    /// Learner: the configuration its leader's NEWLEADER carried, newer than the active one. It
+    /// becomes active at UPTODATE, when a quorum has acknowledged that leader (ZooKeeper's
+    /// `syncWithLeader` likewise only notes it at NEWLEADER and processes it at UPTODATE): a
+    /// leader that never gets a quorum must leave no configuration behind.
+    newleader_config: Option<warden_proto::Membership>,
 }
 
 impl Quorum {
@@ -318,6 +324,7 @@ impl Node {
             role_exit: None,
             replaying_log: false,
             last_seen: None,
+            newleader_config: None,
         }));
         node.write_config_node();
         node
@@ -560,7 +567,8 @@ impl Node {
     /// Carries out the machine's actions, emptying `actions`.
     fn run(&mut self, actions: &mut Vec<Action>, out: &mut Vec<Output>) {
         for action in actions.drain(..) {
-            let leaving = matches!(action, Action::GoLooking { .. } | Action::HandOver { .. });
+            let leaving =
+                matches!(action, Action::GoLooking { .. } | Action::StepAside { .. } | Action::HandOver { .. });
             if matches!(self.ensemble_mut().machine, Machine::Looking) && !leaving {
                 // The role was given up earlier in this batch; the rest is moot.
                 continue;
@@ -628,6 +636,10 @@ impl Node {
                 self.apply_committed(entry, out)
             }
             Action::Synced { epoch } => {
+                if let Some(m) = self.ensemble_mut().newleader_config.take() {
+                    self.activate(m, out);
+                    self.write_config_node();
+                }
                 let now_ms = self.now.mono_ms;
                 let q = self.ensemble_mut();
                 let took = now_ms.saturating_sub(q.learning_since_ms);
@@ -675,8 +687,9 @@ impl Node {
             }
             Action::Revalidated { session_id, valid } => self.revalidated(session_id, valid, out),
             Action::SyncDone => self.sync_done(out),
-            Action::LeaderConfig(text) => self.leader_config(&text, out),
+            Action::LeaderConfig(text) => self.leader_config(&text),
             Action::GoLooking { reason } => self.lose_role(reason, out),
+            Action::StepAside { reason } => self.leave_for_election(reason, true, out),
             Action::HandOver { leader } => {
                 let zxid = self.ensemble_mut().setup.membership.version;
                 self.hand_over(leader, zxid, out)

@@ -14,7 +14,7 @@
 //! sid), and a learner whose leader is no longer a voter, or whose own kind changed (observer
 //! made a voter, voter made an observer), goes straight to the designated leader in its new
 //! role, with no election (`QuorumOutput::HandOver`). Without a designation (a configuration
-//! taken from NEWLEADER) such a learner goes back to election. A removed follower stays a
+//! taken from NEWLEADER, active from UPTODATE) such a learner goes back to election. A removed follower stays a
 //! non-voting follower, as in ZooKeeper.
 
 use warden_proto::request::ReconfigRequest;
@@ -141,16 +141,16 @@ impl Node {
         }
     }
 
-    /// A NEWLEADER carried the leader's configuration: adopted if newer than ours.
-    pub(super) fn leader_config(&mut self, text: &[u8], out: &mut Vec<Output>) {
+    /// A NEWLEADER carried the leader's configuration: adopted at UPTODATE (`Action::Synced`)
+    /// if newer than ours.
+    pub(super) fn leader_config(&mut self, text: &[u8]) {
         let Some(Ok(m)) = std::str::from_utf8(text).ok().map(Membership::parse_text) else {
             tracing::warn!("NEWLEADER carries no readable configuration; ignored");
             return;
         };
-        let ours = self.ensemble().map_or(i64::MAX, |q| q.setup.membership.version);
-        if m.version > ours && !m.servers.is_empty() {
-            self.activate(m, out);
-            self.write_config_node();
+        let Some(q) = self.ensemble_mut_if() else { return };
+        if m.version > q.setup.membership.version && !m.servers.is_empty() {
+            q.newleader_config = Some(m);
         }
     }
 

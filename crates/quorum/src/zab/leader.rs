@@ -978,13 +978,20 @@ impl Leader {
         while let Some(&(rz, _)) = self.pending_configs.first().filter(|(rz, _)| *rz <= self.committed) {
             self.activate_config(rz);
         }
+        let ready: Vec<Sid> =
+            self.peers.iter().filter(|(_, p)| p.phase == PeerPhase::NewLeaderAcked).map(|(s, _)| *s).collect();
         if !self.cfg.voters.contains(&self.cfg.my_sid) {
-            return self.stop("this leader is not a voter of the configuration its history makes active");
+            // The learners take the configuration NEWLEADER carried at UPTODATE, and leave this
+            // leader for it, as ZooKeeper's do after its leader, no longer designated, starts up.
+            for sid in ready {
+                self.send_uptodate(sid);
+            }
+            self.phase = Phase::Stopped { epoch: self.phase.epoch(), established: self.phase.established() };
+            let reason = "this leader is not a voter of the configuration its history makes active".to_string();
+            return self.out.push(Action::StepAside { reason });
         }
         self.phase = Phase::Broadcast { epoch };
         self.out.push(Action::Broadcasting { epoch });
-        let ready: Vec<Sid> =
-            self.peers.iter().filter(|(_, p)| p.phase == PeerPhase::NewLeaderAcked).map(|(s, _)| *s).collect();
         for sid in ready {
             self.send_uptodate(sid);
         }

@@ -160,6 +160,11 @@ pub enum Action {
     SyncDone,
     /// Leave this role and go back to leader election (LOOKING). The machine ignores further input.
     GoLooking { reason: String },
+    /// Leader: established, but not a voter of the configuration its history made active. It
+    /// sent UPTODATE to its synced learners, which take that configuration from NEWLEADER and
+    /// leave for it (ZooKeeper's leader starts up, no longer designated, and so do they); as
+    /// `GoLooking`, but what it sent must reach them before its connections close.
+    StepAside { reason: String },
     /// Leader: its own reconfig removed it from the voters; leave this role and follow `leader`,
     /// the voter it designated in COMMITANDACTIVATE, without an election (ZooKeeper's
     /// `processReconfig` with a designated leader). The machine ignores further input.

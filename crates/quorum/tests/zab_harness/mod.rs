@@ -328,7 +328,7 @@ impl Cluster {
                 // This harness elects by fiat: the removed leader just leaves its role.
                 self.run_action(sid, Action::GoLooking { reason: format!("handed over to {leader}") })
             }
-            Action::GoLooking { reason } => {
+            Action::GoLooking { reason } | Action::StepAside { reason } => {
                 self.trace.push(format!("{now} node {sid} LOOKING: {reason}"));
                 let was_leader = matches!(self.nodes[&sid].role, Role::Leader(_));
                 self.nodes.get_mut(&sid).unwrap().role = Role::Looking;
