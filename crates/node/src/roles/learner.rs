@@ -18,8 +18,10 @@ impl Node {
         self.drive(out, |q, a| {
             let Machine::Learner(l) = &mut q.machine else { return };
             l.forward(&request, a);
-            if let Some(waiter) = waiter {
-                q.awaiting.insert((request.session_id, request.cxid), waiter);
+            if let Some((expected, origin)) = waiter {
+                // The leader proposes the request's txn after everything it had sent us.
+                let expected = Expected { after: q.last_logged(), ..expected };
+                q.awaiting.push(request.session_id, request.cxid, expected, origin);
             }
         });
     }
@@ -38,7 +40,7 @@ impl Node {
             request: (timeout_ms as i32).to_be_bytes().to_vec(),
             authinfo: Vec::new(),
         };
-        let expected = Expected { op: OpCode::CreateSession, path: None };
+        let expected = Expected { op: OpCode::CreateSession, path: None, after: 0 };
         self.forward(request, Some((expected, Origin::Connect { conn, fwd: true })), out);
     }
 
@@ -143,20 +145,70 @@ impl Node {
     }
 }
 
+/// Learner: this server's requests forwarded to the leader and not answered yet, per session in
+/// the order they were forwarded, which is the order the leader proposes their txns in.
+#[derive(Debug, Default)]
+pub(crate) struct Awaiting(HashMap<i64, VecDeque<Waiter>, warden_tree::FastHash>);
+
+#[derive(Debug)]
+struct Waiter {
+    cxid: i32,
+    expected: Expected,
+    origin: Origin,
+}
+
+impl Awaiting {
+    pub(crate) fn push(&mut self, session_id: i64, cxid: i32, expected: Expected, origin: Origin) {
+        self.0.entry(session_id).or_default().push_back(Waiter { cxid, expected, origin });
+    }
+
+    /// Who waits for this committed txn: the session's oldest forwarded request, if the txn
+    /// carries its cxid and can be its outcome ([`Expected`]); else nobody here (ZooKeeper's
+    /// CommitProcessor likewise answers only the head of the session's queue).
+    pub(crate) fn take(&mut self, hdr: &TxnHeader, txn: &Txn) -> Option<Origin> {
+        let queue = self.0.get_mut(&hdr.client_id)?;
+        let head = queue.front()?;
+        if head.cxid != hdr.cxid || !head.expected.fits(hdr.zxid, txn) {
+            let zxid = format_args!("{:#x}", hdr.zxid);
+            tracing::debug!(session_id = hdr.client_id, cxid = hdr.cxid, head = head.cxid, %zxid,
+                txn_type = hdr.txn_type, "a txn of this session not answering its oldest forwarded request: \
+                another server's connection to the session sent it");
+            return None;
+        }
+        let origin = queue.pop_front().map(|w| w.origin);
+        if queue.is_empty() {
+            self.0.remove(&hdr.client_id);
+        }
+        origin
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
 /// What the txn of a request this learner forwarded can look like.
 ///
 /// A commit is paired with the request waiting for it by session id and cxid, as ZooKeeper's
 /// CommitProcessor pairs them. Two connections on two servers can share a session (a client
 /// took it over while the old connection lives on) and each numbers its own requests, so another
 /// server's txn can carry the pair of a request waiting here. A txn that cannot be that request's
-/// outcome (another kind of write, another path) does not answer it: it is applied like any other
-/// server's txn, and the request waits on for its own. An error txn fits every request; a
-/// collision of two failing writes stays as ambiguous as it is in ZooKeeper.
+/// outcome does not answer it: a txn the leader proposed before it could have had the request
+/// (at or below this server's log end when it forwarded it), another kind of write, or a write of
+/// another path. Such a txn is applied like any other server's, and the request waits on for its
+/// own. An error txn of the right age fits every request: two failing writes with the same cxid,
+/// forwarded at the same time from two servers, stay as ambiguous as they are in ZooKeeper.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Expected {
     op: OpCode,
     /// The hash of the request's path, for writes of one node.
     path: Option<u64>,
+    /// The learner's last logged zxid when it forwarded the request: the txn's is above it.
+    after: i64,
 }
 
 /// A create's sequential suffix: ten digits (`%010d`).
@@ -178,12 +230,15 @@ impl Expected {
             Request::SetAcl(r) => Some(&r.path),
             _ => None,
         };
-        Expected { op: req.op_code(), path: path.map(|p| path_hash(p.as_bytes())) }
+        Expected { op: req.op_code(), path: path.map(|p| path_hash(p.as_bytes())), after: 0 }
     }
 
-    /// Whether `txn` can be the outcome of the request.
-    pub(crate) fn fits(&self, txn: &Txn) -> bool {
+    /// Whether `txn`, committed at `zxid`, can be the outcome of the request.
+    pub(crate) fn fits(&self, zxid: i64, txn: &Txn) -> bool {
         use OpCode as O;
+        if zxid <= self.after {
+            return false;
+        }
         let path = match (self.op, txn) {
             (_, Txn::Error { .. }) => return true,
             (O::Create | O::Create2 | O::CreateContainer | O::CreateTtl, Txn::Create { path, .. })
@@ -214,6 +269,9 @@ mod tests {
     use super::*;
     use warden_proto::request::{CreateRequest, SetDataRequest};
 
+    /// The zxid the tests' txns commit at, above every request's `after` but the one that says.
+    const ZXID: i64 = 0x1_0000_0010;
+
     fn create2(path: &str) -> Request {
         Request::Create2(CreateRequest { path: path.into(), data: None, acl: Vec::new(), flags: 0 })
     }
@@ -235,44 +293,73 @@ mod tests {
         // The fuzz finding: client 2 took client 0's session over on another server, and both
         // had xid 5 in flight, a closeSession and a create2.
         let waiting = Expected::of(&create2("/a"));
-        assert!(!waiting.fits(&Txn::CloseSession { paths_to_delete: vec!["/e".into()] }));
-        assert!(waiting.fits(&created("/a")));
+        assert!(!waiting.fits(ZXID, &Txn::CloseSession { paths_to_delete: vec!["/e".into()] }));
+        assert!(waiting.fits(ZXID, &created("/a")));
         // Every write can fail: an error txn answers it, whoever's it was.
-        assert!(waiting.fits(&Txn::Error { err: ErrorCode::NodeExists.code() }));
-        assert!(Expected::of(&Request::CloseSession).fits(&Txn::CloseSession { paths_to_delete: Vec::new() }));
-        assert!(!Expected::of(&Request::CloseSession).fits(&created("/a")));
+        assert!(waiting.fits(ZXID, &Txn::Error { err: ErrorCode::NodeExists.code() }));
+        assert!(Expected::of(&Request::CloseSession).fits(ZXID, &Txn::CloseSession { paths_to_delete: Vec::new() }));
+        assert!(!Expected::of(&Request::CloseSession).fits(ZXID, &created("/a")));
     }
 
     #[test]
     fn a_txn_fits_only_a_request_of_its_kind_on_its_path() {
         let waiting = Expected::of(&set_data("/a"));
-        assert!(waiting.fits(&data_set("/a")));
-        assert!(!waiting.fits(&data_set("/b")));
-        assert!(!waiting.fits(&created("/a")));
-        assert!(!Expected::of(&create2("/a")).fits(&created("/b")));
-        assert!(!Expected::of(&create2("/a")).fits(&data_set("/a")));
+        assert!(waiting.fits(ZXID, &data_set("/a")));
+        assert!(!waiting.fits(ZXID, &data_set("/b")));
+        assert!(!waiting.fits(ZXID, &created("/a")));
+        assert!(!Expected::of(&create2("/a")).fits(ZXID, &created("/b")));
+        assert!(!Expected::of(&create2("/a")).fits(ZXID, &data_set("/a")));
         // A create with container flags is logged as a createContainer: the same kind.
         let container = Txn::CreateContainer { path: "/a".into(), data: None, acl: Vec::new(), parent_cversion: 1 };
-        assert!(Expected::of(&create2("/a")).fits(&container));
+        assert!(Expected::of(&create2("/a")).fits(ZXID, &container));
         // A multi is answered by a multi txn, whatever its ops.
-        assert!(Expected::of(&Request::Multi(Vec::new())).fits(&Txn::Multi(vec![data_set("/x")])));
-        assert!(!Expected::of(&Request::Multi(Vec::new())).fits(&data_set("/x")));
+        assert!(Expected::of(&Request::Multi(Vec::new())).fits(ZXID, &Txn::Multi(vec![data_set("/x")])));
+        assert!(!Expected::of(&Request::Multi(Vec::new())).fits(ZXID, &data_set("/x")));
     }
 
     #[test]
     fn a_sequential_create_fits_its_txn_with_the_ten_digit_suffix() {
         let waiting = Expected::of(&create2("/q/n-"));
-        assert!(waiting.fits(&created("/q/n-0000000007")));
-        assert!(!waiting.fits(&created("/q/m-0000000007")));
+        assert!(waiting.fits(ZXID, &created("/q/n-0000000007")));
+        assert!(!waiting.fits(ZXID, &created("/q/m-0000000007")));
         // Cutting the suffix counts bytes: a short path with multibyte characters is no trouble.
-        assert!(!Expected::of(&create2("/é")).fits(&created("/ééééé")));
+        assert!(!Expected::of(&create2("/é")).fits(ZXID, &created("/ééééé")));
+    }
+
+    #[test]
+    fn a_txn_proposed_before_the_request_was_forwarded_is_not_its_outcome() {
+        // The second fuzz finding: client 1's delete (xid 9), forwarded after its server had
+        // applied 0xc00000023, was answered by the error txn 0xc00000021 of client 0's create2
+        // with the same xid on another server: a zxid below one client 1 had already seen.
+        let waiting = Expected { after: ZXID + 2, ..Expected::of(&set_data("/a")) };
+        assert!(!waiting.fits(ZXID, &Txn::Error { err: ErrorCode::NoNode.code() }));
+        assert!(!waiting.fits(ZXID + 2, &data_set("/a")));
+        assert!(waiting.fits(ZXID + 3, &Txn::Error { err: ErrorCode::NoNode.code() }));
+        assert!(waiting.fits(ZXID + 3, &data_set("/a")));
+    }
+
+    #[test]
+    fn a_commit_answers_only_the_sessions_oldest_forwarded_request() {
+        // The same input, past that: client 1 had writes up to xid 10 and a closeSession xid 11 forwarded when
+        // client 0's closeSession xid 11 (same session, another server) committed; pairing it
+        // with client 1's close answered that before the writes ahead of it, at a lower zxid.
+        let hdr = |cxid, zxid| TxnHeader { client_id: 7, cxid, zxid, time_ms: 0, txn_type: 0 };
+        let origin = |xid| Origin::Client { conn: 1, xid, ops: crate::writes::WriteOps::One(5), fwd: true };
+        let mut awaiting = Awaiting::default();
+        awaiting.push(7, 5, Expected::of(&set_data("/a")), origin(5));
+        awaiting.push(7, 11, Expected::of(&Request::CloseSession), origin(11));
+        let closed = Txn::CloseSession { paths_to_delete: Vec::new() };
+        assert!(awaiting.take(&hdr(11, ZXID), &closed).is_none(), "xid 5 is still ahead of it");
+        assert!(awaiting.take(&hdr(5, ZXID + 1), &data_set("/a")).is_some());
+        assert!(matches!(awaiting.take(&hdr(11, ZXID + 2), &closed), Some(Origin::Client { xid: 11, .. })));
+        assert!(awaiting.is_empty());
     }
 
     #[test]
     fn a_new_sessions_handshake_fits_only_a_create_session() {
-        let handshake = Expected { op: OpCode::CreateSession, path: None };
-        assert!(handshake.fits(&Txn::CreateSession { timeout_ms: 4_000 }));
-        assert!(!handshake.fits(&Txn::CloseSession { paths_to_delete: Vec::new() }));
-        assert!(!handshake.fits(&created("/a")));
+        let handshake = Expected { op: OpCode::CreateSession, path: None, after: 0 };
+        assert!(handshake.fits(ZXID, &Txn::CreateSession { timeout_ms: 4_000 }));
+        assert!(!handshake.fits(ZXID, &Txn::CloseSession { paths_to_delete: Vec::new() }));
+        assert!(!handshake.fits(ZXID, &created("/a")));
     }
 }

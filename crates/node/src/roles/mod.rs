@@ -43,7 +43,6 @@
 //! gives up the role (`Elect`) and logs an error (the shell must restart it from its storage);
 //! local sessions and reconfig are not supported.
 
-use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use warden_proto::ensure;
@@ -67,7 +66,7 @@ mod learner;
 mod reads;
 mod reconfig;
 
-pub(crate) use learner::Expected;
+pub(crate) use learner::Awaiting;
 pub(crate) use reads::{Barriers, SyncWaiter};
 
 /// Committed txns kept in memory for DIFF sync (ZooKeeper's `commitLogCount`); older learners get
@@ -202,9 +201,8 @@ pub(crate) struct Quorum {
     durable: Zxid,
     /// Leader: this server's clients waiting for the txn with this zxid.
     origins: HashMap<Zxid, Origin, warden_tree::FastHash>,
-    /// Learner: this server's clients waiting for the txn of (session id, cxid), with what that
-    /// txn can look like.
-    awaiting: HashMap<(i64, i32), (Expected, Origin), warden_tree::FastHash>,
+    /// Learner: this server's clients waiting for the txns of the requests it forwarded.
+    awaiting: Awaiting,
     /// Syncs of this server's clients, oldest first: a learner's forwarded to the leader, the
     /// leader's waiting for their confirmation round.
     syncs: VecDeque<SyncWaiter>,
@@ -314,7 +312,7 @@ impl Node {
             log_base: 0,
             durable: 0,
             origins: HashMap::default(),
-            awaiting: HashMap::default(),
+            awaiting: Awaiting::default(),
             syncs: VecDeque::new(),
             barriers: Barriers::default(),
             revalidating: HashMap::new(),
@@ -787,17 +785,7 @@ impl Node {
         let q = self.ensemble_mut();
         let origin = match q.machine {
             Machine::Leader(_) => q.origins.remove(&entry.zxid()),
-            _ => match q.awaiting.entry((entry.hdr.client_id, entry.hdr.cxid)) {
-                Entry::Occupied(w) if w.get().0.fits(&entry.txn) => Some(w.remove().1),
-                Entry::Occupied(_) => {
-                    let zxid = format_args!("{:#x}", entry.zxid());
-                    tracing::warn!(session_id = entry.hdr.client_id, cxid = entry.hdr.cxid, %zxid,
-                        txn_type = entry.hdr.txn_type, "a txn of another server's connection to this session \
-                        carries the cxid of a request waiting here: applied without answering it");
-                    None
-                }
-                Entry::Vacant(_) => None,
-            },
+            _ => q.awaiting.take(&entry.hdr, &entry.txn),
         };
         self.apply(entry.hdr, &entry.txn, origin.unwrap_or(Origin::Internal), out);
         if let Some(d) = entry.digest {
