@@ -929,6 +929,31 @@ fn a_configuration_from_newleader_waits_for_uptodate() {
     assert!(config_text(&c, 2).ends_with(&v1), "{}", config_text(&c, 2));
 }
 
+/// Two first leaders can give the version-0 configuration different versions (ZOOKEEPER-1783)
+/// when the first never got its UPTODATE out: a learner holding the same servers under a higher
+/// version takes its leader's at UPTODATE (a simulator seed ended with followers on one version
+/// and their leader on another).
+#[test]
+fn a_learner_takes_its_leaders_version_of_the_same_servers_at_uptodate() {
+    let mut c = reconfig_cluster();
+    let mut renumbered = c.node(2).membership().cloned().expect("a configuration");
+    renumbered.version = 5 << 32;
+    let super_digest = warden_tree::digest_id(b"super:test");
+    let cfg = NodeConfig { reconfig_enabled: true, super_digest: Some(super_digest), ..node_config(2) };
+    let mut setup = QuorumSetup::new(2, [1, 2, 3]);
+    setup.membership = renumbered;
+    let node = Node::new_quorum(cfg, setup, c.now);
+    c.servers.insert(2, Server { driver: driver(2, node), store: MemStore::default() });
+    assert!(config_text(&c, 2).ends_with("version=500000000"), "{}", config_text(&c, 2));
+
+    assert_eq!(c.elect(), 3);
+    let v1 = format!("version={:x}", 1i64 << 32);
+    for sid in 1..=4 {
+        assert!(config_text(&c, sid).ends_with(&v1), "server {sid}: {}", config_text(&c, sid));
+        assert_eq!(c.node(sid).membership().map(|m| m.version), Some(1 << 32), "server {sid}");
+    }
+}
+
 /// A leader its own reconfig removes designates the new voter that ACKed the most, and every
 /// server goes straight to it (ZooKeeper's COMMITANDACTIVATE / INFORMANDACTIVATE hand-over):
 /// no election is asked for, the designated voter leads, the old leader follows without a vote.

@@ -634,10 +634,7 @@ impl Node {
                 self.apply_committed(entry, out)
             }
             Action::Synced { epoch } => {
-                if let Some(m) = self.ensemble_mut().newleader_config.take() {
-                    self.activate(m, out);
-                    self.write_config_node();
-                }
+                self.leader_config_synced(out);
                 let now_ms = self.now.mono_ms;
                 let q = self.ensemble_mut();
                 let took = now_ms.saturating_sub(q.learning_since_ms);

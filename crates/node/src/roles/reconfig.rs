@@ -141,17 +141,38 @@ impl Node {
         }
     }
 
-    /// A NEWLEADER carried the leader's configuration: adopted at UPTODATE (`Action::Synced`)
-    /// if newer than ours.
+    /// A NEWLEADER carried the leader's configuration: adopted at UPTODATE (`Action::Synced`,
+    /// [`Node::leader_config_synced`]) if newer than ours, or if it is ours under another version.
     pub(super) fn leader_config(&mut self, text: &[u8]) {
         let Some(Ok(m)) = std::str::from_utf8(text).ok().map(Membership::parse_text) else {
             tracing::warn!("NEWLEADER carries no readable configuration; ignored");
             return;
         };
         let Some(q) = self.ensemble_mut_if() else { return };
-        if m.version > q.setup.membership.version && !m.servers.is_empty() {
+        let ours = &q.setup.membership;
+        let renumbered = m.servers == ours.servers && m.version != ours.version;
+        if (m.version > ours.version || renumbered) && !m.servers.is_empty() {
             q.newleader_config = Some(m);
         }
+    }
+
+    /// UPTODATE: the configuration NEWLEADER carried becomes active. The same servers under a
+    /// lower version are taken too: two first leaders (ZOOKEEPER-1783) can give a version-0
+    /// configuration different versions when the first never got its UPTODATE out (ZooKeeper's
+    /// learners keep NEWLEADER's as the last-seen configuration on disk, which a later leader
+    /// then carries on); the leader's history holds every committed reconfig, so a higher
+    /// version of the same servers here was never committed, and the leader's is the one.
+    pub(super) fn leader_config_synced(&mut self, out: &mut Vec<Output>) {
+        let Some(m) = self.ensemble_mut().newleader_config.take() else { return };
+        let q = self.ensemble_mut();
+        if m.version < q.setup.membership.version && m.servers == q.setup.membership.servers {
+            tracing::info!(version = format_args!("{:x}", m.version), "configuration renumbered by the leader");
+            q.setup.membership = m.clone();
+            out.push(Output::Quorum(QuorumOutput::ConfigChanged { membership: m }));
+        } else {
+            self.activate(m, out);
+        }
+        self.write_config_node();
     }
 
     /// Makes `m` the active configuration, tells the shell, and leaves a role it no longer fits.
