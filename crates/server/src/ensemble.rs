@@ -207,6 +207,16 @@ impl Ensemble {
         }
     }
 
+    /// As `stop_net`, but a leader's learners first get what was queued for them (within
+    /// `HAND_OVER_FLUSH`).
+    async fn stop_net_flushed(&mut self) {
+        match std::mem::replace(&mut self.net, Net::None) {
+            Net::Leader(n) => n.stop_flushed(self.net_cfg.write_timeout.min(HAND_OVER_FLUSH)).await,
+            Net::Learner { net, .. } => net.stop().await,
+            Net::None => {}
+        }
+    }
+
     async fn stop_net(&mut self) {
         match std::mem::replace(&mut self.net, Net::None) {
             Net::None => {}
@@ -226,11 +236,11 @@ impl Ensemble {
     /// Leaves the role's connections and starts a new election round; with `flush`, a leader's
     /// learners get what was queued for them first (within the hand-over's bound).
     pub(crate) async fn elect(&mut self, last_zxid: i64, current_epoch: i64, flush: bool) {
-        match std::mem::replace(&mut self.net, Net::None) {
-            Net::Leader(n) if flush => n.stop_flushed(self.net_cfg.write_timeout.min(HAND_OVER_FLUSH)).await,
-            net => self.net = net,
+        if flush {
+            self.stop_net_flushed().await;
+        } else {
+            self.stop_net().await;
         }
-        self.stop_net().await;
         if let Err(e) = self.election.restart_election(last_zxid, current_epoch).await {
             tracing::error!(error = %e, "cannot restart the election");
         }
@@ -240,13 +250,9 @@ impl Ensemble {
     /// Leaves the role's connections and takes `leader`, designated by a reconfig's commit, as
     /// the election's decision (reported like any other).
     pub(crate) async fn hand_over(&mut self, leader: Sid, zxid: i64) {
-        match std::mem::replace(&mut self.net, Net::None) {
-            // The learners must get the COMMITANDACTIVATE queued for them: it tells them whom
-            // to follow now.
-            Net::Leader(n) => n.stop_flushed(self.net_cfg.write_timeout.min(HAND_OVER_FLUSH)).await,
-            Net::Learner { net, .. } => net.stop().await,
-            Net::None => {}
-        }
+        // The learners must get the COMMITANDACTIVATE queued for them: it tells them whom to
+        // follow now.
+        self.stop_net_flushed().await;
         if let Err(e) = self.election.hand_over(leader, zxid).await {
             tracing::error!(error = %e, "cannot hand the election over to the designated leader");
         }

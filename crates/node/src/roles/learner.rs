@@ -241,9 +241,10 @@ impl Expected {
         }
         let path = match (self.op, txn) {
             (_, Txn::Error { .. }) => return true,
-            (O::Create | O::Create2 | O::CreateContainer | O::CreateTtl, Txn::Create { path, .. })
-            | (O::Create | O::Create2 | O::CreateContainer | O::CreateTtl, Txn::CreateContainer { path, .. })
-            | (O::Create | O::Create2 | O::CreateContainer | O::CreateTtl, Txn::CreateTtl { path, .. }) => {
+            (
+                O::Create | O::Create2 | O::CreateContainer | O::CreateTtl,
+                Txn::Create { path, .. } | Txn::CreateContainer { path, .. } | Txn::CreateTtl { path, .. },
+            ) => {
                 // A sequential create's txn names the node with its suffix.
                 let p = path.as_bytes();
                 return self.path.is_some_and(|h| {

@@ -986,9 +986,8 @@ impl Leader {
             for sid in ready {
                 self.send_uptodate(sid);
             }
-            self.phase = Phase::Stopped { epoch: self.phase.epoch(), established: self.phase.established() };
             let reason = "this leader is not a voter of the configuration its history makes active".to_string();
-            return self.out.push(Action::StepAside { reason });
+            return self.stop_with(Action::StepAside { reason });
         }
         self.phase = Phase::Broadcast { epoch };
         self.out.push(Action::Broadcasting { epoch });
@@ -1246,8 +1245,13 @@ impl Leader {
     }
 
     fn stop(&mut self, reason: &str) {
+        self.stop_with(Action::GoLooking { reason: reason.to_string() });
+    }
+
+    /// Stops the machine with `leaving`, the action that gives up the role.
+    fn stop_with(&mut self, leaving: Action) {
         self.phase = Phase::Stopped { epoch: self.phase.epoch(), established: self.phase.established() };
-        self.out.push(Action::GoLooking { reason: reason.to_string() });
+        self.out.push(leaving);
     }
 
     /// Moves the staged actions into the caller's buffer; both keep their capacity.
