@@ -84,7 +84,7 @@ pub enum Event {
 #[derive(Debug)]
 pub enum Command {
     /// Write this complete frame to a client connection (see `Output::Send`).
-    Send { conn: ConnId, frame: Vec<u8>, completes_request: bool },
+    Send { conn: ConnId, frame: bytes::Bytes, completes_request: bool },
     /// Close a client connection once what was sent before is flushed.
     Close { conn: ConnId },
     /// Storage work, in order behind every earlier one. `may_inline`: a lone writer's append,

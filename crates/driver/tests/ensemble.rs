@@ -371,7 +371,7 @@ impl Cluster {
         let op = req.op_code().code();
         self.step(sid, Input::Request { conn, xid, req });
         self.run();
-        let replies: Vec<Vec<u8>> = self
+        let replies: Vec<bytes::Bytes> = self
             .take_client(sid, conn)
             .into_iter()
             .filter_map(|c| match c {
@@ -723,7 +723,7 @@ fn a_reconnect_to_a_learner_is_answered_after_the_leaders_revalidate_reply() {
         assert_eq!(queued_revalidates(&c, sid, 3), [(hs.session_id, 1_000)]);
         c.run();
         let out = c.take_client(sid, conn);
-        let frames: Vec<&Vec<u8>> = out
+        let frames: Vec<&bytes::Bytes> = out
             .iter()
             .filter_map(|o| match o {
                 Command::Send { frame, .. } => Some(frame),

@@ -1,8 +1,10 @@
 //! The node state machine: inputs in, outputs out.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
+
+use bytes::Bytes;
 use warden_proto::ensure;
 
 use warden_proto::connect::{ConnectRequest, ConnectResponse};
@@ -142,8 +144,9 @@ pub enum Input {
 #[derive(Debug)]
 pub enum Output {
     /// Write this complete frame to the connection. `completes_request` is true for the reply to a
-    /// client request (not for notifications), so the shell can count outstanding requests.
-    Send { conn: ConnId, frame: Vec<u8>, completes_request: bool },
+    /// client request (not for notifications), so the shell can count outstanding requests. The
+    /// notifications of one event share one `frame`'s bytes.
+    Send { conn: ConnId, frame: Bytes, completes_request: bool },
     /// Close the connection once what was sent before is flushed.
     Close { conn: ConnId },
     /// Make this txn durable, then answer with `Input::Durable`. Shared with the node's own
@@ -207,8 +210,10 @@ pub struct Node {
     pub(crate) prep: Prep,
     pub(crate) watches: WatchManager,
     pub(crate) sessions: SessionTracker,
-    /// Boxed: a table of tens of thousands of connections keeps its spare buckets small.
-    pub(crate) conns: HashMap<ConnId, Box<Conn>, warden_tree::FastHash>,
+    /// Boxed: a table of tens of thousands of connections keeps its nodes small. Ordered: a watch
+    /// storm visits its watchers in ascending id, which here walks the map's leaves in order
+    /// rather than a hash table's buckets at random.
+    pub(crate) conns: BTreeMap<ConnId, Box<Conn>>,
     pub(crate) session_conn: HashMap<i64, ConnId, warden_tree::FastHash>,
     /// The last zxid handed out.
     last_zxid: i64,
@@ -246,7 +251,7 @@ impl Node {
             prep: Prep::new(),
             watches: WatchManager::new(),
             sessions,
-            conns: HashMap::default(),
+            conns: BTreeMap::new(),
             session_conn: HashMap::default(),
             last_zxid: 0,
             spare_events: Vec::new(),
@@ -364,7 +369,7 @@ impl Node {
             Input::Sasl { conn, xid, outcome } => self.on_sasl(conn, xid, outcome, out),
             Input::Invalid { conn, xid, err } => {
                 let frame = self.reply_frame(xid, err.code(), None);
-                out.push(Output::Send { conn, frame, completes_request: true });
+                out.push(Output::Send { conn, frame: frame.into(), completes_request: true });
                 out.push(Output::Close { conn });
             }
             Input::Disconnected { conn } => self.on_disconnect(conn),
@@ -466,7 +471,7 @@ impl Node {
     /// ZooKeeper's answer to a reconnect with an invalid session: timeout 0, session 0, then close.
     pub(crate) fn answer_expired(&mut self, conn: ConnId, read_only: Option<bool>, out: &mut Vec<Output>) {
         let frame = ConnectResponse::expired(read_only).encode_frame();
-        out.push(Output::Send { conn, frame, completes_request: false });
+        out.push(Output::Send { conn, frame: frame.into(), completes_request: false });
         out.push(Output::Close { conn });
     }
 
@@ -486,7 +491,7 @@ impl Node {
         let frame = c.handshake_frame(id);
         let early = std::mem::take(&mut c.before_session);
         self.conns.insert(conn, Box::new(c));
-        out.push(Output::Send { conn, frame, completes_request: false });
+        out.push(Output::Send { conn, frame: frame.into(), completes_request: false });
         self.replay_early(conn, early, out);
     }
 
@@ -729,8 +734,9 @@ impl Node {
                 summary.record(fired.len() as u64);
             }
             // A storm's notifications are equal bytes: encoded once per event type (every
-            // notification of one event is about its path).
-            let mut encoded: Option<(WatchEventType, Vec<u8>)> = None;
+            // notification of one event is about its path) and shared by every watcher, with no
+            // allocation per watcher.
+            let mut encoded: Option<(WatchEventType, Bytes)> = None;
             // Most nodes anyone may read: then no watcher's ids need looking up.
             let anyone_reads = self.cfg.skip_acl || warden_tree::acl::world_readable(&ev.acl);
             for fired in fired {
@@ -746,7 +752,7 @@ impl Node {
                             state: keeper_state::SYNC_CONNECTED,
                             path: ev.path.to_string(),
                         };
-                        let frame = encode_notification(hdr.zxid, &notification);
+                        let frame = Bytes::from(encode_notification(hdr.zxid, &notification));
                         encoded = Some((fired.event_type, frame.clone()));
                         frame
                     }
@@ -827,7 +833,7 @@ impl Node {
     }
 
     /// Sends a notification's frame to `conn`.
-    fn notify(&mut self, conn: ConnId, frame: Vec<u8>, out: &mut Vec<Output>) {
+    fn notify(&mut self, conn: ConnId, frame: Bytes, out: &mut Vec<Output>) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.sent += 1;
             let size = frame.len().saturating_sub(4);
@@ -893,7 +899,7 @@ impl Node {
         let size = frame.len().saturating_sub(4);
         self.counters.response_bytes += size as u64;
         self.response_sizes.record(size);
-        out.push(Output::Send { conn, frame, completes_request: true });
+        out.push(Output::Send { conn, frame: frame.into(), completes_request: true });
     }
 
     pub(crate) fn reply_frame(&self, xid: i32, err: i32, body: Option<&Response>) -> Vec<u8> {
@@ -922,7 +928,7 @@ impl Node {
             }
             c.sent += 1;
         }
-        out.push(Output::Send { conn, frame, completes_request: true });
+        out.push(Output::Send { conn, frame: frame.into(), completes_request: true });
         if !ok {
             self.drop_conn(conn);
             out.push(Output::Close { conn });

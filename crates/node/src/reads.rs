@@ -246,7 +246,7 @@ impl Node {
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.sent += 1;
             }
-            out.push(Output::Send { conn, frame: encode_notification(-1, &ev), completes_request: false });
+            out.push(Output::Send { conn, frame: encode_notification(-1, &ev).into(), completes_request: false });
         }
     }
 }

@@ -66,7 +66,7 @@ impl Node {
         };
         c.sent += 1;
         let frame = sasl_reply(ReplyHeader { xid, zxid: 0, err }, token);
-        out.push(Output::Send { conn, frame, completes_request: true });
+        out.push(Output::Send { conn, frame: frame.into(), completes_request: true });
         if close {
             self.drop_conn(conn);
             out.push(Output::Close { conn });
@@ -109,7 +109,7 @@ impl Node {
         c.sent += 1;
         let frame =
             encode_reply(&ReplyHeader { xid, zxid: 0, err: ErrorCode::SessionClosedRequireSaslAuth.code() }, None);
-        out.push(Output::Send { conn, frame, completes_request: true });
+        out.push(Output::Send { conn, frame: frame.into(), completes_request: true });
         self.drop_conn(conn);
         out.push(Output::Close { conn });
         false

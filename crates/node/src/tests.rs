@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use warden_proto::connect::{ConnectRequest, ConnectResponse};
 use warden_proto::header::ReplyHeader;
-use warden_proto::request::{CreateRequest, MultiOp, PathVersion, PathWatch, Request};
+use warden_proto::request::{CreateRequest, MultiOp, PathVersion, PathWatch, Request, SetDataRequest};
 use warden_proto::response::{decode_notification, decode_reply, Response};
 use warden_proto::{Acl, ErrorCode, Record, Txn};
 
@@ -115,7 +115,7 @@ fn data_watch_fires_before_the_reply_that_changed_the_node() {
     h.request(1, 1, create("/w", 0));
     h.request(1, 2, Request::GetData(PathWatch { path: "/w".into(), watch: true }));
     let (_, _, out) = h.request(1, 3, Request::Delete(PathVersion { path: "/w".into(), version: -1 }));
-    let frames: Vec<&Vec<u8>> = out
+    let frames: Vec<&bytes::Bytes> = out
         .iter()
         .filter_map(|o| match o {
             Output::Send { frame, .. } => Some(frame),
@@ -126,6 +126,36 @@ fn data_watch_fires_before_the_reply_that_changed_the_node() {
     let (nh, ev) = decode_notification(&frames[0][4..]).unwrap();
     assert_eq!((nh.xid, ev.event_type, ev.path.as_str()), (-1, 2, "/w"));
     assert_eq!(nh.zxid, h.node.last_processed_zxid(), "3.9: notification carries the txn zxid");
+}
+
+#[test]
+fn a_storms_notifications_share_one_encoded_frame() {
+    let mut h = Harness::new();
+    for conn in 1..=5 {
+        h.connect(conn, 0, vec![0; 16]);
+    }
+    h.request(1, 1, create("/storm", 0));
+    for conn in 1..=5 {
+        h.request(conn, 2, Request::GetData(PathWatch { path: "/storm".into(), watch: true }));
+    }
+    let set = Request::SetData(SetDataRequest { path: "/storm".into(), data: Some(b"y".to_vec().into()), version: -1 });
+    let (_, _, out) = h.request(1, 3, set);
+    let notes: Vec<(u64, &bytes::Bytes)> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Send { conn, frame, completes_request: false } => Some((*conn, frame)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        notes.iter().map(|n| n.0).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4, 5],
+        "every watcher, in connection order"
+    );
+    let (nh, ev) = decode_notification(&notes[0].1[4..]).unwrap();
+    assert_eq!((nh.xid, ev.event_type, ev.path.as_str()), (-1, 3, "/storm"));
+    // Encoded once: every watcher's frame is the same buffer, not a copy.
+    assert!(notes.iter().all(|n| n.1.as_ptr() == notes[0].1.as_ptr() && n.1 == notes[0].1));
 }
 
 #[test]
@@ -252,7 +282,7 @@ fn requests_behind_the_connect_request_wait_for_the_session() {
         "nothing is sent before the session exists: {out:?}"
     );
     let all = h.step(Input::Durable { zxid: 1 });
-    let sends: Vec<&Vec<u8>> = all
+    let sends: Vec<&bytes::Bytes> = all
         .iter()
         .filter_map(|o| match o {
             Output::Send { frame, .. } => Some(frame),
@@ -422,7 +452,7 @@ fn sasl_step(
     outcome: SaslOutcome,
 ) -> (ReplyHeader, Option<Response>, Vec<Output>) {
     let out = h.step(Input::Sasl { conn, xid, outcome });
-    let frames: Vec<&Vec<u8>> = out
+    let frames: Vec<&bytes::Bytes> = out
         .iter()
         .filter_map(|o| match o {
             Output::Send { frame, completes_request: true, .. } => Some(frame),
@@ -592,7 +622,7 @@ fn a_sasl_packet_pipelined_behind_the_connect_request_is_answered_after_the_hand
     h.node.step(h.now, Input::Sasl { conn: 1, xid: 1, outcome }, &mut out);
     assert!(out.is_empty(), "nothing before the session exists: {out:?}");
     h.node.step(h.now, Input::Durable { zxid: zxid.expect("createSession persisted") }, &mut out);
-    let frames: Vec<&Vec<u8>> =
+    let frames: Vec<&bytes::Bytes> =
         out.iter().filter_map(|o| if let Output::Send { frame, .. } = o { Some(frame) } else { None }).collect();
     assert_eq!(frames.len(), 2, "{out:?}");
     assert!(ConnectResponse::from_bytes(&frames[0][4..]).is_ok(), "the handshake first");

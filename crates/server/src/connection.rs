@@ -708,7 +708,7 @@ async fn write_batch(
     while bytes.len() < COALESCE {
         match rx.try_recv() {
             Some(ConnMsg::Frames(more)) => {
-                bytes.extend_from_slice(&more.bytes);
+                bytes.append(&more.bytes);
                 frames += more.frames;
                 completes += more.completes;
             }

@@ -25,7 +25,7 @@ use crate::world::{Phase, ToServer, World};
 /// What a server sends a client.
 #[derive(Debug)]
 pub(crate) enum ClientMsg {
-    Frame(Vec<u8>),
+    Frame(bytes::Bytes),
     Closed,
 }
 
