@@ -14,7 +14,10 @@ impl Node {
         let q = self.ensemble_mut();
         q.origins.clear();
         q.awaiting.clear();
-        q.newleader_config = None;
+        // A NEWLEADER whose UPTODATE never came: its configuration is kept as the last-seen one
+        // (ZooKeeper's learner writes it as such at NEWLEADER), so that, should this server
+        // lead, it finishes it rather than leading under an older configuration (below).
+        let newleader_config = q.newleader_config.take();
         q.syncs.clear();
         q.barriers.reset();
         q.revalidating.clear();
@@ -29,6 +32,10 @@ impl Node {
             self.apply(e.hdr, &e.txn, Origin::Internal, out);
         }
         self.ensemble_mut().replaying_log = false;
+        // Only a reconfig's configuration, whose version is its txn's zxid: a first leader's
+        // version for the servers in use (ZOOKEEPER-1783) is its NEWLEADER zxid, counter 0, and
+        // no txn a later leader could finish.
+        self.saw_config(newleader_config.filter(|m| m.version & 0xffff_ffff != 0));
     }
 
     /// Stops the current machine without asking for an election.

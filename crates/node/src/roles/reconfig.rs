@@ -116,7 +116,7 @@ impl Node {
 
     /// A configuration this server's history holds without it being known committed: kept as
     /// the last-seen one when newer than the active one.
-    fn saw_config(&mut self, m: Option<Membership>) {
+    pub(super) fn saw_config(&mut self, m: Option<Membership>) {
         let Some(q) = self.ensemble_mut_if() else { return };
         if let Some(m) = m.filter(|m| !m.servers.is_empty() && m.version > q.setup.membership.version) {
             if q.last_seen.as_ref().is_none_or(|l| l.version < m.version) {
