@@ -803,6 +803,7 @@ impl Owner {
 
     /// Sends the frames collected for `conn`, if any.
     fn send_pending(&mut self, conn: ConnId) {
+        // The order of the rest is only a help to the cache: the last entry may take this slot.
         let Some(p) = self.pending.swap_remove(&conn) else { return };
         self.send(conn, p);
     }

@@ -35,7 +35,7 @@ impl Node {
         // Only a reconfig's configuration, whose version is its txn's zxid: a first leader's
         // version for the servers in use (ZOOKEEPER-1783) is its NEWLEADER zxid, counter 0, and
         // no txn a later leader could finish.
-        self.saw_config(newleader_config.filter(|m| m.version & 0xffff_ffff != 0));
+        self.saw_config(newleader_config.filter(|m| counter_of(m.version) != 0));
     }
 
     /// Stops the current machine without asking for an election.
